@@ -1,0 +1,1 @@
+"""Audio in: decoding, features, lip-sync and motion, producing AvatarParams."""

@@ -1,0 +1,40 @@
+"""`Frame`: what flows between stages.
+
+    pts_ns   presentation time on the master (audio-sample) clock, see pipeline/clock.py
+    index    frame number in the stream (0, 1, 2, …)
+    params   the AvatarParams the frame is rendered from
+    image    torch.uint8 (H, W, 4) RGBA, **premultiplied alpha** (what Skia rasterises and what
+             filtering, warping and upscaling need: no dark fringes). Sinks un-premultiply.
+    motion   torch.float32 (H, W, 2) screen motion in pixels since the previous frame:
+             the surface point under pixel p was at p - motion[p] one frame ago.
+    timings  per-stage wall times in milliseconds (diagnostics only)
+
+Immutable in spirit: a stage returns `frame.with_(image=...)` instead of mutating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipeline.avatar import AvatarParams
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    pts_ns: int
+    index: int
+    params: AvatarParams
+    image: torch.Tensor | None = None
+    motion: torch.Tensor | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> Frame:
+        return dataclasses.replace(self, **changes)
+
+    def timed(self, stage: str, ms: float) -> Frame:
+        return dataclasses.replace(self, timings={**self.timings, stage: ms})

@@ -1,0 +1,157 @@
+"""The graph: a source, a chain of stages and a sink, joined by bounded queues.
+
+`Graph.build()` checks every stage's needs against what the frames carry at that point.
+`Graph.run()` gives each stage its own thread (torch, Skia and FFmpeg release the GIL for their
+heavy work, so stages overlap on several cores) and moves frames through bounded queues:
+
+    source ─► q ─► stage 1 ─► q ─► … ─► stage n ─► q ─► sink
+
+Offline mode (now): queues block, nothing waits on a wall clock, and a stage that allows it
+receives up to `max_batch` frames at once. Live mode (later) swaps the queue policy to
+latest-wins and drives the source from the capture clock; the stages do not change.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pipeline.frame import Frame
+from pipeline.queues import BoundedQueue, Closed, Policy
+from pipeline.stage import Context, Sink, Spec, Stage
+
+
+class GraphError(ValueError):
+    """The chain does not fit together (reported when the graph is built)."""
+
+
+@dataclass
+class RunStats:
+    frames: int = 0
+    seconds: float = 0.0
+    stage_ms: dict[str, float] = field(default_factory=dict)  # total ms per stage
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.seconds if self.seconds > 0 else 0.0
+
+
+class Graph:
+    def __init__(
+        self,
+        source: Iterable[Frame],
+        source_gives: Spec,
+        stages: list[Stage],
+        sink: Sink,
+        queue_capacity: int = 4,
+        policy: Policy = Policy.BLOCK,
+    ):
+        self.source = source
+        self.source_gives = source_gives
+        self.stages = stages
+        self.sink = sink
+        self.queue_capacity = queue_capacity
+        self.policy = policy
+
+    def build(self) -> Spec:
+        """Check the chain; return what reaches the sink."""
+        carried = self.source_gives
+        for stage in [*self.stages, self.sink]:
+            needs = stage.needs
+            missing = needs.fields - carried.fields
+            if missing:
+                raise GraphError(f"stage '{stage.name}' needs {sorted(missing)}, but frames reaching it carry only {sorted(carried.fields)}")
+            if needs.size is not None and carried.size is not None and needs.size != carried.size:
+                raise GraphError(f"stage '{stage.name}' needs {needs.size[0]}x{needs.size[1]} images, gets {carried.size[0]}x{carried.size[1]}")
+            if needs.device is not None and carried.device is not None and needs.device != carried.device:
+                raise GraphError(f"stage '{stage.name}' needs frames on {needs.device}, gets them on {carried.device}")
+            if isinstance(stage, Stage):
+                carried = carried.merged(stage.gives)
+        return carried
+
+    def run(self, ctx: Context, on_frame: Callable[[Frame], None] | None = None) -> RunStats:
+        """Run to the end of the source. On any error the sink is aborted and the error re-raised."""
+        self.build()
+        stats = RunStats(stage_ms={s.name: 0.0 for s in self.stages})
+        queues = [BoundedQueue[Frame](self.queue_capacity, self.policy) for _ in range(len(self.stages) + 1)]
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def fail(exc: BaseException) -> None:
+            errors.append(exc)
+            stop.set()
+            for q in queues:
+                q.close()
+
+        def feed() -> None:
+            try:
+                for frame in self.source:
+                    if stop.is_set():
+                        return
+                    queues[0].put(frame)
+            except Closed:
+                pass
+            except BaseException as exc:
+                fail(exc)
+            finally:
+                queues[0].close()
+
+        def work(stage: Stage, inbox: BoundedQueue[Frame], outbox: BoundedQueue[Frame]) -> None:
+            try:
+                while True:
+                    try:
+                        batch = inbox.get_batch(max(1, stage.max_batch))
+                    except Closed:
+                        return
+                    t0 = time.perf_counter()
+                    out = stage.process_batch(batch)
+                    ms = (time.perf_counter() - t0) * 1e3
+                    stats.stage_ms[stage.name] += ms
+                    for frame in out:
+                        outbox.put(frame.timed(stage.name, ms / len(batch)))
+            except Closed:
+                pass
+            except BaseException as exc:
+                fail(exc)
+            finally:
+                outbox.close()
+
+        prepared: list = []
+        try:
+            for part in [*self.stages, self.sink]:
+                part.setup(ctx)
+                prepared.append(part)
+            threads = [threading.Thread(target=feed, name="source", daemon=True)]
+            for i, stage in enumerate(self.stages):
+                threads.append(threading.Thread(target=work, args=(stage, queues[i], queues[i + 1]), name=stage.name, daemon=True))
+            t_start = time.perf_counter()
+            for t in threads:
+                t.start()
+            try:
+                while True:
+                    try:
+                        frame = queues[-1].get()
+                    except Closed:
+                        break
+                    self.sink.write(frame)
+                    stats.frames += 1
+                    if on_frame is not None:
+                        on_frame(frame)
+            except BaseException as exc:  # KeyboardInterrupt included: never leave a half file
+                fail(exc)
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
+            self.sink.finish()
+            stats.seconds = time.perf_counter() - t_start
+            return stats
+        except BaseException:
+            self.sink.abort()
+            raise
+        finally:
+            for part in prepared:
+                if part is not self.sink:
+                    part.close()

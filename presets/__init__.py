@@ -1,0 +1,1 @@
+"""Style presets: TOML data files in this folder, validated by `presets.schema`."""

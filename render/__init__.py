@@ -1,0 +1,1 @@
+"""Avatar rigs: AvatarParams in, RGBA + motion vectors out."""
