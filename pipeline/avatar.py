@@ -85,7 +85,10 @@ class AvatarParams:
 
     def clamped(self) -> AvatarParams:
         """A copy with every scalar inside its Live2D range and vowel weights normalised."""
-        values = {name: float(np.clip(getattr(self, name), lo, hi)) for name, (lo, hi, _) in RANGES.items()}
+        values = {
+            name: float(np.clip(getattr(self, name), lo, hi))
+            for name, (lo, hi, _) in RANGES.items()
+        }
         v = np.clip(np.asarray(self.vowels, np.float32), 0.0, None)
         total = float(v.sum())
         v = v / total if total > 0 else _neutral_vowels()
@@ -106,7 +109,9 @@ class AvatarTrack:
     @classmethod
     def neutral(cls, pts_ns: np.ndarray, fps: int) -> AvatarTrack:
         n = len(pts_ns)
-        scalars = {name: np.full(n, neutral, np.float32) for name, (_, _, neutral) in RANGES.items()}
+        scalars = {
+            name: np.full(n, neutral, np.float32) for name, (_, _, neutral) in RANGES.items()
+        }
         vowels = np.tile(_neutral_vowels(), (n, 1))
         return cls(fps=fps, pts_ns=np.asarray(pts_ns, np.int64), scalars=scalars, vowels=vowels)
 
@@ -116,7 +121,9 @@ class AvatarTrack:
     def __getitem__(self, i: int) -> AvatarParams:
         values = {name: float(arr[i]) for name, arr in self.scalars.items()}
         expr = {name: float(arr[i]) for name, arr in self.expressions.items()}
-        return AvatarParams(pts_ns=int(self.pts_ns[i]), vowels=self.vowels[i].copy(), expressions=expr, **values)
+        return AvatarParams(
+            pts_ns=int(self.pts_ns[i]), vowels=self.vowels[i].copy(), expressions=expr, **values
+        )
 
     def validate(self) -> None:
         n = len(self.pts_ns)
@@ -127,7 +134,9 @@ class AvatarTrack:
             if arr.shape != (n,):
                 raise ValueError(f"AvatarTrack.{name} has shape {arr.shape}, expected ({n},)")
         if self.vowels.shape != (n, len(VOWELS)):
-            raise ValueError(f"AvatarTrack.vowels has shape {self.vowels.shape}, expected ({n}, {len(VOWELS)})")
+            raise ValueError(
+                f"AvatarTrack.vowels has shape {self.vowels.shape}, expected ({n}, {len(VOWELS)})"
+            )
 
 
 assert {f.name for f in fields(AvatarParams)} >= set(SCALARS)

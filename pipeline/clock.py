@@ -14,8 +14,12 @@ def samples_to_ns(samples: int, sample_rate: int) -> int:
 
 
 def ns_to_samples(pts_ns: int, sample_rate: int) -> int:
-    """Index of the sample that plays at `pts_ns` (floor)."""
-    return pts_ns * sample_rate // NS_PER_S
+    """Index of the sample nearest to `pts_ns`.
+
+    Rounding (not flooring) makes samples -> ns -> samples and frame -> ns -> samples exact:
+    time stamps are floored to whole nanoseconds, far below one sample period.
+    """
+    return (pts_ns * sample_rate + NS_PER_S // 2) // NS_PER_S
 
 
 def frame_pts_ns(index: int, fps: int) -> int:

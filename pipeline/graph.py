@@ -62,11 +62,21 @@ class Graph:
             needs = stage.needs
             missing = needs.fields - carried.fields
             if missing:
-                raise GraphError(f"stage '{stage.name}' needs {sorted(missing)}, but frames reaching it carry only {sorted(carried.fields)}")
+                raise GraphError(
+                    f"stage '{stage.name}' needs {sorted(missing)}, but frames reaching it carry only {sorted(carried.fields)}"
+                )
             if needs.size is not None and carried.size is not None and needs.size != carried.size:
-                raise GraphError(f"stage '{stage.name}' needs {needs.size[0]}x{needs.size[1]} images, gets {carried.size[0]}x{carried.size[1]}")
-            if needs.device is not None and carried.device is not None and needs.device != carried.device:
-                raise GraphError(f"stage '{stage.name}' needs frames on {needs.device}, gets them on {carried.device}")
+                raise GraphError(
+                    f"stage '{stage.name}' needs {needs.size[0]}x{needs.size[1]} images, gets {carried.size[0]}x{carried.size[1]}"
+                )
+            if (
+                needs.device is not None
+                and carried.device is not None
+                and needs.device != carried.device
+            ):
+                raise GraphError(
+                    f"stage '{stage.name}' needs frames on {needs.device}, gets them on {carried.device}"
+                )
             if isinstance(stage, Stage):
                 carried = carried.merged(stage.gives)
         return carried
@@ -75,7 +85,10 @@ class Graph:
         """Run to the end of the source. On any error the sink is aborted and the error re-raised."""
         self.build()
         stats = RunStats(stage_ms={s.name: 0.0 for s in self.stages})
-        queues = [BoundedQueue[Frame](self.queue_capacity, self.policy) for _ in range(len(self.stages) + 1)]
+        queues = [
+            BoundedQueue[Frame](self.queue_capacity, self.policy)
+            for _ in range(len(self.stages) + 1)
+        ]
         errors: list[BaseException] = []
         stop = threading.Event()
 
@@ -125,7 +138,14 @@ class Graph:
                 prepared.append(part)
             threads = [threading.Thread(target=feed, name="source", daemon=True)]
             for i, stage in enumerate(self.stages):
-                threads.append(threading.Thread(target=work, args=(stage, queues[i], queues[i + 1]), name=stage.name, daemon=True))
+                threads.append(
+                    threading.Thread(
+                        target=work,
+                        args=(stage, queues[i], queues[i + 1]),
+                        name=stage.name,
+                        daemon=True,
+                    )
+                )
             t_start = time.perf_counter()
             for t in threads:
                 t.start()
