@@ -4,7 +4,8 @@ Ranges follow Live2D's standard parameters (see shared/ANCHORS.md §5) so a Live
 driven without translation tables:
 
     head_yaw / head_pitch / head_roll  -30..30 degrees (yaw > 0: face turns to screen-right,
-                                       pitch > 0: looks up, roll > 0: tilts, Live2D AngleZ)
+                                       pitch > 0: looks up, roll > 0: head tilts
+                                       counter-clockwise on screen, Live2D AngleZ)
     body_yaw / body_roll               -10..10 degrees (body sway, Live2D BodyAngleX/Z)
     eye_open_l / eye_open_r             0..1 (1 = open)     eye_smile 0..1
     gaze_x / gaze_y                    -1..1                brow_l / brow_r -1..1 (raise > 0)

@@ -58,8 +58,17 @@ class LineStyle(Strict):
 
 
 class Background(Strict):
+    """What render/backgrounds.py draws behind the idol (see that module for each kind).
+
+    `colors` by kind (missing ones get a sensible default derived from the first):
+        gradient   [top, bottom, spotlight]
+        paper      [paper, ink, seal]                      (seal: the small red hanko stamp)
+        city-glow  [sky top, horizon glow, buildings, windows, neon 1, neon 2]
+    """
+
     kind: Literal["gradient", "paper", "city-glow"]
-    colors: list[Color] = Field(min_length=1, max_length=6)
+    colors: tuple[Color, ...] = Field(min_length=1, max_length=6)
+    detail: float = Field(0.5, ge=0.0, le=1.0, description="amount of bokeh / fibres / windows")
 
 
 class PostProcess(Strict):
@@ -73,6 +82,15 @@ class PostProcess(Strict):
     posterize: int = Field(0, ge=0, le=32, description="colour levels per channel, 0 = off")
     ink_bleed: float = Field(0.0, ge=0.0, le=3.0)
     accent: Color | None = None
+    # Added for the three built-in looks (all optional, 0 / None = off or the kind's default).
+    saturation: float = Field(1.0, ge=0.0, le=2.0, description="1 = unchanged")
+    shading: float = Field(0.0, ge=0.0, le=1.0, description="toon: soft inner-edge shading")
+    wet_edges: float = Field(0.0, ge=0.0, le=3.0, description="ink-wash: pigment pooling at edges")
+    paper: float = Field(0.0, ge=0.0, le=1.0, description="ink-wash: paper texture multiplied in")
+    ink: Color | None = Field(None, description="ink-wash: the ink colour (default near-black)")
+    chromatic: float = Field(0.0, ge=0.0, le=8.0, description="cyberpunk: RGB split in px at 720p")
+    rim_color: Color | None = Field(None, description="cyberpunk: key rim light colour")
+    rim_color2: Color | None = Field(None, description="cyberpunk: opposite rim light colour")
 
 
 class Diffusion(Strict):
