@@ -1,0 +1,60 @@
+"""A sink that keeps the last frame it receives and writes it as a PNG (RGBA, straight alpha)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import av
+import numpy as np
+
+from pipeline.frame import Frame
+from pipeline.stage import Context, spec
+
+
+def unpremultiply(rgba: np.ndarray) -> np.ndarray:
+    """Premultiplied uint8 RGBA → straight alpha (what PNG and WebM store)."""
+    alpha = rgba[..., 3:4].astype(np.float32)
+    safe = np.where(alpha > 0, alpha, 1.0)
+    rgb = np.clip(rgba[..., :3].astype(np.float32) * 255.0 / safe + 0.5, 0, 255)
+    return np.concatenate([rgb.astype(np.uint8), rgba[..., 3:4]], axis=-1)
+
+
+def write_png(path: Path, rgba_premultiplied: np.ndarray) -> None:
+    """Write atomically: a reader never sees a half-written PNG at `path`."""
+    path = Path(path)
+    partial = path.with_name(path.stem + ".partial.png")
+    straight = np.ascontiguousarray(unpremultiply(rgba_premultiplied))
+    height, width = straight.shape[:2]
+    with av.open(str(partial), "w", format="image2") as container:
+        stream = container.add_stream("png", rate=1)
+        stream.width, stream.height, stream.pix_fmt = width, height, "rgba"
+        frame = av.VideoFrame.from_ndarray(straight, format="rgba")
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    os.replace(partial, path)
+
+
+class StillSink:
+    name = "still"
+    needs = spec("image")
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.last: Frame | None = None
+
+    def setup(self, ctx: Context) -> None:
+        pass
+
+    def write(self, frame: Frame) -> None:
+        self.last = frame
+
+    def finish(self) -> None:
+        if self.last is None:
+            raise ValueError(f"{self.path}: no frame was rendered")
+        write_png(self.path, self.last.image.cpu().numpy())
+
+    def abort(self) -> None:
+        self.last = None
