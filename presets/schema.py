@@ -53,7 +53,9 @@ class Palette(Strict):
 
 
 class LineStyle(Strict):
-    width: float = Field(ge=0.0, le=12.0, description="outline width in pixels at 720 lines of height")
+    width: float = Field(
+        ge=0.0, le=12.0, description="outline width in pixels at 720 lines of height"
+    )
     style: Literal["clean", "brush", "none"] = "clean"
 
 

@@ -1,0 +1,140 @@
+"""Presets: built-ins load and list; broken files give one-line errors naming file, key and
+what was expected; user presets (folder from $KAGURA_PRESETS_DIR) override and never hide
+the built-ins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from presets.loader import (
+    BUILTIN_DIR,
+    PresetError,
+    list_presets,
+    load_preset,
+    read_preset,
+)
+from presets.schema import Preset
+
+BUILTINS = ("studio", "ink-wash", "cyberpunk")
+
+
+@pytest.fixture(autouse=True)
+def user_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "user-presets"
+    d.mkdir()
+    monkeypatch.setenv("KAGURA_PRESETS_DIR", str(d))
+    return d
+
+
+def studio_text() -> str:
+    return (BUILTIN_DIR / "studio.toml").read_text()
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_builtin_loads(name):
+    p = load_preset(name)
+    assert isinstance(p, Preset) and p.name == name
+    assert p.diffusion.prompt and 0 < p.diffusion.strength <= 1
+    assert p.post.kind in {"toon", "ink-wash", "cyberpunk"}
+
+
+def test_list_shows_builtins():
+    infos = {i.name: i for i in list_presets()}
+    assert set(BUILTINS) <= set(infos)
+    assert all(infos[n].source == "built-in" and infos[n].title for n in BUILTINS)
+
+
+def test_load_by_path():
+    p = load_preset(str(BUILTIN_DIR / "ink-wash.toml"))
+    assert p.post.kind == "ink-wash"
+
+
+def _broken(tmp_path: Path, text: str, name: str = "broken") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "expect"),
+    [
+        ('hair = "#7fb6ff"', 'hair = "pink"', "palette.hair", "a colour as '#rrggbb'"),
+        ("vignette = 0.18", "vignette = 1.5", "post.vignette", "a number between 0 and 1"),
+        ("vignette = 0.18", "vignete = 0.18", "post.vignete", "unknown key"),
+        ("steps = 1", "steps = 20", "diffusion.steps", "a whole number between 1 and 8"),
+        (
+            'kind = "toon"',
+            'kind = "anime"',
+            "post.kind",
+            "one of 'toon', 'ink-wash' or 'cyberpunk'",
+        ),
+        ('[line]\nwidth = 2.5\nstyle = "clean"\n', "", "line", "a [line] section"),
+    ],
+)
+def test_malformed(tmp_path, old, new, key, expect):
+    text = studio_text()
+    assert old in text
+    path = _broken(tmp_path, text.replace(old, new).replace('name = "studio"', 'name = "broken"'))
+    with pytest.raises(PresetError) as info:
+        load_preset(str(path))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert str(path) in msg and key in msg and expect in msg, msg
+    assert info.value.key == key
+
+
+def test_toml_syntax_error_names_file_and_line(tmp_path):
+    text = studio_text()
+    line = text.splitlines().index("width = 2.5") + 1
+    path = _broken(tmp_path, text.replace("width = 2.5", "width = = 2.5"))
+    with pytest.raises(PresetError) as info:
+        read_preset(path, require_name=False)
+    msg = str(info.value)
+    assert "\n" not in msg and str(path) in msg and f"line {line}" in msg, msg
+
+
+def test_unknown_name_lists_available():
+    with pytest.raises(PresetError) as info:
+        load_preset("no-such-preset")
+    msg = str(info.value)
+    assert "\n" not in msg
+    for n in BUILTINS:
+        assert n in msg
+
+
+def test_user_preset_loads_and_overrides(user_dir):
+    (user_dir / "mine.toml").write_text(studio_text().replace('name = "studio"', 'name = "mine"'))
+    (user_dir / "studio.toml").write_text(
+        studio_text().replace('title = "Studio"', 'title = "My Studio"')
+    )
+    assert load_preset("mine").name == "mine"
+    assert load_preset("studio").title == "My Studio"  # the user's file wins
+    infos = {i.name: i for i in list_presets()}
+    assert infos["mine"].source == "user" and infos["studio"].title == "My Studio"
+
+
+def test_broken_user_preset_does_not_hide_builtins(user_dir):
+    (user_dir / "bad.toml").write_text("this is = = not toml")
+    (user_dir / "studio.toml").write_text(studio_text().replace('"#7fb6ff"', '"blue"'))
+    errors: list[PresetError] = []
+    infos = {i.name: i for i in list_presets(errors)}
+    assert set(BUILTINS) <= set(infos)
+    assert infos["studio"].source == "built-in"  # broken override falls back
+    assert "bad" not in infos
+    assert len(errors) == 2 and any("bad.toml" in str(e) for e in errors)
+    with pytest.warns(UserWarning) as caught:
+        list_presets()
+    assert sorted(Path(str(w.message).split(":")[0]).name for w in caught) == [
+        "bad.toml",
+        "studio.toml",
+    ]
+    with pytest.raises(PresetError, match=r"palette\.hair"):
+        load_preset("studio")
+
+
+def test_name_must_match_file_in_folder(user_dir):
+    (user_dir / "other.toml").write_text(studio_text())
+    with pytest.raises(PresetError, match=r"other\.toml: name: expected 'other'"):
+        load_preset("other")

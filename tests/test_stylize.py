@@ -1,0 +1,119 @@
+"""StylizeStage on a synthetic premultiplied test image (a disc with an outline, a red patch
+and a bright highlight), at a small size so the file stays fast (eager torch, no compile)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.avatar import AvatarParams
+from pipeline.frame import Frame
+from pipeline.stage import Context
+from pipeline.stylize import StylizeStage
+from presets.loader import load_preset
+
+W, H = 320, 180
+BUILTINS = ("studio", "ink-wash", "cyberpunk")
+
+
+def synth(w: int = W, h: int = H, shift: float = 0.0) -> torch.Tensor:
+    y, x = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing="ij"
+    )
+    cx, cy, r = w / 2 + shift, h / 2, h * 0.35
+    d = ((x - cx) ** 2 + (y - cy) ** 2).sqrt()
+    a = (r - d + 0.5).clamp(0, 1)
+    col = torch.empty(h, w, 3)
+    col[:] = torch.tensor([0.55, 0.72, 1.0])  # light blue
+    red = ((x - (cx + r * 0.35)) ** 2 + (y - (cy + r * 0.2)) ** 2).sqrt() < r * 0.25
+    col[red] = torch.tensor([0.85, 0.2, 0.12])
+    hi = ((x - (cx - r * 0.4)) ** 2 + (y - (cy - r * 0.4)) ** 2).sqrt() < r * 0.2
+    col[hi] = 1.0
+    col[(d - (r - 1.5)).abs() < 1.0] = torch.tensor([0.2, 0.15, 0.25])  # outline
+    rgba = torch.cat([col * a[..., None], a[..., None]], -1)
+    return (rgba * 255 + 0.5).to(torch.uint8)
+
+
+def masks(w: int = W, h: int = H):
+    y, x = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing="ij"
+    )
+    cx, cy, r = w / 2, h / 2, h * 0.35
+    d = ((x - cx) ** 2 + (y - cy) ** 2).sqrt()
+    dr = ((x - (cx + r * 0.35)) ** 2 + (y - (cy + r * 0.2)) ** 2).sqrt()
+    hi = ((x - (cx - r * 0.4)) ** 2 + (y - (cy - r * 0.4)) ** 2).sqrt() < r * 0.2
+    return d, dr < r * 0.15, dr < r * 0.35, hi, r
+
+
+def stage(name: str, transparent: bool = False) -> StylizeStage:
+    st = StylizeStage(load_preset(name), W, H, transparent=transparent)
+    st.setup(Context(W, H, 30, 48000))
+    return st
+
+
+def frames(n: int = 4) -> list[Frame]:
+    return [Frame(i * 33_333_333, i, AvatarParams(), image=synth(shift=i)) for i in range(n)]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_opaque(name):
+    st = stage(name)
+    assert st.name == "stylize" and "image" in st.needs.fields and "image" in st.gives.fields
+    out = st.process_batch(frames(2))
+    for f in out:
+        assert f.image.shape == (H, W, 4) and f.image.dtype == torch.uint8
+        assert bool((f.image[..., 3] == 255).all())
+        assert "stylize" in f.timings
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_transparent(name):
+    out = stage(name, transparent=True).process(frames(1)[0]).image
+    assert out.shape == (H, W, 4) and out.dtype == torch.uint8
+    for corner in (out[:8, :8], out[:8, -8:], out[-8:, :8], out[-8:, -8:]):
+        assert int(corner[..., 3].max()) == 0 and int(corner[..., :3].max()) == 0
+    assert bool((out[..., :3] <= out[..., 3:4]).all())  # still premultiplied
+    assert int(out[H // 2, W // 2, 3]) == 255  # the idol itself stays opaque
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_batch_equals_single(name):
+    st = stage(name)
+    fs = frames(4)
+    batch = [f.image for f in st.process_batch(fs)]
+    single = [st.process(f).image for f in fs]
+    for b, s in zip(batch, single, strict=True):
+        assert int((b.int() - s.int()).abs().max()) <= 1
+
+
+def test_ink_wash_is_monochrome_except_accent():
+    out = stage("ink-wash", transparent=True).process(frames(1)[0]).image.float()
+    d, red_core, red_zone, _, r = masks()
+    u = out[..., :3] / out[..., 3:4].clamp(min=1)  # straight colour
+    chroma = u.amax(-1) - u.amin(-1)
+    mono = (d < r - 2) & ~red_zone
+    assert float(chroma[mono].quantile(0.95)) < 0.12  # ink and paper: grey everywhere else
+    rc = u[red_core]
+    assert float((rc[:, 0] - rc[:, 1:].amax(-1)).mean()) > 0.3  # accent stays vermilion
+
+
+def test_cyberpunk_bloom_brightens_outside_bright_areas():
+    preset = load_preset("cyberpunk")
+    no_bloom = preset.model_copy(update={"post": preset.post.model_copy(update={"bloom": 0.0})})
+    img = synth()
+    kw = {"transparent": True}
+    with_b = StylizeStage(preset, W, H, **kw).apply(img[None])[0].float()
+    without = StylizeStage(no_bloom, W, H, **kw).apply(img[None])[0].float()
+    d, _, _, _, r = masks()
+    ring = (d > r + 3) & (d < r + 12)  # just outside the disc
+    assert float(with_b[ring][:, :3].mean()) > float(without[ring][:, :3].mean()) + 3
+    assert float(with_b[ring][:, 3].mean()) > float(without[ring][:, 3].mean())
+
+
+def test_styles_differ():
+    img = synth()[None]
+    outs = {n: StylizeStage(load_preset(n), W, H).apply(img)[0].float() for n in BUILTINS}
+    for a in BUILTINS:
+        for b in BUILTINS:
+            if a < b:
+                assert float((outs[a] - outs[b]).abs().mean()) > 10
