@@ -1,0 +1,189 @@
+"""`kagura` — the command line.
+
+    kagura render AUDIO -o OUT [--preset NAME] [--size WxH] [--fps N] [--start S] [--seconds N]
+                  [--transparent] [--seed N] [--quiet]
+    kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
+    kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
+    kagura presets                                list the style presets
+    kagura bench render [...]                     offline render speed per preset → docs/BENCHMARKS.md
+
+Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
+status 2 and one line on stderr that names the problem; no partial output is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from app.errors import UsageError, user_error_types
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
+        raise UsageError(message)
+
+
+def _add_look_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preset", default="studio", help="style preset name or .toml path (see `kagura presets`)"
+    )
+    p.add_argument("--size", default="1280x720", help="output size WIDTHxHEIGHT (default 1280x720)")
+    p.add_argument(
+        "--transparent", action="store_true", help="transparent background (WebM with alpha)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed for blinks and idle motion (default 0)"
+    )
+
+
+def _add_render_options(p: argparse.ArgumentParser) -> None:
+    _add_look_options(p)
+    p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
+    p.add_argument(
+        "--start", type=float, default=0.0, help="start at this time in the audio, seconds"
+    )
+    p.add_argument("--seconds", type=float, default=None, help="render only this many seconds")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kagura", description="Turn a voice into a singing, stylized virtual idol."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("render", help="render a music video from an audio file")
+    p.add_argument(
+        "audio", type=Path, help="audio file (WAV, MP3, FLAC, OGG, M4A, … anything FFmpeg reads)"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="output .mp4 (H.264+AAC) or .webm (VP9+alpha, Opus)",
+    )
+    _add_render_options(p)
+
+    p = sub.add_parser("demo", help="render the built-in demo song to out/demo.mp4")
+    p.add_argument("-o", "--output", type=Path, default=Path("out/demo.mp4"))
+    _add_render_options(p)
+
+    p = sub.add_parser("still", help="render one frame of an audio file to a PNG")
+    p.add_argument("audio", type=Path)
+    p.add_argument("--at", type=float, required=True, help="time in the audio, seconds")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output .png")
+    _add_look_options(p)
+
+    sub.add_parser("presets", help="list the style presets")
+
+    p = sub.add_parser("bench", help="benchmarks; results go to docs/BENCHMARKS.md")
+    bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
+    b = bench.add_parser("render", help="offline render speed per preset")
+    b.add_argument("--size", default="1280x720")
+    b.add_argument("--fps", type=int, default=30)
+    b.add_argument(
+        "--seconds", type=float, default=10.0, help="seconds of the demo song per preset"
+    )
+    b.add_argument(
+        "--presets", nargs="*", default=None, help="preset names (default: all built-in)"
+    )
+    b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    return parser
+
+
+def _render_request(args: argparse.Namespace, audio: Path):
+    from app.render_job import RenderRequest, parse_size
+
+    width, height = parse_size(args.size)
+    return RenderRequest(
+        audio=audio,
+        output=args.output,
+        preset=args.preset,
+        width=width,
+        height=height,
+        fps=args.fps,
+        start_s=args.start,
+        seconds=args.seconds,
+        transparent=args.transparent,
+        seed=args.seed,
+    )
+
+
+def _run_render(args: argparse.Namespace, audio: Path) -> int:
+    from app import render_job
+    from pipeline.progress import RenderProgress
+
+    req = _render_request(args, audio)
+    render_job.check_request(req)
+    graph, ctx, total = render_job.build_graph(req)
+    with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
+        graph.run(ctx, on_frame=progress.on_frame)
+    print(f"kagura: wrote {req.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    return _run_render(args, args.audio)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from audio.demo_song import demo_song_path
+
+    return _run_render(args, demo_song_path())
+
+
+def cmd_still(args: argparse.Namespace) -> int:
+    from app.still import render_still
+
+    render_still(args)
+    print(f"kagura: wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from presets.loader import list_presets
+
+    for entry in list_presets():
+        print(f"{entry.name:<14} {entry.title:<14} {entry.description}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from app.bench import bench_render
+
+    return bench_render(args)
+
+
+COMMANDS = {
+    "render": cmd_render,
+    "demo": cmd_demo,
+    "still": cmd_still,
+    "presets": cmd_presets,
+    "bench": cmd_bench,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipeline.cpu_memory import keep_freed_memory
+
+    keep_freed_memory()  # big per-frame tensors: reuse heap blocks instead of page-faulting
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except user_error_types() as exc:
+        message = " ".join(str(exc).split())  # exactly one line
+        print(f"kagura: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kagura: interrupted; partial output removed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

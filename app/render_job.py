@@ -1,0 +1,102 @@
+"""Wiring for an offline render: audio file → AvatarTrack → idol → stylize → file.
+
+Only assembly lives here; every step is a stage or function of audio/, render/ or pipeline/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import UsageError
+from pipeline.graph import Graph
+from pipeline.sources import TRACK_GIVES, track_frames
+from pipeline.stage import Context
+
+VIDEO_SUFFIXES = (".mp4", ".webm")
+MAX_SIDE = 7680
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    audio: Path
+    output: Path
+    preset: str = "studio"
+    width: int = 1280
+    height: int = 720
+    fps: int = 30
+    start_s: float = 0.0
+    seconds: float | None = None
+    transparent: bool = False
+    seed: int = 0
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'1280x720' → (1280, 720); even sides (4:2:0 video needs them), 64..7680."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise UsageError(f"--size {text!r}: expected WIDTHxHEIGHT, e.g. 1280x720")
+    width, height = int(parts[0]), int(parts[1])
+    for side in (width, height):
+        if not 64 <= side <= MAX_SIDE or side % 2:
+            raise UsageError(
+                f"--size {text!r}: each side must be an even number of pixels from 64 to {MAX_SIDE}"
+            )
+    return width, height
+
+
+def check_request(req: RenderRequest) -> None:
+    """Fail fast, before any decoding or rendering, on arguments that cannot work."""
+    suffix = req.output.suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise UsageError(f"output {req.output}: expected a .mp4 or .webm file name")
+    if req.transparent and suffix != ".webm":
+        raise UsageError(
+            f"output {req.output}: --transparent needs a .webm file (MP4/H.264 carries no alpha)"
+        )
+    if not 1 <= req.fps <= 240:
+        raise UsageError(
+            f"--fps {req.fps}: expected a whole number of frames per second from 1 to 240"
+        )
+    if req.start_s < 0:
+        raise UsageError(f"--start {req.start_s}: expected a time in seconds >= 0")
+    if req.seconds is not None and req.seconds <= 0:
+        raise UsageError(f"--seconds {req.seconds}: expected a duration in seconds > 0")
+    if not req.output.parent.exists():
+        req.output.parent.mkdir(parents=True, exist_ok=True)
+
+
+def build_graph(
+    req: RenderRequest, sink_factory: Callable | None = None
+) -> tuple[Graph, Context, int]:
+    """Decode, analyse and assemble; returns the graph, its context and the frame count."""
+    from audio.analysis import analyze_clip
+    from audio.decode import decode_audio
+    from pipeline.sinks.video_file import VideoFileSink
+    from pipeline.stylize import StylizeStage
+    from presets.loader import load_preset
+    from render.stage import RenderStage
+
+    preset = load_preset(req.preset)
+    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
+    track = analyze_clip(clip, req.fps, seed=req.seed)
+    w, h = req.width, req.height
+    stages = [
+        RenderStage(w, h, preset.palette, preset.line),
+        StylizeStage(preset, w, h, transparent=req.transparent),
+    ]
+    if sink_factory is None:
+        sink = VideoFileSink(
+            req.output,
+            w,
+            h,
+            req.fps,
+            audio=clip.samples,
+            sample_rate=clip.sample_rate,
+            transparent=req.transparent,
+        )
+    else:
+        sink = sink_factory(req, clip)
+    ctx = Context(width=w, height=h, fps=req.fps, sample_rate=clip.sample_rate)
+    return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)

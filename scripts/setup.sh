@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up Kagura on a fresh Debian machine (root, no GPU) or refresh an existing setup.
+# Idempotent: installs only what is missing. Usage: bash scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: espeak-ng voices the demo song and the speech used by the tests.
+APT_PACKAGES=(espeak-ng)
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing system packages: ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python environment: a venv in .venv with Kagura installed in editable mode.
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.kagura-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing Python packages"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/kagura)"
