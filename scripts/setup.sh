@@ -28,6 +28,8 @@ stamp=.venv/.kagura-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing Python packages"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+    # see pyproject.toml, extra "user-models": spandrel without its torchvision requirement
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps spandrel==0.4.2
     touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/kagura)"
