@@ -6,6 +6,7 @@
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
     kagura bench render [...]                     offline render speed per preset → docs/BENCHMARKS.md
+    kagura bench stylize [--device cuda] [...]    the preset post-process alone, CPU or GPU
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
 status 2 and one line on stderr that names the problem; no partial output is left behind.
@@ -94,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
+    b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    b.add_argument("--size", default="1280x720")
+    b.add_argument("--frames", type=int, default=32, help="rendered idol frames to stylize")
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)"
+    )
+    b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
     return parser
 
 
@@ -155,6 +166,10 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "stylize":
+        from app.bench_stylize import bench_stylize
+
+        return bench_stylize(args)
     from app.bench import bench_render
 
     return bench_render(args)

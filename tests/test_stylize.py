@@ -117,3 +117,33 @@ def test_styles_differ():
         for b in BUILTINS:
             if a < b:
                 assert float((outs[a] - outs[b]).abs().mean()) > 10
+
+
+def _crop_vs_full(name, transparent, img):
+    st = stage(name, transparent)
+    full = stage(name, transparent)
+    full.effect.crop = False
+    a, b = st.apply(img), full.apply(img)
+    assert int((a.int() - b.int()).abs().max()) <= 1
+    return a
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("transparent", (False, True))
+def test_crop_equals_full_frame(name, transparent):
+    _crop_vs_full(name, transparent, torch.stack([synth(shift=s) for s in (0, 30, -40)]))
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("transparent", (False, True))
+def test_idol_touching_edges(name, transparent):
+    img = torch.stack([synth(shift=W * 0.45), synth(shift=-W * 0.45)])
+    img[:, -10:] = img[:, H // 2 : H // 2 + 1]  # runs off the bottom too
+    _crop_vs_full(name, transparent, img)
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_empty_frame(name):
+    z = torch.zeros(2, H, W, 4, dtype=torch.uint8)
+    _crop_vs_full(name, False, z)
+    assert int(_crop_vs_full(name, True, z).max()) == 0

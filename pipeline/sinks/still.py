@@ -9,15 +9,8 @@ import av
 import numpy as np
 
 from pipeline.frame import Frame
+from pipeline.sinks.video_file import unpremultiply
 from pipeline.stage import Context, spec
-
-
-def unpremultiply(rgba: np.ndarray) -> np.ndarray:
-    """Premultiplied uint8 RGBA → straight alpha (what PNG and WebM store)."""
-    alpha = rgba[..., 3:4].astype(np.float32)
-    safe = np.where(alpha > 0, alpha, 1.0)
-    rgb = np.clip(rgba[..., :3].astype(np.float32) * 255.0 / safe + 0.5, 0, 255)
-    return np.concatenate([rgb.astype(np.uint8), rgba[..., 3:4]], axis=-1)
 
 
 def write_png(path: Path, rgba_premultiplied: np.ndarray) -> None:

@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from pipeline.cpu_memory import keep_freed_memory
 from pipeline.frame import Frame
 from pipeline.stage import BaseStage, Context, spec
 from pipeline.stylize.base import Effect
@@ -68,6 +69,7 @@ class StylizeStage(BaseStage):
         self._fn = self.effect
 
     def setup(self, ctx: Context) -> None:
+        keep_freed_memory()  # reuse freed large buffers instead of page-faulting fresh ones
         if self._compile:
             self._fn = torch.compile(self.effect, dynamic=False)
         # warm up (and compile) with a full batch so the first real frame pays nothing

@@ -1,4 +1,13 @@
-"""The base of the three post-process kinds: constants as buffers, one `forward` per batch."""
+"""The base of the three post-process kinds: constants as buffers, cropped per-frame passes.
+
+Only pixels within reach of the idol change from frame to frame. `forward` starts every output
+from a precomputed *empty frame* (the effect applied to a fully transparent input, one per
+grain variant), finds the idol's bounding box (alpha > 0), grows it by the kind's `reach`
+(the widest blur/bloom/rim/shift it does), aligns it to `ALIGN` pixels so the low-resolution
+pooling grids coincide with the full frame's, runs the kind's `compute` on that window only
+and pastes the result. The window's result equals the full-frame result (tests check it).
+Frames are processed one at a time (they stay in cache), so a batch equals single frames.
+"""
 
 from __future__ import annotations
 
@@ -8,49 +17,118 @@ from pipeline.stylize import common as C
 from presets.schema import Preset
 from render.backgrounds import make_background
 
+ALIGN = 16  # window origin/size granularity: a multiple of every pooling factor (4, 8)
+N_GRAIN = 8
+
 
 class Effect(torch.nn.Module):
     """forward(x: uint8 (B, H, W, 4) premultiplied, idx: int64 (B,) frame numbers) -> same.
 
-    Constants (background, maps, textures) are buffers, so `.to(device)` moves them all once.
-    Opaque mode composites over the preset's background (alpha 255 everywhere); transparent
-    mode leaves the background out and keeps the output premultiplied (rgb <= alpha).
+    Constants (background, maps, textures) are planar float buffers, so `.to(device)` moves
+    them all once. Opaque mode composites over the preset's background (alpha 255 everywhere);
+    transparent mode leaves the background out and keeps the output premultiplied (rgb <=
+    alpha). Subclasses implement `compute` and set `reach` (pixels of influence beyond alpha).
     """
+
+    reach = 64
 
     def __init__(self, preset: Preset, width: int, height: int, transparent: bool, seed: int = 0):
         super().__init__()
         self.post = preset.post
         self.width, self.height, self.transparent = width, height, transparent
+        self.crop = True  # False: always process the whole frame (tests compare both)
         if transparent:
-            self.register_buffer("bg", torch.zeros(height, width, 3), persistent=False)
+            bg = torch.zeros(height, width, 3)
         else:
             bg = make_background(preset.background, width, height, seed).float().div_(255.0)
-            self.register_buffer("bg", self.prepare_background(bg), persistent=False)
-        self.register_buffer(
-            "vignette", C.vignette_map(height, width, self.post.vignette, "cpu"), persistent=False
-        )
+            bg = self.prepare_background(bg)
+        self.register_buffer("bg", bg.permute(2, 0, 1).contiguous(), persistent=False)
+        vig = C.vignette_map(height, width, self.post.vignette, "cpu")[..., 0]
+        self.register_buffer("vignette", vig.contiguous(), persistent=False)
         self.grain_amount = self.post.grain
-        self.register_buffer(
-            "grain",
-            C.grain_bank(height, width, 8, seed + 17, "cpu")
+        grain = (
+            C.grain_bank(height, width, N_GRAIN, seed + 17, "cpu")[..., 0]
             if self.post.grain > 0
-            else torch.zeros(1, 1, 1, 1),
-            persistent=False,
+            else torch.zeros(1, height, width)
         )
+        self.register_buffer("grain", grain.contiguous(), persistent=False)
+        self.register_buffer("empty", torch.zeros(0, dtype=torch.uint8), persistent=False)
 
     def prepare_background(self, bg: torch.Tensor) -> torch.Tensor:
         """Hook: bake static effects into the (H, W, 3) float background once."""
         return bg
 
-    def grain_for(self, idx: torch.Tensor) -> torch.Tensor:
-        """Per-frame grain (B, H, W, 1) chosen by frame number, so batching does not change it."""
-        return self.grain[idx % self.grain.shape[0]]
+    def compute(self, p: torch.Tensor, win: tuple[int, int, int, int], g: int):
+        """planar float (4, h, w) premultiplied RGBA 0..1 of window (y0, y1, x0, x1), grain
+        variant g -> (rgb float (3, h, w) already scaled to 0..255 and offset by +0.5 for
+        rounding, alpha float (h, w) the same way, or None: opaque -> 255, transparent -> the
+        input alpha)."""
+        raise NotImplementedError
 
-    def finish(self, out_rgb: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        """float rgb (B,H,W,3) + alpha (B,H,W,1) -> uint8 RGBA premultiplied."""
+    # ---- driver ---------------------------------------------------------------------------
+
+    def _window(self, a: torch.Tensor) -> tuple[int, int, int, int] | None:
+        """Bounding box of alpha > 0 grown by `reach`, aligned to ALIGN, clipped to the frame."""
+        H, W = self.height, self.width
+        if not self.crop:
+            return 0, H, 0, W
+        rows = torch.nonzero(a.amax(1)).flatten()
+        if rows.numel() == 0:
+            return None
+        cols = torch.nonzero(a.amax(0)).flatten()
+        y0, y1 = int(rows[0]), int(rows[-1]) + 1
+        x0, x1 = int(cols[0]), int(cols[-1]) + 1
+        r = self.reach
+        y0, x0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
+        y1 = min(H, -(-(y1 + r) // ALIGN) * ALIGN)
+        x1 = min(W, -(-(x1 + r) // ALIGN) * ALIGN)
+        return y0, y1, x0, x1
+
+    def _frame(self, x: torch.Tensor, out: torch.Tensor, g: int) -> None:
+        """One frame: x uint8 (H, W, 4) -> writes the changed window of `out` (H, W, 4)."""
+        # alpha as int32 (the top byte of each little-endian pixel): contiguous reductions
+        win = self._window((x.view(torch.int32).squeeze(-1) >> 24) & 255)
+        if win is None:
+            return
+        y0, y1, x0, x1 = win
+        xc = x[y0:y1, x0:x1]
+        rgb, alpha = self.compute(C.planes(xc), win, g)
+        dst = out[y0:y1, x0:x1]
+        dst.view(torch.int32).squeeze(-1).copy_(self._pack(rgb, alpha, xc))
+
+    def _pack(self, rgb: torch.Tensor, alpha: torch.Tensor | None, xc: torch.Tensor):
+        """float rgb (3, h, w) and alpha (h, w) in 0..255 (+0.5) -> int32 (h, w) RGBA pixels.
+
+        The channels are floored and combined as r + 256 g + 65536 b, exact in float32,
+        which is much cheaper than an interleaving copy of three planes."""
+        rgb = rgb.clamp_(0.0, 255.0)
         if self.transparent:
-            alpha = alpha.clamp(0, 1)
-            out_rgb = torch.minimum(out_rgb.clamp(min=0), alpha)
-        else:
-            alpha = torch.ones_like(alpha)
-        return C.to_u8(torch.cat([out_rgb, alpha], dim=-1))
+            if alpha is None:
+                lim = ((xc.view(torch.int32).squeeze(-1) >> 24) & 255).float().add_(0.5)
+            else:
+                lim = alpha.clamp_(0.0, 255.0)
+            rgb = torch.minimum(rgb, lim, out=rgb)
+            top = lim.floor_().to(torch.int32) << 24
+        rgb = rgb.floor_()
+        v = torch.add(rgb[0], rgb[1], alpha=256.0).add_(rgb[2], alpha=65536.0).to(torch.int32)
+        return v.bitwise_or_(top) if self.transparent else v.bitwise_or_(-(1 << 24))
+
+    def _empty(self, device: torch.device) -> torch.Tensor:
+        if self.empty.numel() == 0 or self.empty.device != device:
+            H, W = self.height, self.width
+            n = self.grain.shape[0]
+            e = torch.zeros(n, H, W, 4, dtype=torch.uint8, device=device)
+            z = torch.zeros(4, H, W, device=device)
+            for g in range(n):
+                rgb, alpha = self.compute(z, (0, H, 0, W), g)
+                e[g].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, alpha, e[g]))
+            self.empty = e
+        return self.empty
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        empty = self._empty(x.device)
+        out = torch.empty_like(x)
+        for b, g in enumerate((idx % empty.shape[0]).tolist()):
+            out[b].copy_(empty[g])
+            self._frame(x[b], out[b], g)
+        return out

@@ -9,6 +9,7 @@ shading) is computed at 1/4 or 1/8 resolution and upsampled bilinearly.
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -97,3 +98,72 @@ def materialize() -> None:
 def to_u8(x: torch.Tensor) -> torch.Tensor:
     """float 0..1 -> uint8 with rounding."""
     return (x * 255.0 + 0.5).clamp_(0, 255).to(torch.uint8)
+
+
+# ---- planar helpers for the cropped, per-frame hot path ------------------------------------
+# Inside the hot path one frame is planar float32 (C, h, w): channel ops are contiguous and
+# (h, w) maps broadcast over the channels without strided access.
+
+
+def planes(x: torch.Tensor) -> torch.Tensor:
+    """uint8 (h, w, 4) RGBA (rows may be strided) -> float32 (4, h, w) 0..1.
+
+    Reads each pixel as one little-endian int32 and splits it with shifts: measured ~1.5x
+    faster than a permuted copy on CPU."""
+    if sys.byteorder != "little":  # pragma: no cover
+        return x.permute(2, 0, 1).float().mul_(1.0 / 255.0)
+    v = x.view(torch.int32).squeeze(-1)
+    out = torch.empty((4, *v.shape), dtype=torch.float32, device=x.device)
+    out[0].copy_(v & 255)
+    out[1].copy_((v >> 8) & 255)
+    out[2].copy_((v >> 16) & 255)
+    out[3].copy_((v >> 24) & 255)
+    return out.mul_(1.0 / 255.0)
+
+
+def pool(x: torch.Tensor, factor: int) -> torch.Tensor:
+    """Box-downsample planar (C, h, w) by `factor` (partial cells at the far edges)."""
+    return F.avg_pool2d(x.unsqueeze(0), factor, ceil_mode=True)[0]
+
+
+def blur_p(x: torch.Tensor, passes: int, k: int) -> torch.Tensor:
+    """Repeated box blur of planar (C, h, w); the window shrinks at the edges."""
+    return blur(x.unsqueeze(0), passes, k)[0]
+
+
+def upsample(lo: torch.Tensor, factor: int, height: int, width: int) -> torch.Tensor:
+    """Bilinear (align_corners=False) upsample of planar (C, h, w) by exactly `factor`, cropped
+    to (C, height, width). Separable: linear along x at low height, then along y as two
+    broadcast multiply-adds per output phase (much faster than 2-D interpolate on CPU).
+    The exact scale keeps the low-res grid tied to the frame, so a window aligned to `factor`
+    upsamples to the same values as the full frame."""
+    c, h, _ = lo.shape
+    if factor == 1:
+        return lo[:, :height, :width]
+    lw = F.interpolate(lo, scale_factor=float(factor), mode="linear", align_corners=False)
+    lw = lw[..., :width]
+    if factor % 2:  # pragma: no cover - not used by the presets
+        return F.interpolate(lw.unsqueeze(0), size=(h * factor, width), mode="bilinear")[0][
+            :, :height
+        ]
+    p = torch.cat([lw[:, :1], lw, lw[:, -1:]], 1)  # replicate edges (= interpolate's clamp)
+    half = factor // 2
+    src = (torch.arange(factor, dtype=torch.float32) + 0.5) / factor - 0.5
+    # phase k < half samples rows (i-1, i), phase k >= half rows (i, i+1)
+    t = [s if s >= 0 else 1.0 + s for s in src.tolist()]  # weight of the later row
+    wn = torch.tensor(t, device=lo.device).view(1, 1, factor, 1)
+    wp = 1.0 - wn
+    out = torch.empty((c, h, factor, width), dtype=lo.dtype, device=lo.device)
+    a, b = out[:, :, :half], out[:, :, half:]
+    torch.mul(p[:, 0:h, None], wp[:, :, :half], out=a)
+    a.addcmul_(p[:, 1 : h + 1, None], wn[:, :, :half])
+    torch.mul(p[:, 1 : h + 1, None], wp[:, :, half:], out=b)
+    b.addcmul_(p[:, 2 : h + 2, None], wn[:, :, half:])
+    return out.view(c, h * factor, width)[:, :height]
+
+
+def luma_p(c: torch.Tensor) -> torch.Tensor:
+    """planar (3, h, w) -> (h, w)."""
+    out = torch.mul(c[0], LUMA[0])
+    out.add_(c[1], alpha=LUMA[1])
+    return out.add_(c[2], alpha=LUMA[2])
