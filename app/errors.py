@@ -7,7 +7,7 @@ class UsageError(ValueError):
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean "the user's input is wrong" rather than "Kagura is broken"."""
-    from audio.decode import AudioError
+    from audio.errors import AudioError
     from pipeline.graph import GraphError
     from presets.loader import PresetError
 

@@ -20,11 +20,9 @@ from pathlib import Path
 import av
 import numpy as np
 
+from audio.errors import AudioError  # re-exported: callers may import it from here
+
 __all__ = ["AudioClip", "AudioError", "decode_audio"]
-
-
-class AudioError(ValueError):
-    """An audio file could not be used; the message is one line and names the file."""
 
 
 @dataclass(frozen=True)

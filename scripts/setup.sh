@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages: espeak-ng voices the demo song and the speech used by the tests.
-APT_PACKAGES=(espeak-ng)
+# System packages: espeak-ng voices the demo song and the speech used by the tests;
+# Skia's wheel links libEGL and libGL (present on most desktops, not on minimal images).
+APT_PACKAGES=(espeak-ng libegl1 libgl1)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")

@@ -86,7 +86,7 @@ class StylizeStage(BaseStage):
             x = torch.cat([x, pad])
             idx = torch.cat([idx, idx.new_zeros(self.max_batch - n)])
         with torch.inference_mode():
-            return self._fn(x, idx.to(x.device))[:n]
+            return self._fn(x, idx.cpu())[:n]
 
     def apply(self, images: torch.Tensor, indices: torch.Tensor | None = None) -> torch.Tensor:
         """uint8 (B, H, W, 4) premultiplied -> uint8 (B, H, W, 4); `indices` = frame numbers."""

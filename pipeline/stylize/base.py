@@ -70,7 +70,9 @@ class Effect(torch.nn.Module):
     def _window(self, a: torch.Tensor) -> tuple[int, int, int, int] | None:
         """Bounding box of alpha > 0 grown by `reach`, aligned to ALIGN, clipped to the frame."""
         H, W = self.height, self.width
-        if not self.crop:
+        if not self.crop or a.device.type != "cpu":
+            # On a GPU the whole frame costs ~1-2 ms and finding the box would need a host
+            # sync (nonzero) in the hot path: crop only on the CPU.
             return 0, H, 0, W
         rows = torch.nonzero(a.amax(1)).flatten()
         if rows.numel() == 0:
@@ -128,7 +130,8 @@ class Effect(torch.nn.Module):
     def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         empty = self._empty(x.device)
         out = torch.empty_like(x)
-        for b, g in enumerate((idx % empty.shape[0]).tolist()):
+        # idx stays on the host (StylizeStage passes it so): no device sync to read it
+        for b, g in enumerate((idx.cpu() % empty.shape[0]).tolist()):
             out[b].copy_(empty[g])
             self._frame(x[b], out[b], g)
         return out
