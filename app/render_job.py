@@ -14,7 +14,6 @@ from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
 from pipeline.stage import Context
 
-VIDEO_SUFFIXES = (".mp4", ".webm")
 MAX_SIDE = 7680
 
 
@@ -48,13 +47,12 @@ def parse_size(text: str) -> tuple[int, int]:
 
 def check_request(req: RenderRequest) -> None:
     """Fail fast, before any decoding or rendering, on arguments that cannot work."""
-    suffix = req.output.suffix.lower()
-    if suffix not in VIDEO_SUFFIXES:
-        raise UsageError(f"output {req.output}: expected a .mp4 or .webm file name")
-    if req.transparent and suffix != ".webm":
-        raise UsageError(
-            f"output {req.output}: --transparent needs a .webm file (MP4/H.264 carries no alpha)"
-        )
+    from pipeline.sinks.video_file import check_output_path
+
+    try:
+        check_output_path(req.output, req.transparent)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if not 1 <= req.fps <= 240:
         raise UsageError(
             f"--fps {req.fps}: expected a whole number of frames per second from 1 to 240"

@@ -260,3 +260,23 @@ def test_presets_command_lists_builtins():
     assert done.returncode == 0, done.stderr
     for name in ("studio", "ink-wash", "cyberpunk"):
         assert name in done.stdout
+
+
+def test_unknown_output_extension(speech, tmp_path):
+    out = tmp_path / "clip.avi"
+    done = kagura("render", str(speech), "-o", str(out), "--quiet")
+    assert done.returncode == 2
+    assert "clip.avi" in done.stderr and ".mp4" in done.stderr and ".webm" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_still_transparent_png(speech, tmp_path):
+    out = tmp_path / "idol.png"
+    done = kagura(
+        "still", str(speech), "--at", "0.5", "-o", str(out), "--size", "256x144", "--transparent"
+    )
+    assert done.returncode == 0, done.stderr
+    with av.open(str(out)) as c:
+        img = next(c.decode(video=0)).to_ndarray(format="rgba")
+    assert img[0, 0, 3] == 0 and img[72, 128, 3] == 255

@@ -94,6 +94,23 @@ def unpremultiply(rgba: np.ndarray) -> np.ndarray:
     return out
 
 
+def check_output_path(path: Path, transparent: bool) -> str:
+    """The container suffix for `path`, or ValueError naming the path and what is accepted."""
+    suffix = path.suffix.lower()
+    if suffix not in ACCEPTED:
+        accepted = ", ".join(f"{ext} ({what})" for ext, what in ACCEPTED.items())
+        raise ValueError(
+            f"{path}: cannot write a video with extension {suffix or '(none)'!r}; "
+            f"accepted: {accepted}"
+        )
+    if transparent and suffix == ".mp4":
+        raise ValueError(
+            f"{path}: transparent output needs WebM — MP4/H.264 has no alpha channel; "
+            f"write to {path.with_suffix('.webm').name} instead"
+        )
+    return suffix
+
+
 class VideoFileSink:
     """Encode frames (+ the source audio) into an MP4 or WebM file; see the module notes.
 
@@ -125,18 +142,7 @@ class VideoFileSink:
         fragment_seconds: float = 1.0,
     ):
         self.path = Path(path)
-        suffix = self.path.suffix.lower()
-        if suffix not in ACCEPTED:
-            accepted = ", ".join(f"{ext} ({what})" for ext, what in ACCEPTED.items())
-            raise ValueError(
-                f"{self.path}: cannot write a video with extension {suffix or '(none)'!r}; "
-                f"accepted: {accepted}"
-            )
-        if transparent and suffix == ".mp4":
-            raise ValueError(
-                f"{self.path}: transparent output needs WebM — MP4/H.264 has no alpha channel; "
-                f"write to {self.path.with_suffix('.webm').name} instead"
-            )
+        suffix = check_output_path(self.path, transparent)
         if width <= 0 or height <= 0 or width % 2 or height % 2:
             raise ValueError(
                 f"{self.path}: video size {width}x{height} must be positive and even "
