@@ -5,8 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: espeak-ng voices the demo song and the speech used by the tests;
-# Skia's wheel links libEGL and libGL (present on most desktops, not on minimal images).
-APT_PACKAGES=(espeak-ng libegl1 libgl1)
+# Skia's wheel links libEGL and libGL (present on most desktops, not on minimal images);
+# PortAudio is what sounddevice captures through; PulseAudio gives the tests a real sound
+# server with a null sink to play speech into.
+APT_PACKAGES=(espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
