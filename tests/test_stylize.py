@@ -147,3 +147,42 @@ def test_empty_frame(name):
     z = torch.zeros(2, H, W, 4, dtype=torch.uint8)
     _crop_vs_full(name, False, z)
     assert int(_crop_vs_full(name, True, z).max()) == 0
+
+
+# ---- the tight-box split (full math on the idol's box, glow only in the reach border) -------
+
+
+def _solid(colour, box, w: int = W, h: int = H) -> torch.Tensor:
+    """An opaque rectangle with a soft left edge, premultiplied uint8 (h, w, 4)."""
+    y0, y1, x0, x1 = box
+    img = torch.zeros(h, w, 4)
+    img[y0:y1, x0:x1, :3] = torch.tensor(colour)
+    img[y0:y1, x0:x1, 3] = 1.0
+    img[y0:y1, x0] *= 0.5  # a partial-alpha column
+    return (img * 255 + 0.5).to(torch.uint8)
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("transparent", (False, True))
+def test_split_idol_in_corners(name, transparent):
+    img = torch.stack([synth()] * 4)
+    img[0] = torch.roll(img[0], (-70, -150), (0, 1))  # top-left, clipped
+    img[1] = torch.roll(img[1], (70, 150), (0, 1))  # bottom-right, clipped
+    img[2] = _solid((0.3, 0.6, 0.9), (3, 21, 5, 27))  # small, unaligned box near a corner
+    img[3] = _solid((0.9, 0.1, 0.1), (H - 9, H, W - 13, W))  # tiny, in the far corner
+    _crop_vs_full(name, transparent, img)
+
+
+@pytest.mark.parametrize("transparent", (False, True))
+def test_split_ink_wash_red(transparent):
+    no_red = _solid((0.4, 0.5, 0.6), (40, 130, 90, 250))
+    all_red = _solid((0.95, 0.1, 0.05), (37, 141, 83, 247))
+    red_dot = no_red.clone()
+    red_dot[60:63, 200:202, :3] = torch.tensor([240, 20, 20], dtype=torch.uint8)
+    img = torch.stack([no_red, all_red, red_dot])
+    out = _crop_vs_full("ink-wash", transparent, img).float()
+    u = out[..., :3] / out[..., 3:4].clamp(min=1)
+    chroma = u.amax(-1) - u.amin(-1)
+    assert float(chroma[0, 45:125, 95:245].max()) < 0.12  # no red: grey only
+    assert float((u[1, 45:130, 95:240, 0] - u[1, 45:130, 95:240, 1:].amax(-1)).mean()) > 0.3
+    assert float(u[2, 61, 200, 0] - u[2, 61, 200, 1:].amax()) > 0.2  # the one red spot

@@ -18,6 +18,7 @@ from presets.schema import Preset
 from render.backgrounds import make_background
 
 ALIGN = 16  # window origin/size granularity: a multiple of every pooling factor (4, 8)
+TIGHT_ALIGN = 8  # the tight box's granularity: keeps the pooling cells of the window whole
 N_GRAIN = 8
 
 
@@ -53,6 +54,10 @@ class Effect(torch.nn.Module):
         )
         self.register_buffer("grain", grain.contiguous(), persistent=False)
         self.register_buffer("empty", torch.zeros(0, dtype=torch.uint8), persistent=False)
+        # the idol's own box (alpha > 0) inside the current window, window coordinates, aligned
+        # to TIGHT_ALIGN: `compute` runs its full colour math there and only the glow terms in
+        # the rest of the window (the reach border). The whole window where it is not known.
+        self.tight: tuple[int, int, int, int] | None = None
 
     def prepare_background(self, bg: torch.Tensor) -> torch.Tensor:
         """Hook: bake static effects into the (H, W, 3) float background once."""
@@ -68,8 +73,10 @@ class Effect(torch.nn.Module):
     # ---- driver ---------------------------------------------------------------------------
 
     def _window(self, a: torch.Tensor) -> tuple[int, int, int, int] | None:
-        """Bounding box of alpha > 0 grown by `reach`, aligned to ALIGN, clipped to the frame."""
+        """Bounding box of alpha > 0 grown by `reach`, aligned to ALIGN, clipped to the frame.
+        Also sets `self.tight` (the box itself, aligned to TIGHT_ALIGN, window coordinates)."""
         H, W = self.height, self.width
+        self.tight = None
         if not self.crop or a.device.type != "cpu":
             # On a GPU the whole frame costs ~1-2 ms and finding the box would need a host
             # sync (nonzero) in the hot path: crop only on the CPU.
@@ -80,11 +87,18 @@ class Effect(torch.nn.Module):
         cols = torch.nonzero(a.amax(0)).flatten()
         y0, y1 = int(rows[0]), int(rows[-1]) + 1
         x0, x1 = int(cols[0]), int(cols[-1]) + 1
-        r = self.reach
-        y0, x0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
-        y1 = min(H, -(-(y1 + r) // ALIGN) * ALIGN)
-        x1 = min(W, -(-(x1 + r) // ALIGN) * ALIGN)
-        return y0, y1, x0, x1
+        r, t = self.reach, TIGHT_ALIGN
+        wy0, wx0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
+        wy1 = min(H, -(-(y1 + r) // ALIGN) * ALIGN)
+        wx1 = min(W, -(-(x1 + r) // ALIGN) * ALIGN)
+        ty0, tx0 = y0 // t * t, x0 // t * t
+        ty1, tx1 = min(wy1, -(-y1 // t) * t), min(wx1, -(-x1 // t) * t)
+        self.tight = ty0 - wy0, ty1 - wy0, tx0 - wx0, tx1 - wx0
+        return wy0, wy1, wx0, wx1
+
+    def tight_box(self, h: int, w: int) -> tuple[int, int, int, int]:
+        """The idol's box in the current (h, w) window: (ty0, ty1, tx0, tx1)."""
+        return self.tight if self.tight is not None else (0, h, 0, w)
 
     def _frame(self, x: torch.Tensor, out: torch.Tensor, g: int) -> None:
         """One frame: x uint8 (H, W, 4) -> writes the changed window of `out` (H, W, 4)."""
@@ -121,6 +135,7 @@ class Effect(torch.nn.Module):
             n = self.grain.shape[0]
             e = torch.zeros(n, H, W, 4, dtype=torch.uint8, device=device)
             z = torch.zeros(4, H, W, device=device)
+            self.tight = None
             for g in range(n):
                 rgb, alpha = self.compute(z, (0, H, 0, W), g)
                 e[g].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, alpha, e[g]))

@@ -122,13 +122,52 @@ def planes(x: torch.Tensor) -> torch.Tensor:
 
 
 def pool(x: torch.Tensor, factor: int) -> torch.Tensor:
-    """Box-downsample planar (C, h, w) by `factor` (partial cells at the far edges)."""
-    return F.avg_pool2d(x.unsqueeze(0), factor, ceil_mode=True)[0]
+    """Box-downsample planar (C, h, w) by `factor` (partial cells at the far edges).
+
+    When h and w are multiples of `factor` (every aligned window) the cells are summed with
+    `factor - 1` adds along rows and then along columns: ~2.5x faster than avg_pool2d on CPU,
+    equal up to float rounding."""
+    c, h, w = x.shape
+    if h % factor or w % factor or not x.is_contiguous():
+        return F.avg_pool2d(x.unsqueeze(0), factor, ceil_mode=True)[0]
+    s = x.view(c, h // factor, factor, w)
+    r = torch.add(s[:, :, 0], s[:, :, 1])
+    for k in range(2, factor):
+        r.add_(s[:, :, k])
+    r = r.view(c, h // factor, w // factor, factor)
+    out = torch.add(r[..., 0], r[..., 1])
+    for k in range(2, factor):
+        out.add_(r[..., k])
+    return out.mul_(1.0 / (factor * factor))
+
+
+def _inv_counts(n: int, k: int, device) -> torch.Tensor:
+    """1 / (number of in-range taps) of a centred k-box at each of n positions."""
+    i = torch.arange(n, device=device)
+    r = k // 2
+    cnt = torch.minimum(i + r, torch.full_like(i, n - 1)) - torch.clamp(i - r, min=0) + 1
+    return cnt.float().reciprocal_()
 
 
 def blur_p(x: torch.Tensor, passes: int, k: int) -> torch.Tensor:
-    """Repeated box blur of planar (C, h, w); the window shrinks at the edges."""
-    return blur(x.unsqueeze(0), passes, k)[0]
+    """Repeated box blur of planar (C, h, w); the window shrinks at the edges (the same as
+    avg_pool2d(k, 1, k // 2, count_include_pad=False), done as separable shifted sums: ~4x
+    faster on CPU for the small low-resolution fields)."""
+    _, h, w = x.shape
+    r = k // 2
+    cw = _inv_counts(w, k, x.device)
+    ch = _inv_counts(h, k, x.device).view(h, 1)
+    for _ in range(passes):
+        p = F.pad(x, (r, r))
+        s = torch.add(p[..., 0:w], p[..., 1 : w + 1])
+        for j in range(2, k):
+            s.add_(p[..., j : j + w])
+        p = F.pad(s.mul_(cw), (0, 0, r, r))
+        x = torch.add(p[:, 0:h], p[:, 1 : h + 1])
+        for j in range(2, k):
+            x.add_(p[:, j : j + h])
+        x.mul_(ch)
+    return x
 
 
 def upsample(lo: torch.Tensor, factor: int, height: int, width: int) -> torch.Tensor:
@@ -160,6 +199,35 @@ def upsample(lo: torch.Tensor, factor: int, height: int, width: int) -> torch.Te
     torch.mul(p[:, 1 : h + 1, None], wp[:, :, half:], out=b)
     b.addcmul_(p[:, 2 : h + 2, None], wn[:, :, half:])
     return out.view(c, h * factor, width)[:, :height]
+
+
+def upsample_part(
+    lo: torch.Tensor, factor: int, height: int, width: int, box: tuple[int, int, int, int]
+) -> torch.Tensor:
+    """Rows y0:y1, columns x0:x1 of `upsample(lo, factor, height, width)` (y0, x0 multiples of
+    `factor`), upsampling only the low-res cells that reach them (one cell of margin: bilinear
+    samples at most one neighbour cell, so the margin's own wrong edge values are cut off)."""
+    y0, y1, x0, x1 = box
+    _, lh, lw = lo.shape
+    ly0, lx0 = max(0, y0 // factor - 1), max(0, x0 // factor - 1)
+    ly1, lx1 = min(lh, -(-y1 // factor) + 1), min(lw, -(-x1 // factor) + 1)
+    if (ly0, ly1, lx0, lx1) == (0, lh, 0, lw):
+        return upsample(lo, factor, height, width)[:, y0:y1, x0:x1]
+    sub = lo[:, ly0:ly1, lx0:lx1]
+    hh = min(height, ly1 * factor) - ly0 * factor
+    ww = min(width, lx1 * factor) - lx0 * factor
+    oy, ox = ly0 * factor, lx0 * factor
+    return upsample(sub, factor, hh, ww)[:, y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+
+
+def pool_into(x: torch.Tensor, factor: int, lh: int, lw: int, box) -> torch.Tensor:
+    """Pool planar (C, bh, bw) that sits at `box` (y0, y1, x0, x1; y0, x0 multiples of
+    `factor`) of a window whose pooled grid is (lh, lw) and is zero elsewhere -> (C, lh, lw)."""
+    y0, y1, x0, x1 = box
+    out = torch.zeros((x.shape[0], lh, lw), dtype=x.dtype, device=x.device)
+    if y1 > y0 and x1 > x0:
+        out[:, y0 // factor : -(-y1 // factor), x0 // factor : -(-x1 // factor)] = pool(x, factor)
+    return out
 
 
 def luma_p(c: torch.Tensor) -> torch.Tensor:

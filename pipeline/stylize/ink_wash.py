@@ -26,16 +26,14 @@ class InkWash(Effect):
         tex = 1.0 + p.paper * (paper_grain(width, height, 0) - 1.0)
         v255 = self.vignette * 255.0
         self.register_buffer("tv255", tex * v255, persistent=False)  # texture x vignette
-        ink = torch.tensor(self.ink).view(3, 1, 1)
-        self.register_buffer("inkv255", ink * tex * v255, persistent=False)  # bleed colour
         self.register_buffer("bgv255", self.bg * v255, persistent=False)
         self.register_buffer("grain255", self.grain * (0.02 * self.grain_amount * 255.0), False)
 
-    def compute(self, pl, win, g):
+    def _colour(self, pt: torch.Tensor, low: torch.Tensor, h: int, w: int, box) -> torch.Tensor:
+        """Full colour math on the idol's box: planar (4, bh, bw) input -> ink/accent colour
+        (3, bh, bw) straight (not yet under alpha, paper texture or bleed)."""
         p = self.post
-        y0, y1, x0, x1 = win
-        h, w = pl.shape[1:]
-        c, a = pl[:3], pl[3]
+        c, a = pt[:3], pt[3]
         u = c.mul_(a.clamp(min=1.0 / 255.0).reciprocal_())  # straight colour (in place)
         lum = C.luma_p(u)
         # accent mask: clearly red, saturated source colours keep (a vermilion version of) colour
@@ -43,38 +41,68 @@ class InkWash(Effect):
         # ink density from luminance, with a gentle toe so light skin stays paper
         d = torch.mul(lum, -1.25).add_(0.94 * 1.25).clamp_(0, 1)
         d.mul_(torch.mul(d, -0.25).add_(1.25))
-        # low-res fields: blurred alpha (silhouette), blurred ink (bleed, tonal pooling)
-        low = C.pool(torch.stack([a, lum * a, d * a]), 4)
-        ab, lb = C.upsample(C.blur_p(low[:2], 1, 3), 4, h, w)
-        wide = C.upsample(C.blur_p(C.pool(low[2:3], 2), 2, 5), 8, h, w)[0]
+        if low is not None:  # the low-res fields over the whole window: pool this box into it
+            lh, lw = low.shape[1:]
+            low.copy_(C.pool_into(torch.stack([a, lum * a, d * a]), 4, lh, lw, box))
         if p.wet_edges > 0:
+            ab, lb = C.upsample_part(C.blur_p(low[:2], 1, 3), 4, h, w, box)
             rim = torch.mul(ab, -3.0).add_(3.0).clamp_(0, 1).mul_(a)  # just inside the silhouette
             pool = lb.div_(ab.clamp_(min=0.05)).sub_(lum).mul_(3.0).clamp_(0, 1)
             e = rim.mul_(0.45).add_(pool, alpha=0.35).mul_(p.wet_edges)
             d.add_(e.mul_(1.0 - d)).clamp_(0, 1)
-        light = lum.mul_(0.45).add_(0.55)
         col = torch.empty_like(u)
+        for k in range(3):  # monochrome ink on paper
+            torch.mul(d, self.ink[k] - self.paper_col[k], out=col[k]).add_(self.paper_col[k])
+        # the vermilion accent only where red pixels are (their box; on the CPU only: finding
+        # it reads the mask back to the host)
+        ry0, ry1, rx0, rx1 = 0, m.shape[0], 0, m.shape[1]
+        if m.device.type == "cpu" and self.tight is not None:
+            rows = torch.nonzero(m.amax(1)).flatten()
+            if rows.numel() == 0:
+                return col
+            cols = torch.nonzero(m.amax(0)).flatten()
+            ry0, ry1 = int(rows[0]), int(rows[-1]) + 1
+            rx0, rx1 = int(cols[0]), int(cols[-1]) + 1
+        mr, ur = m[ry0:ry1, rx0:rx1], u[:, ry0:ry1, rx0:rx1]
+        light = lum[ry0:ry1, rx0:rx1].mul(0.45).add_(0.55)
         for k in range(3):
-            mono = torch.mul(d, self.ink[k] - self.paper_col[k]).add_(self.paper_col[k])
-            verm = torch.mul(u[k], 0.35).add_(self.accent[k] * 0.65).mul_(light)
-            torch.addcmul(mono, verm.sub_(mono), m, out=col[k])
+            mono = col[k, ry0:ry1, rx0:rx1]
+            verm = torch.mul(ur[k], 0.35).add_(self.accent[k] * 0.65).mul_(light)
+            mono.addcmul_(verm.sub_(mono), mr)
+        return col
+
+    def compute(self, pl, win, g):
+        p = self.post
+        y0, y1, x0, x1 = win
+        h, w = pl.shape[1:]
+        ty0, ty1, tx0, tx1 = box = self.tight_box(h, w)
+        a = pl[3].clone()
+        low = pl.new_zeros((3, -(-h // 4), -(-w // 4)))
+        col = self._colour(pl[:, ty0:ty1, tx0:tx1], low, h, w, box)
+        # ink bleed: a soft halo of ink into the paper around the idol (the whole window)
         na = 1.0 - a
         bl = None
         if p.ink_bleed > 0:
+            wide = C.upsample(C.blur_p(C.pool(low[2:3], 2), 2, 5), 8, h, w)[0]
             bl = wide.mul_(0.45 * p.ink_bleed).clamp_(0, 0.8).mul_(na)
-        q = a * self.tv255[y0:y1, x0:x1]
+        tv = self.tv255[y0:y1, x0:x1]
+        alpha = a if bl is None else a + bl
+        out = torch.empty((3, h, w), dtype=pl.dtype, device=pl.device)
         if self.transparent:
-            alpha = a if bl is None else a + bl
+            out.zero_()
         else:
-            alpha = a if bl is None else a + bl
             nb = na if bl is None else na.mul_(1.0 - bl)
-            if bl is not None:
-                q.mul_(1.0 - bl)
-        out = col.mul_(q)
-        if not self.transparent:
-            out.addcmul_(self.bgv255[:, y0:y1, x0:x1], nb)
+            torch.mul(self.bgv255[:, y0:y1, x0:x1], nb, out=out)
         if bl is not None:
-            out.addcmul_(self.inkv255[:, y0:y1, x0:x1], bl)
+            qb = torch.mul(bl, tv)
+            for k in range(3):  # bleed colour: ink under the paper texture
+                out[k].add_(qb, alpha=self.ink[k])
+        # the idol itself: colour x paper texture (x the bleed's cover), its box only
+        at = a[ty0:ty1, tx0:tx1]
+        q = torch.mul(at, tv[ty0:ty1, tx0:tx1])
+        if bl is not None and not self.transparent:
+            q.mul_(1.0 - bl[ty0:ty1, tx0:tx1])
+        out[:, ty0:ty1, tx0:tx1].addcmul_(col, q)
         const = torch.full_like(a, 0.5)
         if self.grain_amount > 0:
             const.addcmul_(self.grain255[g, y0:y1, x0:x1], alpha)
