@@ -14,6 +14,6 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
 python3 -m pytest -q -p no:cacheprovider tests/test_graph.py tests/test_render.py tests/test_presets.py tests/test_stylize.py 2>&1 | tail -3
-python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_stylize_gpu.py tests/test_upscale_gpu.py 2>&1 | tail -5
+python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_stylize_gpu.py tests/test_upscale_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
 cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md" 2>/dev/null || true
 python3 -m app.cli bench stylize --device cuda --out "$OUT/BENCHMARKS.md" "$@"

@@ -114,6 +114,7 @@ def test_mouth_follows_loudness(speech, speech_mp4):
         ]
     )
     rho = spearmanr(mouth_pixels, rms).statistic
+    print(f"Spearman rho(mouth pixels, loudness) = {rho:.3f} over {len(frames)} frames")
     assert mouth_pixels.max() > 20, "no open mouth found in any frame"
     assert rho > 0.5, f"Spearman rho(mouth pixels, loudness) = {rho:.2f}"
 
