@@ -11,6 +11,7 @@ incommensurate periods between ~3.2 s and ~15.5 s so it never visibly repeats.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,9 +19,42 @@ import numpy as np
 from audio.features import AudioFeatures
 from pipeline.avatar import RANGES
 
-__all__ = ["BLINK_CLOSE_S", "BLINK_HOLD_S", "BLINK_OPEN_S", "Motion", "MotionParams", "motion"]
+__all__ = [
+    "BLINK_CLOSE_S",
+    "BLINK_HOLD_S",
+    "BLINK_OPEN_S",
+    "BLINK_TOTAL_S",
+    "BREATH_PERIOD_S",
+    "IDLE_PERIODS_S",
+    "SACCADE_S",
+    "Motion",
+    "MotionParams",
+    "beat_divisor",
+    "blink_gap",
+    "blink_openness",
+    "idle_terms",
+    "idle_value",
+    "motion",
+    "next_fixation",
+    "pulse",
+    "saccade_ease",
+]
 
 BLINK_CLOSE_S, BLINK_HOLD_S, BLINK_OPEN_S = 0.10, 0.05, 0.15
+BLINK_TOTAL_S = BLINK_CLOSE_S + BLINK_HOLD_S + BLINK_OPEN_S
+
+# Idle sway: incommensurate periods (s) per parameter, ANCHORS §5 (~3.2..15.5 s). Each is
+# jittered +-7 % per seed and gets a random phase (`idle_terms`). Breath is one slow sine.
+IDLE_PERIODS_S: dict[str, tuple[float, ...]] = {
+    "head_yaw": (6.83, 15.5),
+    "head_pitch": (3.71, 11.3),
+    "head_roll": (5.29, 13.7),
+    "body_yaw": (9.1, 14.3),
+    "body_roll": (7.37, 12.1),
+}
+BREATH_PERIOD_S = (3.2, 3.6)
+SACCADE_S = 0.06  # eye jump duration
+FIXATION_S = (0.8, 3.0)  # hold between saccades
 
 
 @dataclass(frozen=True)
@@ -50,24 +84,89 @@ class Motion:
     tilt_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
+# ---- Shared building blocks (offline `motion` and live `audio.live_motion`) ----
+
+
+def blink_openness(u):
+    """Eye openness 0..1 at `u` seconds after a blink starts (float or array): eased close,
+    hold shut, eased open; 1 outside [0, BLINK_TOTAL_S)."""
+    u = np.asarray(u, np.float64)
+    opening = np.clip((u - BLINK_CLOSE_S - BLINK_HOLD_S) / BLINK_OPEN_S, 0.0, 1.0)
+    v = np.where(
+        u < BLINK_CLOSE_S,
+        0.5 + 0.5 * np.cos(np.pi * np.clip(u / BLINK_CLOSE_S, 0.0, 1.0)),
+        np.where(u < BLINK_CLOSE_S + BLINK_HOLD_S, 0.0, 0.5 - 0.5 * np.cos(np.pi * opening)),
+    )
+    v = np.where((u < 0) | (u >= BLINK_TOTAL_S), 1.0, v)
+    return float(v) if v.ndim == 0 else v
+
+
+def blink_gap(rng: np.random.Generator, p: MotionParams) -> float:
+    """A random gap (s) between blink starts, uniform in [min, max] (ANCHORS §5: 0-7 s)."""
+    return float(rng.uniform(p.blink_min_gap_s, p.blink_max_gap_s))
+
+
+def idle_terms(rng: np.random.Generator, periods: tuple[float, ...]) -> tuple:
+    """((omega rad/s, phase rad, weight), ...) for a sum of sines with seed-jittered periods."""
+    w = 1.0 / len(periods)
+    terms = []
+    for period in periods:
+        period *= float(rng.uniform(0.93, 1.07))
+        terms.append((2 * np.pi / period, float(rng.uniform(0, 2 * np.pi)), w))
+    return tuple(terms)
+
+
+def idle_value(terms: tuple, t):
+    """Sum of the sines of `idle_terms` at `t` (float or array), peak <= 1."""
+    if isinstance(t, np.ndarray):
+        out = np.zeros_like(t)
+        for om, ph, w in terms:
+            out += w * np.sin(om * t + ph)
+        return out
+    return sum(w * math.sin(om * t + ph) for om, ph, w in terms)
+
+
+def pulse(x):
+    """Smooth one-sided pulse x*exp(1-x) (peak 1 at x = 1, 0 for x < 0); float or array."""
+    if isinstance(x, np.ndarray):
+        return np.where(x >= 0, x * np.exp(1.0 - np.maximum(x, 0.0)), 0.0)
+    return x * math.exp(1.0 - x) if x >= 0 else 0.0
+
+
+def next_fixation(rng: np.random.Generator, p: MotionParams) -> tuple[float, float, float]:
+    """(hold s, gaze x, gaze y) of the next fixation: half the time back to the camera."""
+    hold = float(rng.uniform(*FIXATION_S))
+    if rng.random() < 0.5:
+        return hold, 0.0, 0.0
+    x = float(rng.uniform(-1, 1)) * p.gaze_amp[0]
+    y = float(rng.uniform(-1, 1)) * p.gaze_amp[1]
+    return hold, x, y
+
+
+def saccade_ease(dt):
+    """0..1 progress of a saccade `dt` seconds after it starts (smoothstep over SACCADE_S)."""
+    u = np.clip(np.asarray(dt, np.float64) / SACCADE_S, 0.0, 1.0)
+    v = u * u * (3 - 2 * u)
+    return float(v) if v.ndim == 0 else v
+
+
+def beat_divisor(tempo_bpm: float) -> int:
+    """Beats per nod / per sway side: every beat up to 140 BPM, every other beat faster."""
+    return 2 if tempo_bpm > 140 else 1
+
+
+# ---- Offline motion ----
+
+
 def _blink_curve(t: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Eye openness 0..1 at times t for blinks starting at `starts` (eased close/hold/open)."""
     eye = np.ones_like(t)
-    total = BLINK_CLOSE_S + BLINK_HOLD_S + BLINK_OPEN_S
+    total = BLINK_TOTAL_S
     for s in starts:
         lo, hi = np.searchsorted(t, [s, s + total])
         if hi <= lo:
             continue
-        u = t[lo:hi] - s
-        v = np.where(
-            u < BLINK_CLOSE_S,
-            0.5 + 0.5 * np.cos(np.pi * u / BLINK_CLOSE_S),
-            np.where(
-                u < BLINK_CLOSE_S + BLINK_HOLD_S,
-                0.0,
-                0.5 - 0.5 * np.cos(np.pi * (u - BLINK_CLOSE_S - BLINK_HOLD_S) / BLINK_OPEN_S),
-            ),
-        )
+        v = blink_openness(t[lo:hi] - s)
         # At low frame rates the hold may fall between frames: close the frame nearest to it.
         mid = s + BLINK_CLOSE_S + BLINK_HOLD_S / 2
         j = int(np.argmin(np.abs(t[lo:hi] - mid)))
@@ -82,18 +181,13 @@ def _blink_times(rng: np.random.Generator, duration: float, p: MotionParams) -> 
     t = float(rng.uniform(0.3, 2.5))
     while t < duration:
         times.append(t)
-        t += float(rng.uniform(p.blink_min_gap_s, p.blink_max_gap_s))
+        t += blink_gap(rng, p)
     return np.asarray(times)
 
 
 def _idle(rng: np.random.Generator, t: np.ndarray, amp: float, periods: tuple[float, ...]):
     """Sum of sines with incommensurate periods (jittered per seed), peak ~amp."""
-    out = np.zeros_like(t)
-    w = 1.0 / len(periods)
-    for period in periods:
-        period *= float(rng.uniform(0.93, 1.07))
-        out += w * np.sin(2 * np.pi * t / period + float(rng.uniform(0, 2 * np.pi)))
-    return amp * out
+    return amp * idle_value(idle_terms(rng, periods), t)
 
 
 def _bump(t: np.ndarray, events: np.ndarray, gains: np.ndarray, peak_s: float, width_s: float):
@@ -101,8 +195,7 @@ def _bump(t: np.ndarray, events: np.ndarray, gains: np.ndarray, peak_s: float, w
     out = np.zeros_like(t)
     for e, g in zip(events, gains, strict=True):
         lo, hi = np.searchsorted(t, [e - 1e-9, e + width_s])
-        x = (t[lo:hi] - e) / peak_s
-        out[lo:hi] += g * x * np.exp(1.0 - x)
+        out[lo:hi] += g * pulse((t[lo:hi] - e) / peak_s)
     return out
 
 
@@ -111,16 +204,10 @@ def _gaze(rng: np.random.Generator, t: np.ndarray, duration: float, p: MotionPar
     gy = np.zeros_like(t)
     s, x0, y0 = 0.0, 0.0, 0.0
     while s < duration:
-        nxt = s + float(rng.uniform(0.8, 3.0))
-        # Mostly back to the camera, sometimes a glance aside.
-        if rng.random() < 0.5:
-            x1, y1 = 0.0, 0.0
-        else:
-            x1 = float(rng.uniform(-1, 1)) * p.gaze_amp[0]
-            y1 = float(rng.uniform(-1, 1)) * p.gaze_amp[1]
+        hold, x1, y1 = next_fixation(rng, p)
+        nxt = s + hold
         lo, hi = np.searchsorted(t, [s, nxt])
-        u = np.clip((t[lo:hi] - s) / 0.06, 0.0, 1.0)  # saccade: ~60 ms
-        ease = u * u * (3 - 2 * u)
+        ease = saccade_ease(t[lo:hi] - s)
         gx[lo:hi] = x0 + (x1 - x0) * ease
         gy[lo:hi] = y0 + (y1 - y0) * ease
         s, x0, y0 = nxt, x1, y1
@@ -144,18 +231,19 @@ def motion(feat: AudioFeatures, seed: int = 0, params: MotionParams | None = Non
 
     # Idle breathing sway: incommensurate periods in ~3.2..15.5 s.
     hy, hp, hr = p.idle_head_deg
-    head_yaw = _idle(rng, t, hy, (6.83, 15.5))
-    head_pitch = _idle(rng, t, hp, (3.71, 11.3))
-    head_roll = _idle(rng, t, hr, (5.29, 13.7))
-    body_yaw = _idle(rng, t, p.idle_body_deg[0], (9.1, 14.3))
-    body_roll = _idle(rng, t, p.idle_body_deg[1], (7.37, 12.1))
-    breath_period = float(rng.uniform(3.2, 3.6))
+    head_yaw = _idle(rng, t, hy, IDLE_PERIODS_S["head_yaw"])
+    head_pitch = _idle(rng, t, hp, IDLE_PERIODS_S["head_pitch"])
+    head_roll = _idle(rng, t, hr, IDLE_PERIODS_S["head_roll"])
+    body_yaw = _idle(rng, t, p.idle_body_deg[0], IDLE_PERIODS_S["body_yaw"])
+    body_roll = _idle(rng, t, p.idle_body_deg[1], IDLE_PERIODS_S["body_roll"])
+    breath_period = float(rng.uniform(*BREATH_PERIOD_S))
     breath = 0.5 + 0.5 * np.sin(2 * np.pi * t / breath_period + float(rng.uniform(0, 2 * np.pi)))
 
     # Nods on beats (every beat up to 140 BPM, every other beat when faster).
     beats = np.asarray(feat.beat_times_s, np.float64)
-    if feat.tempo_bpm > 140 and len(beats) > 1:
-        beats = beats[::2]
+    div = beat_divisor(feat.tempo_bpm)
+    if div > 1 and len(beats) > 1:
+        beats = beats[::div]
     if len(beats) and n:
         bi = np.clip(np.searchsorted(t, beats), 0, n - 1)
         gains = beat_gain[bi] * feat.activity[bi].clip(0.3, 1.0)
@@ -170,7 +258,8 @@ def motion(feat: AudioFeatures, seed: int = 0, params: MotionParams | None = Non
         # Sound present within the last/next ~2 s (music between the hits counts); quiet
         # stretches fade the sway out.
         present = np.clip(_smooth_fwd(feat.activity.astype(np.float64), 1.0 * fps) * 4.0, 0.0, 1.0)
-        sway = np.sin(np.pi * feat.beat_pos) * (0.5 + 0.5 * exc) * present
+        # One side per beat; at fast tempos one side per two beats (tempo aware, as the nods).
+        sway = np.sin(np.pi * feat.beat_pos / div) * (0.5 + 0.5 * exc) * present
         body_roll = body_roll + p.sway_deg * sway
         body_yaw = body_yaw + 0.4 * p.sway_deg * sway
 
