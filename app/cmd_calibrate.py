@@ -1,0 +1,114 @@
+"""`kagura calibrate [--device NAME] [--seconds 2] [--profile PATH]`: record your vowels.
+
+Prompts for A I U E O (and an optional hum for N), records each for `--seconds`, shows how
+confidently the new profile recognises each recording, and saves it to your profile
+(``platformdirs.user_config_dir("kagura")/lipsync-profile.json``, or ``--profile``); an existing
+profile is first copied to a timestamped backup beside it.
+
+Recording uses ``audio.capture.record(seconds, device) -> (samples, sr)`` when that module
+provides it, else `record_vowel` here (sounddevice.rec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+PROMPTS = {
+    "A": "'aaa' as in 'father' (あ)",
+    "I": "'iii' as in 'see' (い)",
+    "U": "'uuu' as in 'food' (う)",
+    "E": "'eee' as in 'bed' (え)",
+    "O": "'ooo' as in 'go' (お)",
+    "N": "a closed-mouth hum 'nnn' (ん) — press Enter, or type s to skip",
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("calibrate", help="record your vowels for live lip-sync")
+    p.add_argument("--device", default=None, help="input device name or index (default: system)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds per vowel (default 2)")
+    p.add_argument("--profile", type=Path, default=None, help="where to save (default: yours)")
+    return p
+
+
+def record_vowel(seconds: float, device: str | int | None) -> tuple[np.ndarray, int]:
+    """Fallback recorder: sounddevice.rec, mono float32 at 16 kHz."""
+    from audio.errors import AudioError
+
+    try:
+        import sounddevice as sd
+    except ImportError:
+        raise AudioError(
+            "recording needs the sounddevice package (pip install sounddevice)"
+        ) from None
+    sr = 16000
+    try:
+        x = sd.rec(int(seconds * sr), samplerate=sr, channels=1, dtype="float32", device=device)
+        sd.wait()
+    except Exception as exc:  # PortAudio errors: unknown device, busy device, ...
+        raise AudioError(f"input device {device!r}: {' '.join(str(exc).split())}") from None
+    return np.asarray(x, np.float32).reshape(-1), sr
+
+
+def _recorder():
+    try:
+        from audio.capture import record  # type: ignore[attr-defined]
+
+        return record
+    except ImportError:
+        return record_vowel
+
+
+def run(args: argparse.Namespace, ask=input, say=print) -> int:
+    from app.errors import UsageError
+    from audio.calibration import (
+        VowelMatcher,
+        calibrate_from_recordings,
+        save_profile,
+        user_profile_path,
+        voiced_mask,
+    )
+    from audio.mfcc import mfcc_frames
+
+    if not (0.5 <= args.seconds <= 30):
+        raise UsageError(f"--seconds must be between 0.5 and 30, got {args.seconds}")
+    record = _recorder()
+    recs: dict[str, np.ndarray] = {}
+    sr = 16000
+    for v, prompt in PROMPTS.items():
+        answer = ask(f"[{v}] Hold {prompt} for {args.seconds:g} s. Enter to start: ")
+        if v == "N" and answer.strip().lower().startswith("s"):
+            continue
+        x, sr_v = record(args.seconds, args.device)
+        if recs and sr_v != sr:
+            from audio.features import resample_mono
+
+            x = resample_mono(x, sr_v, sr)
+        else:
+            sr = sr_v
+        peak = float(np.max(np.abs(x))) if len(x) else 0.0
+        say(f"    recorded {len(x) / sr:.1f} s, peak {20 * np.log10(peak + 1e-9):.0f} dBFS")
+        recs[v] = np.asarray(x, np.float32)
+    try:
+        profile = calibrate_from_recordings(recs, sr, source="kagura calibrate")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    m = VowelMatcher(profile)
+    from pipeline.avatar import VOWELS
+
+    for v, x in recs.items():
+        f = mfcc_frames(x, sr, profile.mfcc)
+        mask = voiced_mask(f.level_db, f.flatness, f.periodicity)
+        p = m.probs(f.mfcc[mask]).mean(axis=0)
+        best = VOWELS[int(np.argmax(p))]
+        say(f"    {v}: recognised as {best} with confidence {p[VOWELS.index(v)]:.0%}")
+    path = args.profile or user_profile_path()
+    backup = save_profile(profile, path)
+    if backup:
+        say(f"kagura: previous profile kept as {backup}", file=sys.stderr)
+    say(f"kagura: wrote {path}", file=sys.stderr)
+    return 0

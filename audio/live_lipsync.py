@@ -1,0 +1,249 @@
+"""Causal, calibrated lip-sync for live input: samples in, one `LipFrame` per 10 ms hop out.
+
+Compared with uLipSync (shared/ANCHORS.md §4: 64 ms window + ~50 ms spring ≈ 100 ms lag):
+
+* **Short windows.** Vowels from MFCCs of a 25 ms window (`audio.mfcc`); openness from the level
+  of the most recent 12 ms only, so an onset shows up within one hop.
+* **Noise gate with hysteresis** relative to a tracked noise floor: the gate opens when the level
+  is `open_db` above the floor *and* the frame is tonal (low spectral flatness or clear
+  periodicity: broadband noise is neither), and closes only when the level falls under
+  `close_db` above the floor (close < open), so the mouth neither chews on noise nor shuts on
+  the soft end of a phrase. The floor follows the level down at once and up slowly while the
+  gate is shut (a fan switched on becomes the new floor); it is frozen while the gate is open.
+* **Openness** maps the level from `close_db` above the floor to 6 dB under a slowly decaying
+  peak (auto gain), and is held at `min_open` while the gate is open.
+* **Predictive output filter**: an alpha-beta filter (position + velocity) with a fast attack
+  gain and a slower release gain, output = its one-hop-ahead prediction. It removes jitter like
+  a smoother but does not add the smoother's delay on a steady rise or fall.
+* Timestamps are sample counts (``t`` = time of the last sample used), so nothing drifts however
+  long it runs.
+
+Vowel shapes come from `audio.calibration.VowelMatcher` (nearest template per vowel; several
+templates per vowel) smoothed over ~2 hops; N (closed mouth / hum) takes the weight the mouth is
+not open.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
+from audio.mfcc import MfccStream
+from pipeline.avatar import VOWELS, AvatarParams
+
+__all__ = [
+    "OVR_VISEMES",
+    "LipFrame",
+    "LiveLipSync",
+    "mouth_form",
+    "to_avatar_params",
+    "to_live2d",
+    "to_ovr_visemes",
+    "to_vrm",
+]
+
+N_IDX = VOWELS.index("N")
+OVR_VISEMES = (
+    "sil",
+    "PP",
+    "FF",
+    "TH",
+    "DD",
+    "kk",
+    "CH",
+    "SS",
+    "nn",
+    "RR",
+    "aa",
+    "E",
+    "ih",
+    "oh",
+    "ou",
+)
+# Live2D ParamMouthForm per vowel: + is a wide/smiling mouth (I, E), - a rounded one (U, O).
+_FORM = np.array([0.1, 0.8, -0.6, 0.5, -0.5, 0.0])
+
+
+@dataclass(slots=True)
+class LipFrame:
+    """One hop: ``t`` s (audio time of the last sample used), ``open`` 0..1, ``vowels`` (6,)
+    weights over VOWELS summing to 1 (N = 1 when silent), ``silent`` when the gate is shut."""
+
+    t: float
+    open: float
+    vowels: np.ndarray
+    silent: bool
+    level_db: float = -120.0
+    confidence: float = 0.0  # best vowel probability of the classifier (0 when not matched)
+
+    def weight(self, name: str) -> float:
+        return float(self.vowels[VOWELS.index(name)])
+
+    def as_dict(self) -> dict[str, float]:
+        return {v: float(w) for v, w in zip(VOWELS, self.vowels, strict=True)}
+
+    @property
+    def vowel(self) -> str:
+        """The dominant shape among A I U E O (N only when silent)."""
+        return "N" if self.silent else VOWELS[int(np.argmax(self.vowels[:N_IDX]))]
+
+
+class LiveLipSync:
+    def __init__(
+        self,
+        profile: Profile | str | os.PathLike | None = None,
+        sample_rate: int = 16000,
+        hop_ms: float = 10.0,
+        method: str = "distance",
+        open_db: float = 12.0,
+        close_db: float = 6.0,
+        span_db: float = 24.0,
+        min_open: float = 0.12,
+        floor_rise_db_s: float = 6.0,
+    ) -> None:
+        if profile is None:
+            profile = load_user_or_default()
+        elif not isinstance(profile, Profile):
+            profile = load_profile(profile)
+        if close_db >= open_db:
+            raise ValueError(f"close_db ({close_db}) must be below open_db ({open_db})")
+        self.profile = profile
+        self.sample_rate = int(sample_rate)
+        settings = dataclasses.replace(profile.mfcc, hop_ms=float(hop_ms))
+        self.stream = MfccStream(self.sample_rate, settings)
+        self.matcher = VowelMatcher(profile, method)
+        self.hop_s = self.stream.hop / self.sample_rate
+        self.open_db, self.close_db, self.span_db = open_db, close_db, span_db
+        self.min_open = min_open
+        self.floor_rise = floor_rise_db_s * self.hop_s
+        self.peak_decay = 3.0 * self.hop_s
+        # alpha-beta gains per hop (attack: nearly immediate; release: ~2-3 hops)
+        self.att = (0.85, 0.35)
+        self.rel = (0.5, 0.12)
+        self.reset()
+
+    def reset(self) -> None:
+        self.floor = float(self.profile.noise_floor_db)
+        self.peak: float | None = None
+        self.gate = False
+        self.untonal = 0
+        self.x = 0.0
+        self.v = 0.0
+        self.p = np.zeros(len(VOWELS))
+        self.p[0] = 1.0
+        self.last_probs: np.ndarray | None = None  # raw classifier output of the last hop
+        self.stream = MfccStream(self.sample_rate, self.stream.settings)
+
+    # ------------------------------------------------------------------------------------
+    def push(self, samples: np.ndarray) -> list[LipFrame]:
+        """Feed mono float32 samples (any block size); returns the frames they completed."""
+        out = []
+        for end, cep, lev, flat, per in self.stream.push(samples):
+            out.append(self._step(end, cep, lev, flat, per))
+        return out
+
+    def _step(self, end: int, cep: np.ndarray, lev: float, flat: float, per: float) -> LipFrame:
+        tonal = flat < 0.12 or per > 0.6
+        # --- gate with hysteresis against the tracked floor -------------------------------
+        if self.gate:
+            self.untonal = 0 if tonal else self.untonal + 1
+            if lev < self.floor + self.close_db or self.untonal * self.hop_s > 0.15:
+                self.gate = False
+        elif tonal and lev > self.floor + self.open_db and lev > -75.0:
+            self.gate = True
+            self.untonal = 0
+        if lev < self.floor:
+            self.floor = max(lev, -96.0)
+        elif not self.gate:
+            self.floor = min(self.floor + self.floor_rise, lev)
+        # --- openness target ----------------------------------------------------------------
+        if self.gate:
+            lo = self.floor + self.close_db
+            self.peak = lev if self.peak is None else max(lev, self.peak - self.peak_decay)
+            top = float(np.clip(self.peak - 6.0, lo + 10.0, lo + self.span_db))
+            target = max(min((lev - lo) / (top - lo), 1.0), self.min_open)
+        else:
+            target = 0.0
+        # --- predictive alpha-beta filter --------------------------------------------------------
+        pred = self.x + self.v
+        r = target - pred
+        a, b = self.att if r > 0 else self.rel
+        self.x = pred + a * r
+        self.v += b * r
+        if not self.gate and self.x < 0.03:
+            self.x = self.v = 0.0
+        op = min(max(self.x + self.v, 0.0), 1.0)
+        # --- vowel --------------------------------------------------------------------------------
+        conf = 0.0
+        self.last_probs = None
+        if self.gate and tonal:
+            pv = self.last_probs = self.matcher.probs(cep)
+            conf = float(pv.max())
+            self.p += 0.6 * (pv - self.p)
+        silent = not self.gate and op == 0.0
+        w = np.zeros(len(VOWELS), np.float32)
+        if silent:
+            w[N_IDX] = 1.0
+        else:
+            o = min(op / 0.3, 1.0)
+            w[:] = self.p * o
+            w[N_IDX] += 1.0 - o
+            w /= w.sum()
+        t = (end - 1) / self.sample_rate
+        return LipFrame(t, op, w, silent, lev, conf)
+
+    def process(self, samples: np.ndarray, block: int | None = None) -> list[LipFrame]:
+        """Run a whole signal through `push` in blocks (default 5 ms), as a device would."""
+        block = block or max(self.sample_rate // 200, 1)
+        x = np.asarray(samples, np.float32)
+        out: list[LipFrame] = []
+        for i in range(0, len(x), block):
+            out += self.push(x[i : i + block])
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# mappings
+
+
+def mouth_form(frame: LipFrame) -> float:
+    return float(np.clip(_FORM @ frame.vowels, -1.0, 1.0))
+
+
+def to_live2d(frame: LipFrame) -> dict[str, float]:
+    return {"ParamMouthOpenY": float(frame.open), "ParamMouthForm": mouth_form(frame)}
+
+
+def to_vrm(frame: LipFrame) -> dict[str, float]:
+    """VRM 1.0 vowel expressions; each is the vowel's weight scaled by the openness."""
+    w = frame.vowels * min(frame.open / 0.6, 1.0)
+    return {
+        k: float(w[VOWELS.index(v)])
+        for k, v in zip(("aa", "ih", "ou", "ee", "oh"), "AIUEO", strict=True)
+    }
+
+
+def to_ovr_visemes(frame: LipFrame) -> dict[str, float]:
+    """The 15 OVRLipSync visemes (sum 1): vowels scaled by openness, N -> nn, the rest sil."""
+    out = dict.fromkeys(OVR_VISEMES, 0.0)
+    if frame.silent:
+        out["sil"] = 1.0
+        return out
+    o = float(frame.open)
+    for name, v in (("aa", "A"), ("ih", "I"), ("ou", "U"), ("E", "E"), ("oh", "O"), ("nn", "N")):
+        out[name] = float(frame.vowels[VOWELS.index(v)]) * o
+    out["sil"] = 1.0 - o
+    return out
+
+
+def to_avatar_params(frame: LipFrame, base: AvatarParams) -> AvatarParams:
+    return dataclasses.replace(
+        base,
+        mouth_open=float(frame.open),
+        mouth_form=mouth_form(frame),
+        vowels=np.asarray(frame.vowels, np.float32).copy(),
+    )

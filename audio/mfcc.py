@@ -1,0 +1,212 @@
+"""MFCC features for lip-sync, in the spirit of uLipSync but with a shorter window (less lag).
+
+uLipSync (shared/ANCHORS.md §4) analyses a 64 ms window at 16 kHz: pre-emphasis 0.97, Hamming
+window, FFT magnitude, 30 mel bands (mel = 1127·ln(1 + f/700), triangles normalised by area),
+10·log10, DCT-II, keep coefficients 1-12. We keep that chain but default to a 25 ms window with a
+10 ms hop, so a frame's centre is ~12 ms behind its last sample instead of ~32 ms.
+
+Frame ``k`` always ends at sample ``(k + 1) * hop`` (exclusive): it uses the ``win`` samples
+before that point, zero-padded before the start of the stream. The batch function (`mfcc_frames`)
+and the incremental one (`MfccStream`) therefore give the same numbers for the same samples.
+
+Besides the cepstrum each frame carries what the lip-sync gate needs, computed from the same
+spectrum: the level (dBFS of the last ``level_ms`` samples), the spectral flatness in
+100-4000 Hz (≈0.5 for white noise, ≪0.1 for a vowel) and a periodicity (peak of the
+normalised autocorrelation for pitches 60-900 Hz).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+__all__ = ["FrameFeatures", "MfccSettings", "MfccStream", "mfcc_frames"]
+
+
+@dataclass(frozen=True)
+class MfccSettings:
+    win_ms: float = 25.0
+    hop_ms: float = 10.0
+    n_mels: int = 30
+    fmin: float = 0.0
+    fmax: float = 8000.0
+    preemph: float = 0.97
+    first_coef: int = 1
+    last_coef: int = 12  # inclusive, like uLipSync's 1..12
+    level_ms: float = 12.0  # loudness window (the most recent samples only: low lag)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> MfccSettings:
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+    @property
+    def n_coefs(self) -> int:
+        return self.last_coef - self.first_coef + 1
+
+
+@dataclass
+class FrameFeatures:
+    """Features of consecutive frames; row k of each array belongs to frame k."""
+
+    end: np.ndarray  # int64: sample index one past the last sample used
+    mfcc: np.ndarray  # float32 (n, n_coefs)
+    level_db: np.ndarray  # float32 (n,)
+    flatness: np.ndarray  # float32 (n,)
+    periodicity: np.ndarray  # float32 (n,)
+
+    def __len__(self) -> int:
+        return len(self.end)
+
+
+def _mel(f: np.ndarray) -> np.ndarray:
+    return 1127.0 * np.log1p(np.asarray(f, np.float64) / 700.0)
+
+
+def _mel_inv(m: np.ndarray) -> np.ndarray:
+    return 700.0 * np.expm1(np.asarray(m, np.float64) / 1127.0)
+
+
+class _Plan:
+    """Window, filterbank and DCT matrices for one (settings, sample rate)."""
+
+    def __init__(self, s: MfccSettings, sr: int) -> None:
+        if sr <= 0:
+            raise ValueError(f"sample rate must be positive, got {sr}")
+        self.s = s
+        self.sr = sr
+        self.win = max(round(s.win_ms * sr / 1000.0), 16)
+        self.hop = max(round(s.hop_ms * sr / 1000.0), 1)
+        self.level_n = min(max(round(s.level_ms * sr / 1000.0), 1), self.win)
+        self.nfft = 1 << int(np.ceil(np.log2(self.win)))
+        self.window = np.hamming(self.win)
+        freqs = np.fft.rfftfreq(self.nfft, 1.0 / sr)
+        fmax = min(s.fmax, sr / 2.0)
+        edges = _mel_inv(np.linspace(_mel(s.fmin), _mel(fmax), s.n_mels + 2))
+        fb = np.zeros((s.n_mels, len(freqs)))
+        for j in range(s.n_mels):
+            lo, c, hi = edges[j], edges[j + 1], edges[j + 2]
+            up = (freqs - lo) / max(c - lo, 1e-9)
+            down = (hi - freqs) / max(hi - c, 1e-9)
+            fb[j] = np.clip(np.minimum(up, down), 0.0, None)
+            fb[j] /= max(fb[j].sum(), 1e-12)  # normalised by area
+        self.fb_t = np.ascontiguousarray(fb.T)  # (bins, mels)
+        k = np.arange(s.first_coef, s.last_coef + 1)
+        m = np.arange(s.n_mels)
+        self.dct_t = np.ascontiguousarray(
+            (np.cos(np.pi * k[:, None] * (2 * m[None, :] + 1) / (2 * s.n_mels))).T
+        )  # (mels, coefs), DCT-II
+        self.flat_bins = (freqs >= 100.0) & (freqs <= min(4000.0, sr / 2.0))
+        self.lag_lo = max(int(sr / 900.0), 1)
+        self.lag_hi = min(int(sr / 60.0), self.win - 1)
+        self.ac_norm = np.correlate(self.window, self.window, "full")[self.win - 1 :]
+        self.ac_norm = self.ac_norm / self.ac_norm[0]
+
+    def analyse(self, frames: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, ...]:
+        """frames (n, win) float64, prev (n,) = the sample before each frame (pre-emphasis)."""
+        s = self.s
+        x = frames
+        level = np.mean(x[:, -self.level_n :] ** 2, axis=1)
+        level_db = 10.0 * np.log10(level + 1e-12)
+        y = np.empty_like(x)
+        y[:, 1:] = x[:, 1:] - s.preemph * x[:, :-1]
+        y[:, 0] = x[:, 0] - s.preemph * prev
+        y *= self.window
+        power = np.abs(np.fft.rfft(y, self.nfft, axis=1)) ** 2
+        mel = power @ self.fb_t
+        peak = mel.max(axis=1, keepdims=True)
+        logmel = 10.0 * np.log10(mel + 1e-9 * peak + 1e-20)  # gain-invariant floor
+        cep = logmel @ self.dct_t
+        band = power[:, self.flat_bins] + 1e-20
+        flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
+        # periodicity on the raw (windowed, not pre-emphasised) frame
+        xw = x * self.window
+        ac = np.fft.irfft(np.abs(np.fft.rfft(xw, 2 * self.nfft, axis=1)) ** 2, axis=1)
+        ac = ac[:, : self.lag_hi + 1] / self.ac_norm[: self.lag_hi + 1]
+        per = ac[:, self.lag_lo :].max(axis=1) / np.maximum(ac[:, 0], 1e-20)
+        return (
+            cep.astype(np.float32),
+            level_db.astype(np.float32),
+            flat.astype(np.float32),
+            np.clip(per, 0.0, 1.0).astype(np.float32),
+        )
+
+
+_PLANS: dict[tuple, _Plan] = {}
+
+
+def _plan(s: MfccSettings, sr: int) -> _Plan:
+    key = (s, int(sr))
+    p = _PLANS.get(key)
+    if p is None:
+        p = _PLANS[key] = _Plan(s, int(sr))
+    return p
+
+
+def mfcc_frames(
+    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None
+) -> FrameFeatures:
+    """Features of every complete hop of `samples` (mono), all frames at once (offline)."""
+    s = settings or MfccSettings()
+    p = _plan(s, sample_rate)
+    x = np.asarray(samples, np.float64).reshape(-1)
+    n = len(x) // p.hop
+    if n == 0:
+        z = np.zeros(0, np.float32)
+        return FrameFeatures(np.zeros(0, np.int64), np.zeros((0, s.n_coefs), np.float32), z, z, z)
+    pad = np.concatenate([np.zeros(p.win + 1), x[: n * p.hop]])
+    ends = (np.arange(n) + 1) * p.hop
+    view = np.lib.stride_tricks.sliding_window_view(pad, p.win + 1)  # row i: pad[i : i+win+1]
+    rows = view[ends]  # x[end-win-1 : end]: the pre-emphasis sample + the window
+    out = []
+    step = 4096  # bounded memory for long files
+    for i in range(0, n, step):
+        r = rows[i : i + step]
+        out.append(p.analyse(r[:, 1:], r[:, 0]))
+    cep, lev, flat, per = (np.concatenate(parts) for parts in zip(*out, strict=True))
+    return FrameFeatures(ends.astype(np.int64), cep, lev, flat, per)
+
+
+class MfccStream:
+    """Incremental features: `push` samples of any length, get the frames they complete."""
+
+    def __init__(self, sample_rate: int, settings: MfccSettings | None = None) -> None:
+        self.settings = settings or MfccSettings()
+        self.plan = _plan(self.settings, sample_rate)
+        self.sample_rate = int(sample_rate)
+        p = self.plan
+        # history: the win+1 samples before the next frame end, kept in a fixed buffer
+        self._buf = np.zeros(p.win + 1 + p.hop, np.float64)
+        self._fill = p.win + 1  # samples valid in _buf (the zero history counts)
+        self._pos = 0  # samples consumed so far (absolute index of the next sample)
+
+    @property
+    def hop(self) -> int:
+        return self.plan.hop
+
+    def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
+        """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""
+        p = self.plan
+        x = np.asarray(samples, np.float64).reshape(-1)
+        out = []
+        i = 0
+        n = len(x)
+        buf = self._buf
+        while i < n:
+            need = len(buf) - self._fill
+            take = min(need, n - i)
+            buf[self._fill : self._fill + take] = x[i : i + take]
+            self._fill += take
+            i += take
+            self._pos += take
+            if self._fill == len(buf):
+                frame = buf[p.hop :][None, :]  # the last win+1 samples
+                cep, lev, flat, per = p.analyse(frame[:, 1:], frame[:, 0])
+                out.append((self._pos, cep[0], float(lev[0]), float(flat[0]), float(per[0])))
+                buf[: p.win + 1] = buf[p.hop :]
+                self._fill = p.win + 1
+        return out

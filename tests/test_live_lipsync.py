@@ -1,0 +1,206 @@
+"""Live MFCC lip-sync: accuracy on espeak-ng vowels, gate, lag, mappings, the JSON contract."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
+
+SR = 16000
+
+
+@pytest.fixture(scope="module")
+def profile():
+    from audio.calibration import default_profile_path, load_profile
+
+    return load_profile(default_profile_path())
+
+
+def _accuracy(profile, voices):
+    from audio.calibration import synth_vowel
+    from audio.live_lipsync import LiveLipSync
+
+    ok = tot = 0
+    pad = np.zeros(SR // 4, np.float32)
+    for voice, pitch in voices:
+        for v in "AIUEO":
+            x = np.concatenate([pad, synth_vowel(voice, pitch, v), pad])
+            frames = [f for f in LiveLipSync(profile).process(x) if not f.silent]
+            ok += sum(f.vowel == v for f in frames)
+            tot += len(frames)
+    return ok / tot
+
+
+def test_vowel_accuracy_training_and_heldout_voices(profile):
+    from audio.calibration import HELDOUT_VOICES, TRAIN_VOICES
+
+    train = _accuracy(profile, TRAIN_VOICES[::3])
+    held = _accuracy(profile, HELDOUT_VOICES)
+    print(f"accuracy: training voices {train:.1%}, held-out voices {held:.1%}")
+    assert train >= 0.9
+    assert held >= 0.9  # measured 99.6 % (kagura bench lipsync)
+
+
+def test_mfcc_batch_equals_stream():
+    from audio.mfcc import MfccStream, mfcc_frames
+
+    x = np.random.default_rng(0).standard_normal(SR).astype(np.float32) * 0.1
+    f = mfcc_frames(x, SR)
+    s = MfccStream(SR)
+    got = []
+    for i in range(0, len(x), 77):  # odd block size
+        got += s.push(x[i : i + 77])
+    assert len(got) == len(f)
+    np.testing.assert_allclose(np.array([g[1] for g in got]), f.mfcc, atol=1e-4)
+    assert [g[0] for g in got] == f.end.tolist()
+
+
+def test_onset_lag_silence_closes_and_noise_never_opens(profile):
+    from app.bench_lipsync import _run_blocks, close_times, noise, onset_lags, onset_stream
+    from audio.live_lipsync import LiveLipSync
+
+    x, on, off, _ = onset_stream([("ja+f5", 60), ("en-us+m5", 50)], levels=(-25.0,))
+    av, t, op = _run_blocks(LiveLipSync(profile).push, x)
+    assert np.all(np.diff(t) > 0) and np.all(t <= av + 1e-9)
+    lags = onset_lags(av, op, on, off)
+    assert np.isfinite(lags).all() and np.median(lags) <= 0.030
+    closes = close_times(av, op, off)
+    assert np.isfinite(closes).all() and closes.max() <= 0.100
+    for seed in (1, 2):
+        _, _, op = _run_blocks(LiveLipSync(profile).push, noise(10.0, -40.0, seed))
+        assert op.max() == 0.0
+    # noise after speech (floor learnt low) must not open either
+    eng = LiveLipSync(profile)
+    eng.process(x[: 3 * SR])
+    assert max(f.open for f in eng.process(noise(5.0, -40.0, 3))[20:]) == 0.0
+
+
+def test_frames_and_mappings(profile):
+    from audio.calibration import synth_vowel
+    from audio.live_lipsync import (
+        OVR_VISEMES,
+        LiveLipSync,
+        to_avatar_params,
+        to_live2d,
+        to_ovr_visemes,
+        to_vrm,
+    )
+    from pipeline.avatar import AvatarParams
+
+    x = np.concatenate([np.zeros(SR // 4, np.float32), synth_vowel("ja+m1", 40, "I")])
+    frames = LiveLipSync(profile).process(x)
+    for f in frames:
+        assert 0.0 <= f.open <= 1.0 and abs(f.vowels.sum() - 1.0) < 1e-5
+        l2 = to_live2d(f)
+        assert set(l2) == {"ParamMouthOpenY", "ParamMouthForm"}
+        assert -1 <= l2["ParamMouthForm"] <= 1
+        assert set(to_vrm(f)) == {"aa", "ih", "ou", "ee", "oh"}
+        ovr = to_ovr_visemes(f)
+        assert tuple(ovr) == OVR_VISEMES and abs(sum(ovr.values()) - 1) < 1e-5
+        p = to_avatar_params(f, AvatarParams())
+        assert p.mouth_open == pytest.approx(f.open)
+    loud = [f for f in frames if f.open > 0.5]
+    assert loud and to_live2d(loud[-1])["ParamMouthForm"] > 0.3  # I: wide mouth
+    assert to_vrm(loud[-1])["ih"] > 0.5
+
+
+def test_cost_per_hop(profile):
+    import time
+
+    from audio.live_lipsync import LiveLipSync
+
+    eng = LiveLipSync(profile)
+    x = np.random.default_rng(0).standard_normal(2 * SR).astype(np.float32) * 0.05
+    t0 = time.perf_counter()
+    n = len(eng.process(x, block=160))
+    per_hop = (time.perf_counter() - t0) / n
+    assert per_hop < 0.001  # goal 0.3 ms (bench); generous here for a shared CI core
+
+
+def _cli(argv):
+    from app import cmd_lipsync
+
+    ap = argparse.ArgumentParser()
+    cmd_lipsync.add_parser(ap.add_subparsers(dest="cmd"))
+    return cmd_lipsync.run(ap.parse_args(argv))
+
+
+def test_json_contract_offline_and_live(tmp_path, profile):
+    import scipy.io.wavfile
+
+    from audio.calibration import synth_vowel
+
+    x = np.concatenate(
+        [np.zeros(SR // 2), synth_vowel("ja+f5", 60, "A"), synth_vowel("ja+f5", 60, "U")]
+    ).astype(np.float32)
+    wav = tmp_path / "v.wav"
+    scipy.io.wavfile.write(wav, SR, x)
+    docs = {}
+    for mode in ("offline", "live"):
+        out = tmp_path / f"{mode}.json"
+        assert (
+            _cli(["lipsync", str(wav), "--json", str(out)] + (["--live"] if mode == "live" else []))
+            == 0
+        )
+        d = json.loads(out.read_text())
+        assert d["rate_hz"] == 100
+        fr = d["frames"]
+        assert len(fr) >= 0.99 * len(x) / SR * 100
+        t = np.array([f["t"] for f in fr])
+        assert np.all(np.diff(t) > 0)
+        for f in fr:
+            assert set(f) == {"t", "open", "A", "I", "U", "E", "O", "N"}
+            assert 0 <= f["open"] <= 1
+            assert abs(sum(f[v] for v in "AIUEON") - 1) < 1e-3
+        voiced = [f for f in fr if f["open"] > 0.5]
+        assert len(voiced) > 100
+        docs[mode] = t
+    n = min(len(docs["offline"]), len(docs["live"]))
+    assert np.all(docs["live"][:n] >= docs["offline"][:n])
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    from audio.errors import AudioError
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(AudioError, match=r"bad\.json"):
+        _cli(
+            [
+                "lipsync",
+                str(tmp_path / "none.wav"),
+                "--json",
+                str(tmp_path / "o.json"),
+                "--profile",
+                str(bad),
+            ]
+        )
+    with pytest.raises(AudioError, match=r"none\.wav"):
+        _cli(["lipsync", str(tmp_path / "none.wav"), "--json", str(tmp_path / "o.json")])
+
+
+def test_offline_engine_plugs_into_analyze_clip(profile):
+    from audio.analysis import analyze_clip
+    from audio.calibration import synth_vowel
+    from audio.decode import AudioClip
+    from audio.offline_lipsync import MfccLipSync
+    from pipeline.avatar import VOWELS
+
+    x = np.concatenate([np.zeros(SR // 2), synth_vowel("ja+m1", 40, "O"), np.zeros(SR // 2)])
+    clip = AudioClip(x[None].astype(np.float32), SR)
+    track = analyze_clip(clip, 30, lipsync=MfccLipSync(profile))
+    mo = track.scalars["mouth_open"]
+    assert mo[:10].max() == 0.0 and mo.max() > 0.9
+    dom = track.vowels.argmax(axis=1)
+    open_frames = mo > 0.5
+    assert np.mean(dom[open_frames] == VOWELS.index("O")) > 0.9
+    # look-ahead: the offline mouth opens no later than the live one
+    from audio.live_lipsync import LiveLipSync
+
+    live = next(f for f in LiveLipSync(profile).process(x) if f.open >= 0.5).t
+    assert np.argmax(mo >= 0.5) / 30 <= live
