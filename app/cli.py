@@ -5,8 +5,12 @@
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
+    kagura lipsync AUDIO --json OUT [--live]      mouth openness and vowel weights as JSON
+    kagura calibrate [--device NAME]              record your vowels into a lip-sync profile
+    kagura devices                                list audio input devices
     kagura bench render [...]                     offline render speed per preset → docs/BENCHMARKS.md
     kagura bench stylize [--device cuda] [...]    the preset post-process alone, CPU or GPU
+    kagura bench lipsync [...]                    live lip-sync cost, lag, accuracy, endurance
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
 status 2 and one line on stderr that names the problem; no partial output is left behind.
@@ -82,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list the style presets")
 
+    from app import cmd_calibrate, cmd_devices, cmd_lipsync
+
+    cmd_lipsync.add_parser(sub)
+    cmd_calibrate.add_parser(sub)
+    cmd_devices.add_parser(sub)
+
     p = sub.add_parser("bench", help="benchmarks; results go to docs/BENCHMARKS.md")
     bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
     b = bench.add_parser("render", help="offline render speed per preset")
@@ -95,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    from app import bench_lipsync
+
+    bench_lipsync.add_parser(bench)
     b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     b.add_argument("--size", default="1280x720")
@@ -165,7 +178,29 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lipsync(args: argparse.Namespace) -> int:
+    from app import cmd_lipsync
+
+    return cmd_lipsync.run(args)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from app import cmd_calibrate
+
+    return cmd_calibrate.run(args)
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from app import cmd_devices
+
+    return cmd_devices.run(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "lipsync":
+        from app import bench_lipsync
+
+        return bench_lipsync.run(args)
     if args.bench == "stylize":
         from app.bench_stylize import bench_stylize
 
@@ -180,6 +215,9 @@ COMMANDS = {
     "demo": cmd_demo,
     "still": cmd_still,
     "presets": cmd_presets,
+    "lipsync": cmd_lipsync,
+    "calibrate": cmd_calibrate,
+    "devices": cmd_devices,
     "bench": cmd_bench,
 }
 
