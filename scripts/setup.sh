@@ -7,8 +7,14 @@ cd "$(dirname "$0")/.."
 # System packages: espeak-ng voices the demo song and the speech used by the tests;
 # Skia's wheel links libEGL and libGL (present on most desktops, not on minimal images);
 # PortAudio is what sounddevice captures through; PulseAudio gives the tests a real sound
-# server with a null sink to play speech into.
-APT_PACKAGES=(espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils)
+# server with a null sink to play speech into; Xvfb and Qt's xcb libraries run the desktop
+# app on a virtual screen; Mesa's lavapipe gives the Vulkan presenter a CPU device.
+APT_PACKAGES=(
+    espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils
+    xvfb libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
+    libxcb-render-util0 libxcb-image0 libdbus-1-3 libfontconfig1
+    libvulkan1 mesa-vulkan-drivers
+)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
