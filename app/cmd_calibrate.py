@@ -5,8 +5,8 @@ confidently the new profile recognises each recording, and saves it to your prof
 (``platformdirs.user_config_dir("kagura")/lipsync-profile.json``, or ``--profile``); an existing
 profile is first copied to a timestamped backup beside it.
 
-Recording uses ``audio.capture.record(seconds, device) -> (samples, sr)`` when that module
-provides it, else `record_vowel` here (sounddevice.rec).
+Recording goes through ``audio.capture.record`` — the same device choice, rate negotiation and
+errors as live capture.
 """
 
 from __future__ import annotations
@@ -35,32 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
-def record_vowel(seconds: float, device: str | int | None) -> tuple[np.ndarray, int]:
-    """Fallback recorder: sounddevice.rec, mono float32 at 16 kHz."""
-    from audio.errors import AudioError
-
-    try:
-        import sounddevice as sd
-    except ImportError:
-        raise AudioError(
-            "recording needs the sounddevice package (pip install sounddevice)"
-        ) from None
-    sr = 16000
-    try:
-        x = sd.rec(int(seconds * sr), samplerate=sr, channels=1, dtype="float32", device=device)
-        sd.wait()
-    except Exception as exc:  # PortAudio errors: unknown device, busy device, ...
-        raise AudioError(f"input device {device!r}: {' '.join(str(exc).split())}") from None
-    return np.asarray(x, np.float32).reshape(-1), sr
-
-
 def _recorder():
-    try:
-        from audio.capture import record  # type: ignore[attr-defined]
+    from audio.capture import record
 
-        return record
-    except ImportError:
-        return record_vowel
+    return record
 
 
 def run(args: argparse.Namespace, ask=input, say=print) -> int:
@@ -72,6 +50,7 @@ def run(args: argparse.Namespace, ask=input, say=print) -> int:
         user_profile_path,
         voiced_mask,
     )
+    from audio.features import resample_mono
     from audio.mfcc import mfcc_frames
 
     if not (0.5 <= args.seconds <= 30):
@@ -84,12 +63,8 @@ def run(args: argparse.Namespace, ask=input, say=print) -> int:
         if v == "N" and answer.strip().lower().startswith("s"):
             continue
         x, sr_v = record(args.seconds, args.device)
-        if recs and sr_v != sr:
-            from audio.features import resample_mono
-
+        if sr_v != sr:  # profiles are made at the live engine's 16 kHz
             x = resample_mono(x, sr_v, sr)
-        else:
-            sr = sr_v
         peak = float(np.max(np.abs(x))) if len(x) else 0.0
         say(f"    recorded {len(x) / sr:.1f} s, peak {20 * np.log10(peak + 1e-9):.0f} dBFS")
         recs[v] = np.asarray(x, np.float32)

@@ -561,3 +561,34 @@ class Capture:
             f"{self.device_name!r} recovered; {missed:.2f} s missing after sample "
             f"{self._lost_written}",
         )
+
+
+def record(
+    seconds: float, device: str | int | None = None, sample_rate: int | None = None
+) -> tuple[np.ndarray, int]:
+    """Record `seconds` of mono audio from `device` through a Capture; (float32 samples, rate).
+
+    The one recording path for calibration (CLI and dialog): the same device choice, rate
+    negotiation and one-line CaptureError as live capture. A device that stops delivering
+    before the time is up raises CaptureError instead of returning a short take.
+    """
+    with Capture(
+        device, sample_rate=sample_rate, channels=1, buffer_s=max(2.0, seconds + 1.0)
+    ) as cap:
+        reader = cap.reader()
+        need = round(seconds * cap.sample_rate)
+        parts: list[np.ndarray] = []
+        got = 0
+        deadline = time.monotonic() + seconds + 2.0
+        while got < need:
+            if time.monotonic() > deadline:
+                raise CaptureError(
+                    f"input device {cap.health().device!r} delivered {got / cap.sample_rate:.2f} s "
+                    f"of {seconds:.2f} s requested; check that it is connected and not muted"
+                )
+            time.sleep(0.01)
+            block = reader.read(need - got)
+            if len(block):
+                parts.append(block.reshape(len(block), -1)[:, 0].copy())
+                got += len(block)
+        return np.concatenate(parts).astype(np.float32), cap.sample_rate
