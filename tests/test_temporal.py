@@ -1,0 +1,149 @@
+"""The temporal alignment stage: warp geometry, disocclusion, reset, batch = sequential, and
+flicker/sharpness on a short rendered clip with a simulated flickery stylizer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.avatar import AvatarParams
+from pipeline.frame import Frame
+from pipeline.stage import Stage
+from pipeline.temporal import TemporalStage, flicker, sharpness, warp
+from pipeline.temporal.measure import flickery_stylizer, render_clip, run_stage
+
+
+def rgba(h: int, w: int, seed: int = 0, alpha: int = 255) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    a = torch.full((h, w, 1), alpha, dtype=torch.uint8)
+    rgb = torch.randint(0, alpha + 1, (h, w, 3), generator=g, dtype=torch.uint8)
+    return torch.cat((rgb, a), -1)
+
+
+def frame(i: int, image: torch.Tensor, motion: torch.Tensor | None = None) -> Frame:
+    h, w = image.shape[:2]
+    if motion is None:
+        motion = torch.zeros(h, w, 2)
+    return Frame(pts_ns=i, index=i, params=AvatarParams(), image=image, motion=motion)
+
+
+def test_protocol_and_spec():
+    st = TemporalStage(blend=0.6)
+    assert isinstance(st, Stage)
+    assert st.name == "temporal"
+    assert st.needs.fields == {"image", "motion"}
+    assert st.gives.device == "cpu"
+    with pytest.raises(ValueError):
+        TemporalStage(blend=1.0)
+    with pytest.raises(ValueError):
+        TemporalStage(device="mps")
+
+
+def test_warp_identity_and_translation():
+    prev = torch.rand(1, 4, 12, 16)
+    same, inside = warp(prev, torch.zeros(12, 16, 2))
+    assert torch.allclose(same, prev, atol=1e-6)
+    assert bool(inside.all())
+    m = torch.zeros(12, 16, 2)
+    m[..., 0] = 3.0  # moved 3 px right: pixel x samples x - 3
+    m[..., 1] = -2.0  # moved 2 px up: pixel y samples y + 2
+    out, inside = warp(prev, m)
+    assert torch.allclose(out[..., :10, 3:], prev[..., 2:, :13], atol=1e-5)
+    assert not bool(inside[..., :, :3].any()) and bool(inside[..., :10, 3:].all())
+    assert not bool(inside[..., 11:, :].any())  # sources below the frame
+
+
+def test_first_frame_passes_and_history_blends():
+    st = TemporalStage(blend=0.5, color_tol=None)
+    a, b = rgba(8, 8, 1), rgba(8, 8, 2)
+    assert torch.equal(st.apply(a, torch.zeros(8, 8, 2), 0), a)
+    out = st.apply(b, torch.zeros(8, 8, 2), 1)
+    want = (a.float() + b.float()) / 2
+    assert (out.float() - want).abs().max() <= 1.0
+    assert torch.equal(out[..., 3], a[..., 3])
+
+
+def test_output_is_valid_premultiplied():
+    st = TemporalStage(blend=0.7)
+    for i in range(4):
+        img = rgba(16, 16, i, alpha=128)
+        m = torch.full((16, 16, 2), 0.37)
+        out = st.apply(img, m, i)
+        assert out.dtype == torch.uint8 and out.shape == (16, 16, 4)
+        assert bool((out[..., :3] <= out[..., 3:]).all())
+
+
+def test_disocclusion_and_outside_use_current_only():
+    st = TemporalStage(blend=0.8, color_tol=None)
+    prev = rgba(8, 8, 3)
+    prev[:, :4] = 0  # left half transparent in the previous frame
+    st.apply(prev, torch.zeros(8, 8, 2), 0)
+    cur = rgba(8, 8, 4)  # now opaque everywhere: the left half is uncovered
+    out = st.apply(cur, torch.zeros(8, 8, 2), 1)
+    assert torch.equal(out[:, :3], cur[:, :3])  # alpha disagrees -> current only
+    assert not torch.equal(out[:, 5:], cur[:, 5:])  # agreeing alpha -> blended
+    st.reset()
+    st.apply(prev, torch.zeros(8, 8, 2), 0)
+    m = torch.zeros(8, 8, 2)
+    m[..., 1] = 20.0  # every source point is above the frame
+    assert torch.equal(st.apply(cur, m, 1), cur)
+
+
+def test_colour_tolerance_rejects_shape_changes():
+    st = TemporalStage(blend=0.8, color_tol=0.3)
+    dark = torch.zeros(8, 8, 4, dtype=torch.uint8)
+    dark[..., 3] = 255
+    light = dark.clone()
+    light[..., :3] = 250
+    st.apply(dark, torch.zeros(8, 8, 2), 0)
+    assert torch.equal(st.apply(light, torch.zeros(8, 8, 2), 1), light)
+
+
+def test_reset_and_index_gap():
+    st = TemporalStage(blend=0.7, color_tol=None)
+    a, b = rgba(8, 8, 5), rgba(8, 8, 6)
+    st.apply(a, torch.zeros(8, 8, 2), 0)
+    st.reset()
+    assert torch.equal(st.apply(b, torch.zeros(8, 8, 2), 1), b)
+    assert torch.equal(st.apply(a, torch.zeros(8, 8, 2), 5), a)  # gap: no history used
+    assert st.resets == 2
+    st.set_enabled(False)
+    assert torch.equal(st.apply(b, torch.zeros(8, 8, 2), 6), b)
+
+
+def test_batch_equals_sequential():
+    imgs = [rgba(12, 10, 10 + i) for i in range(5)]
+    mots = [torch.full((12, 10, 2), 0.25 * i) for i in range(5)]
+    frames = [frame(i, imgs[i], mots[i]) for i in range(5)]
+    one = TemporalStage(blend=0.7, color_tol=None)
+    seq = [one.process(f).image for f in frames]
+    many = TemporalStage(blend=0.7, color_tol=None, max_batch=4)
+    bat = many.process_batch(frames[:3]) + many.process_batch(frames[3:])
+    for s, b in zip(seq, bat, strict=True):
+        assert torch.equal(s, b.image)
+    assert "temporal" in bat[0].timings
+
+
+def test_flicker_halved_sharpness_kept():
+    torch.set_num_threads(1)
+    clean, motions = render_clip(16, 320, 180)
+    styl = flickery_stylizer(clean, seed=7)
+    out = run_stage(TemporalStage(blend=0.7), styl, motions)
+    f0, f1 = flicker(styl, motions), flicker(out, motions)
+    assert f1 <= 0.5 * f0, (f0, f1)
+    s0, s1 = sharpness(styl), sharpness(out)
+    assert abs(s1 / s0 - 1.0) <= 0.10, (s0, s1)
+    assert flicker(clean, motions) < f0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():
+    imgs = [rgba(32, 48, 20 + i, alpha=200) for i in range(4)]
+    mots = [torch.full((32, 48, 2), 0.6) for _ in range(4)]
+    cpu, gpu = TemporalStage(), TemporalStage(device="cuda")
+    for i in range(4):
+        a = cpu.apply(imgs[i], mots[i], i)
+        b = gpu.apply(imgs[i], mots[i], i)
+        assert b.is_cuda
+        assert (a.int() - b.cpu().int()).abs().max() <= 1
