@@ -1,0 +1,26 @@
+"""Latent-diffusion img2img (StreamDiffusion-style). See stage.py and models.py.
+
+Importing this package needs only torch: diffusers / transformers are imported when models are
+loaded or built.
+"""
+
+from pipeline.diffusion.models import (
+    DiffusionModels,
+    ModelError,
+    load_models,
+    random_weights,
+    save_models,
+    write_tiny_tokenizer,
+)
+from pipeline.diffusion.stage import DiffusionStage, GraphCaptureError
+
+__all__ = [
+    "DiffusionModels",
+    "DiffusionStage",
+    "GraphCaptureError",
+    "ModelError",
+    "load_models",
+    "random_weights",
+    "save_models",
+    "write_tiny_tokenizer",
+]
