@@ -5,6 +5,8 @@
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
+    kagura live [--audio-file FILE] [--preset NAME] [--quit-after S] [--screenshot PNG]
+                                                  the desktop app (live stage, OBS routes)
     kagura lipsync AUDIO --json OUT [--live]      mouth openness and vowel weights as JSON
     kagura calibrate [--device NAME]              record your vowels into a lip-sync profile
     kagura devices                                list audio input devices
@@ -86,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list the style presets")
 
-    from app import cmd_calibrate, cmd_devices, cmd_lipsync
+    from app import cmd_calibrate, cmd_devices, cmd_lipsync, cmd_live
 
+    cmd_live.add_parser(sub)
     cmd_lipsync.add_parser(sub)
     cmd_calibrate.add_parser(sub)
     cmd_devices.add_parser(sub)
@@ -178,6 +181,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_live(args: argparse.Namespace) -> int:
+    from app import cmd_live
+
+    return cmd_live.run(args)
+
+
 def cmd_lipsync(args: argparse.Namespace) -> int:
     from app import cmd_lipsync
 
@@ -215,6 +224,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "still": cmd_still,
     "presets": cmd_presets,
+    "live": cmd_live,
     "lipsync": cmd_lipsync,
     "calibrate": cmd_calibrate,
     "devices": cmd_devices,

@@ -69,6 +69,7 @@ class VulkanPresenter:
         self._last_present: int | None = None
         self._slot = 0
         self.presented = 0
+        self.skipped = 0  # presents that got no swapchain image (see present)
         self._last_image: int | None = None
         self._destroyers: list = []  # device-level cleanup, run in reverse
         self.instance = self.device = self.surface = self.swapchain = None
@@ -169,6 +170,7 @@ class VulkanPresenter:
         if best is None:
             raise PresenterError("no Vulkan device can present to this window")
         _, self.physical, self.queue_family, props, self.device_extensions = best
+        self.is_cpu_device = props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU
         self.device_name = (
             vk.ffi.string(props.deviceName).decode()
             if not isinstance(props.deviceName, str)
@@ -490,9 +492,15 @@ class VulkanPresenter:
         fence = self.fences[s]
         vk.vkWaitForFences(d, 1, [fence], vk.VK_TRUE, _NO_TIMEOUT)  # this slot's last copy is done
         # FIFO: blocks only when every swapchain image is already queued (presenting too fast)
-        index = self._vkAcquireNextImageKHR(
-            d, self.swapchain, _NO_TIMEOUT, self.acquired[s], vk.VK_NULL_HANDLE
-        )
+        try:
+            index = self._vkAcquireNextImageKHR(
+                d, self.swapchain, _NO_TIMEOUT, self.acquired[s], vk.VK_NULL_HANDLE
+            )
+        except (vk.VkNotReady, vk.VkTimeout):
+            # seen with lavapipe under Xvfb despite the infinite timeout: no image this time;
+            # the frame is skipped (counted), the next present tries again
+            self.skipped += 1
+            return
         vk.vkResetFences(d, 1, [fence])
         src = np.ascontiguousarray(rgba)
         vk.ffi.memmove(self.staging_ptr[s], vk.ffi.from_buffer(src), src.nbytes)

@@ -1,0 +1,1 @@
+"""Kagura's Qt desktop UI (PySide6): the main window and its dialogs/overlays."""

@@ -1,0 +1,1119 @@
+"""The live session: microphone (or an audio file at real-time pace) → lip-synced, stylized frames.
+
+    src = FilePlayback("song.ogg")          # or audio.capture.Capture("usb")
+    with LiveSession(src, "studio", size=(960, 540), fps=30) as live:
+        frame = live.output.get()           # Frame, pts_ns on the audio clock
+        live.set_preset("cyberpunk")        # built off-thread, swapped atomically
+        live.trigger("happy")               # blends in/out over ~150 ms
+        live.start_recording("take.mp4")    # or .webm (alpha when transparent)
+        print(live.stats())
+
+No Qt here (DESIGN.md): the desktop app (app/ui/main_window.py) only consumes `output` and calls
+the control methods; everything below runs on plain threads.
+
+Threads and the queues between them (DESIGN.md, "Rules that make it real-time", rule 2):
+
+    audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
+    kagura-live-analysis   every 10 ms of audio: gain → resample to the profile rate →
+                           LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams
+                           ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
+                               params are dropped and counted (expected: 100 Hz → fps)
+    kagura-live-frames     at the display fps: pts = audio clock now (newest sample);
+                           newest params + expression blend → RenderStage → StylizeStage
+                           ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
+                               presenter did not take in time is dropped and counted
+                           ──► recorder queue BoundedQueue(8, LATEST) when recording
+    kagura-live-recorder   frames + the captured audio (a RingReader from the first
+                           recorded sample) → VideoFileSink (its own encoder thread)
+    kagura-live-look       builds the next preset's render + stylize stages (setup/warm-up
+                           included) and swaps them in with one attribute store: the frame
+                           thread never waits for a build and never shows a half-built look
+
+Clock: every `pts_ns` is the time of the newest source sample when the frame was started
+(samples counted by the ring buffer; never reset). A file played through `FilePlayback` writes
+into the same kind of ring buffer on the same clock, so the session cannot tell it from a mic.
+When the source clock stops (microphone lost) no new frames are made: the presenter repeats the
+last one, and `state` / `on_state` report the loss; Capture reopens the device by itself and the
+frames continue when its clock moves again.
+
+Images are uint8 (H, W, 4) RGBA, premultiplied alpha (pipeline/frame.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from audio.ringbuffer import RingBuffer, RingReader
+from pipeline.avatar import AvatarParams
+from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
+from pipeline.frame import Frame
+from pipeline.queues import BoundedQueue, Closed, Policy
+from pipeline.stage import Context
+
+__all__ = [
+    "EXPRESSIONS",
+    "FilePlayback",
+    "LiveSession",
+    "Look",
+    "MasterClock",
+    "build_look",
+]
+
+log = logging.getLogger(__name__)
+
+EXPRESSIONS: tuple[str, ...] = ("happy", "sad", "surprised", "wink")
+FADE_S = 0.15  # expression blend in / out
+_THREAD_PREFIX = "kagura-live"
+
+
+# ---------------------------------------------------------------------------------------------
+# sources
+
+
+class AudioSource(Protocol):
+    """What LiveSession needs from a source (Capture and FilePlayback both provide it)."""
+
+    ring: RingBuffer
+    sample_rate: int
+    channels: int
+    state: str
+    last_error: str | None
+
+    def pts_ns(self) -> int: ...
+
+    def reader(self, position: int | None = None) -> RingReader: ...
+
+    def close(self) -> None: ...
+
+
+class FilePlayback:
+    """An audio file fed into a ring buffer at real-time pace, indistinguishable from a mic.
+
+    The file is decoded once (audio.decode.decode_audio, native rate; more than two channels
+    are mixed to mono). Samples enter the ring in `block_ms` blocks as real time passes:
+
+    * `play_out=True` and an output device opens: the output stream's callback copies each
+      block to the speakers *and* into the ring, so the audio clock is the output device's
+      clock and what is analysed is exactly what is heard (a streamer singing to a backing
+      track). The callback only copies (DESIGN.md rule 1).
+    * otherwise (no output device, `play_out=False`, or the output stream dies): a pacing
+      thread writes the blocks against time.monotonic().
+
+    After the end of the file it keeps writing silence (state "ended"; the clock keeps
+    running, as a quiet microphone's would) unless `loop` is set.
+    States (`state`, `on_state(state, message)`): "starting", "running", "ended", "closed".
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        loop: bool = False,
+        play_out: bool = False,
+        output_device: str | int | None = None,
+        block_ms: float = 5.0,
+        buffer_s: float = 10.0,
+        on_state: Callable[[str, str], None] | None = None,
+        start: bool = True,
+    ) -> None:
+        from audio.decode import decode_audio
+
+        clip = decode_audio(path)
+        samples = clip.samples
+        if samples.shape[0] > 2:
+            samples = samples.mean(axis=0, keepdims=True)
+        self.path = Path(path)
+        self.device_name = f"file: {self.path.name}"
+        self.data = np.ascontiguousarray(samples.T, dtype=np.float32)  # (n, channels)
+        self.sample_rate = int(clip.sample_rate)
+        self.channels = int(self.data.shape[1])
+        self.duration_s = self.data.shape[0] / self.sample_rate
+        self.loop = loop
+        self.play_out = play_out
+        self.output_device = output_device
+        self.blocksize = max(1, round(self.sample_rate * block_ms / 1000))
+        self.ring = RingBuffer(
+            max(int(self.sample_rate * buffer_s), 4 * self.blocksize),
+            self.channels,
+            max_block=max(4096, 4 * self.blocksize),
+        )
+        self.on_state = on_state
+        self.state = "closed"
+        self.last_error: str | None = None
+        self.playing_out = False  # True while the output device drives the clock
+        self._pos = 0  # next file frame to deliver
+        self._silence = np.zeros((self.blocksize, self.channels), np.float32)
+        self._stream: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if start:
+            self.start()
+
+    # -- the same surface as Capture ----------------------------------------------------------
+
+    @property
+    def samples_captured(self) -> int:
+        return self.ring.written
+
+    def pts_ns(self) -> int:
+        return samples_to_ns(max(self.ring.written - 1, 0), self.sample_rate)
+
+    def latest(self, n: int, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        return self.ring.latest(n, out)
+
+    def reader(self, position: int | None = None) -> RingReader:
+        return self.ring.reader(position)
+
+    @property
+    def finished(self) -> bool:
+        return not self.loop and self._pos >= self.data.shape[0]
+
+    def health(self) -> Any:
+        from audio.capture import CaptureHealth
+
+        return CaptureHealth(
+            rate=self.sample_rate,
+            overflows=0,
+            drift_ppm=None,
+            state=self.state,
+            last_error=self.last_error,
+            samples=self.ring.written,
+            device=self.device_name,
+        )
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._set_state("starting", f"playing {self.path.name}")
+        if self.play_out:
+            self._open_output()
+        self._thread = threading.Thread(target=self._pace, name="kagura-file-playback", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+        self._close_output()
+        if self.state != "closed":
+            self._set_state("closed", "playback closed")
+
+    def __enter__(self) -> FilePlayback:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    def _next_block(self, n: int) -> np.ndarray:
+        """The next `n` frames of the file (silence after its end, or wrapped when looping)."""
+        data = self.data
+        total = data.shape[0]
+        pos = self._pos
+        if pos + n <= total:
+            self._pos = pos + n
+            return data[pos : pos + n]
+        out = np.zeros((n, self.channels), np.float32)
+        if pos < total:
+            out[: total - pos] = data[pos:]
+        if self.loop:
+            rest = n - max(total - pos, 0)
+            out[n - rest :] = (
+                data[:rest] if rest <= total else np.resize(data, (rest, self.channels))
+            )
+            self._pos = rest % total
+        else:
+            self._pos = total
+        return out
+
+    def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        block = self._next_block(frames)  # a view, or a small array near the file end
+        outdata[:] = block
+        self.ring.write(block)
+
+    def _open_output(self) -> None:
+        import audio.capture as capture_mod
+
+        try:
+            sd = capture_mod._sd()
+            with capture_mod._PA_LOCK:  # PortAudio is process-global (see audio/capture.py)
+                stream = sd.OutputStream(
+                    device=self.output_device,
+                    channels=self.channels,
+                    samplerate=self.sample_rate,
+                    blocksize=self.blocksize,
+                    dtype="float32",
+                    latency="low",
+                    callback=self._callback,
+                )
+                capture_mod._open_streams += 1  # keeps refresh_devices() off this stream
+                try:
+                    stream.start()
+                except Exception:
+                    stream.close(ignore_errors=True)
+                    capture_mod._open_streams -= 1
+                    raise
+        except Exception as exc:
+            self.last_error = "no audio output: " + " ".join(str(exc).split())
+            log.info("file playback: %s; pacing on the system clock instead", self.last_error)
+            return
+        self._stream = stream
+        self.playing_out = True
+
+    def _close_output(self) -> None:
+        import audio.capture as capture_mod
+
+        stream, self._stream = self._stream, None
+        self.playing_out = False
+        if stream is None:
+            return
+        with capture_mod._PA_LOCK:
+            with contextlib.suppress(Exception):
+                stream.abort(ignore_errors=True)
+                stream.close(ignore_errors=True)
+            capture_mod._open_streams -= 1
+
+    def _pace(self) -> None:
+        rate = self.sample_rate
+        t0 = time.monotonic()
+        w0 = self.ring.written
+        last_change = t0
+        last_w = w0
+        while not self._stop.wait(self.blocksize / rate / 2):
+            now = time.monotonic()
+            if self.playing_out:
+                w = self.ring.written
+                if w != last_w:
+                    last_w, last_change = w, now
+                    if self.state == "starting":
+                        self._set_state("running", f"playing {self.path.name} (and out loud)")
+                stream = self._stream
+                dead = stream is None or not stream.active
+                if dead or now - last_change > 0.5:  # the output died: pace on our own
+                    self.last_error = "the audio output stopped; pacing on the system clock"
+                    self._close_output()
+                    t0, w0 = now, self.ring.written
+                else:
+                    self._check_end()
+                    continue
+            due = w0 + int((now - t0) * rate)
+            while self.ring.written + self.blocksize <= due:
+                self.ring.write(self._next_block(self.blocksize))
+            if self.state == "starting" and self.ring.written > w0:
+                self._set_state("running", f"playing {self.path.name}")
+            self._check_end()
+
+    def _check_end(self) -> None:
+        if self.finished and self.state == "running":
+            self._set_state("ended", f"{self.path.name} ended")
+
+    def _set_state(self, state: str, message: str) -> None:
+        if state == self.state:
+            return
+        self.state = state
+        log.info("file playback %s: %s", state, message)
+        if self.on_state is not None:
+            try:
+                self.on_state(state, message)
+            except Exception:
+                log.exception("file playback: on_state callback failed")
+
+
+# ---------------------------------------------------------------------------------------------
+# clock
+
+
+class MasterClock:
+    """'Now' on the audio-sample clock, continuous between the source's sample blocks.
+
+    The newest sample's time stamp moves in steps of one device block; a presenter ticking at
+    the display refresh needs a smooth 'now'. `now_ns()` = monotonic + offset, where the offset
+    follows the upper envelope of (newest pts − monotonic) and decays by `slack_ppm` so device
+    clock drift cannot accumulate. It never goes backwards.
+    """
+
+    def __init__(self, source: AudioSource, slack_ppm: float = 500.0) -> None:
+        self.source = source
+        self.slack = slack_ppm * 1e-6
+        self._offset: int | None = None
+        self._last_mono = 0
+        self._last_now = 0
+        self._lock = threading.Lock()
+
+    def now_ns(self) -> int:
+        mono = time.monotonic_ns()
+        pts = self.source.pts_ns()
+        with self._lock:
+            o = pts - mono
+            if self._offset is None or o > self._offset:
+                self._offset = o
+            else:
+                self._offset = max(o, self._offset - int((mono - self._last_mono) * self.slack))
+            self._last_mono = mono
+            now = max(mono + self._offset, self._last_now)
+            self._last_now = now
+            return now
+
+
+# ---------------------------------------------------------------------------------------------
+# looks (render + stylize for one preset)
+
+
+@dataclasses.dataclass
+class Look:
+    """One preset's stages, set up and warmed: swapped in with a single attribute store."""
+
+    name: str
+    preset: Any
+    transparent: bool
+    render: Any
+    stylize: Any
+    build_ms: float = 0.0
+
+    def close(self) -> None:
+        for stage in (self.render, self.stylize):
+            with contextlib.suppress(Exception):
+                stage.close()
+
+
+def build_look(preset: Any, size: tuple[int, int], fps: int, transparent: bool) -> Look:
+    """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset)."""
+    from pipeline.stylize import StylizeStage
+    from presets.loader import load_preset
+    from render.stage import RenderStage
+
+    t0 = time.perf_counter()
+    name = preset if isinstance(preset, str) else getattr(preset, "name", "preset")
+    p = load_preset(preset) if isinstance(preset, str) else preset
+    w, h = size
+    ctx = Context(w, h, fps, 48000, mode="live", extras={"device": "cpu"})
+    render = RenderStage(w, h, p.palette, p.line)
+    render.setup(ctx)
+    stylize = StylizeStage(p, w, h, transparent=transparent)
+    stylize.setup(ctx)
+    # one real frame through both, so the first live frame pays nothing
+    stylize.process(render.process(Frame(0, 0, AvatarParams())))
+    render.setup(ctx)  # reset the motion-vector history after the warm-up frame
+    return Look(name, p, transparent, render, stylize, (time.perf_counter() - t0) * 1000.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+
+
+class _Timings:
+    """Recent samples of a few named timings (ms), for medians and P99s."""
+
+    def __init__(self, size: int = 300) -> None:
+        self.size = size
+        self._d: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, name: str, ms: float) -> None:
+        with self._lock:
+            self._d.setdefault(name, deque(maxlen=self.size)).append(float(ms))
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            items = {k: list(v) for k, v in self._d.items()}
+        out = {}
+        for k, v in items.items():
+            if v:
+                a = np.asarray(v)
+                out[k] = {
+                    "median": round(float(np.median(a)), 3),
+                    "p99": round(float(np.percentile(a, 99)), 3),
+                }
+        return out
+
+
+def _ramp(x: float) -> float:
+    return 0.0 if x <= 0 else 1.0 if x >= 1 else x
+
+
+class _Expressions:
+    """Triggered expressions on the audio clock: ~150 ms blend in, hold, ~150 ms blend out."""
+
+    def __init__(self, fade_s: float = FADE_S) -> None:
+        self.fade_ns = int(fade_s * NS_PER_S)
+        self._on: dict[str, tuple[int, int | None]] = {}  # name -> (start, end or None=held)
+        self._lock = threading.Lock()
+
+    def weight(self, name: str, t: int) -> float:
+        with self._lock:
+            entry = self._on.get(name)
+        return self._weight(entry, t)
+
+    def _weight(self, entry: tuple[int, int | None] | None, t: int) -> float:
+        if entry is None:
+            return 0.0
+        start, end = entry
+        w = _ramp((t - start) / self.fade_ns)
+        if end is not None:
+            w *= _ramp(1.0 - (t - end) / self.fade_ns)
+        return w
+
+    def press(self, name: str, t: int, hold_ns: int | None) -> None:
+        with self._lock:
+            w = self._weight(self._on.get(name), t)
+            start = t - int(w * self.fade_ns)  # retrigger continues from the current weight
+            self._on[name] = (start, None if hold_ns is None else t + hold_ns)
+
+    def release(self, name: str, t: int) -> None:
+        with self._lock:
+            entry = self._on.get(name)
+            if entry is not None and entry[1] is None:
+                self._on[name] = (entry[0], max(t, entry[0] + self.fade_ns))
+
+    def apply(self, params: AvatarParams, t: int) -> AvatarParams:
+        with self._lock:
+            entries = dict(self._on)
+            for name, (_, end) in list(self._on.items()):  # forget finished ones
+                if end is not None and t - end > self.fade_ns:
+                    del self._on[name]
+        weights = {n: self._weight(e, t) for n, e in entries.items()}
+        weights = {n: w for n, w in weights.items() if w > 0}
+        if not weights:
+            return params
+        expr = dict(params.expressions)
+        for name in ("happy", "sad", "surprised"):
+            if name in weights:
+                expr[name] = max(expr.get(name, 0.0), weights[name])
+        changes: dict[str, Any] = {"expressions": expr}
+        wink = weights.get("wink", 0.0)
+        if wink:
+            changes["eye_open_r"] = params.eye_open_r * (1.0 - wink)
+            changes["eye_smile"] = max(params.eye_smile, 0.6 * wink)
+            changes["mouth_form"] = params.mouth_form + 0.4 * wink
+        return dataclasses.replace(params, **changes).clamped()
+
+
+# ---------------------------------------------------------------------------------------------
+# recording
+
+
+class _Recorder:
+    """Frames + captured audio → VideoFileSink, on its own thread.
+
+    Sync: the recording starts at the first recorded frame's pts (sample S0 of the source);
+    frame k of the file is the newest frame whose pts is nearest to S0 + k / fps. A gap in
+    the frames (the producer ran late) repeats the previous frame, so video and audio durations
+    stay equal whatever happens upstream. The audio goes in whole from S0 (a RingReader), fed
+    to the sink as the frames go, so a killed app leaves a file with its sound (the sink is
+    crash-safe: fragmented MP4 / WebM clusters, `.partial` until finished).
+    """
+
+    def __init__(
+        self,
+        source: AudioSource,
+        path: Path,
+        size: tuple[int, int],
+        fps: int,
+        transparent: bool,
+    ) -> None:
+        from pipeline.sinks.video_file import VideoFileSink, check_output_path
+
+        self.path = Path(path)
+        alpha = transparent and self.path.suffix.lower() == ".webm"
+        check_output_path(self.path, alpha)
+        self.source = source
+        self.fps = fps
+        self.rate = source.sample_rate
+        self.transparent = alpha
+        w, h = size
+        self._audio = np.zeros((source.channels, self.rate * 30), np.float32)
+        self._filled = 0
+        self.sink = VideoFileSink(
+            self.path,
+            w,
+            h,
+            fps,
+            self._audio[:, :0],
+            self.rate,
+            transparent=alpha,
+            threads=1,
+            queue_frames=8,
+        )
+        self.sink.setup(Context(w, h, fps, self.rate, mode="live"))
+        self.queue: BoundedQueue[Frame] = BoundedQueue(8, Policy.LATEST)
+        self.reader: RingReader | None = None
+        self.pts0: int | None = None
+        self.sent = 0  # frames handed to the sink (its own counter lags behind its encoder)
+        self.repeated = 0
+        self.skipped = 0
+        self.error: str | None = None
+        self._last: Frame | None = None
+        self._thread = threading.Thread(target=self._run, name=f"{_THREAD_PREFIX}-recorder")
+        self._thread.start()
+
+    def push(self, frame: Frame) -> None:
+        with contextlib.suppress(Closed):
+            self.queue.put(frame)
+
+    def _pull_audio(self, upto: int | None = None) -> None:
+        assert self.reader is not None
+        x = self.reader.read()
+        if x.shape[0] == 0:
+            return
+        need = self._filled + x.shape[0]
+        if need > self._audio.shape[1]:  # grow (old views held by the sink stay valid)
+            bigger = np.zeros(
+                (self._audio.shape[0], max(need, 2 * self._audio.shape[1])), np.float32
+            )
+            bigger[:, : self._filled] = self._audio[:, : self._filled]
+            self._audio = bigger
+        self._audio[:, self._filled : need] = x.T
+        self._filled = need
+        # the sink encodes audio up to min(its due sample, len(audio)): hand it what exists
+        self.sink.audio = self._audio[:, : self._filled]
+
+    def _write(self, frame: Frame) -> None:
+        if self.pts0 is None:
+            self.pts0 = frame.pts_ns
+            self.reader = self.source.reader(ns_to_samples(frame.pts_ns, self.rate))
+        k = round((frame.pts_ns - self.pts0) * self.fps / NS_PER_S)
+        if k < self.sent:  # two frames for one slot: the later one waits for the next slot
+            self.skipped += 1
+            return
+        self._pull_audio()
+        while self.sent < k and self._last is not None:
+            self.sink.write(self._last)
+            self.sent += 1
+            self.repeated += 1
+        self.sink.write(frame)
+        self.sent += 1
+        self._last = frame
+
+    def _run(self) -> None:
+        try:
+            while True:
+                try:
+                    frame = self.queue.get()
+                except Closed:
+                    return
+                if self.error is None:
+                    self._write(frame)
+        except BaseException as exc:  # keep the session alive; report the failure
+            self.error = f"recording to {self.path} failed: {exc}"
+            log.exception("recorder")
+            with contextlib.suppress(Exception):
+                while True:
+                    self.queue.get()
+
+    def finish(self) -> dict[str, Any]:
+        """Stop, flush and close the file (audio trimmed/padded to the video's duration)."""
+        self.queue.close()
+        self._thread.join()
+        frames = self.sent
+        if self.error is not None or frames == 0:
+            self.sink.abort()
+            raise RuntimeError(self.error or f"{self.path}: no frames were recorded")
+        self._pull_audio()
+        n = -(-frames * self.rate // self.fps)
+        audio = np.zeros((self._audio.shape[0], n), np.float32)
+        m = min(n, self._filled)
+        audio[:, :m] = self._audio[:, :m]
+        self.sink.audio = audio
+        self.sink.finish()
+        return {
+            "path": str(self.path),
+            "frames": frames,
+            "seconds": frames / self.fps,
+            "repeated": self.repeated,
+            "audio_lost_samples": self.reader.lost if self.reader else 0,
+        }
+
+    def abort(self) -> None:
+        self.queue.close()
+        self._thread.join(timeout=5)
+        self.sink.abort()
+
+
+# ---------------------------------------------------------------------------------------------
+# the session
+
+
+class LiveSession:
+    """Audio source → params → frames, on threads; see the module docstring.
+
+    `source`: a Capture or FilePlayback (anything with the AudioSource surface); closed by
+    `stop()` when `close_source`. `preset`: a preset name or Preset. `size`: (w, h), even.
+    `transparent`: stylize without a background (alpha in the frames).
+    `on_state(state, message)` is called from a session thread when the source's state
+    changes ("starting", "running", "lost", "ended", "closed") and on recorder errors ("error").
+    `profile`: lip-sync profile (default: the user's calibrated one, else the shipped default).
+    """
+
+    def __init__(
+        self,
+        source: AudioSource,
+        preset: Any = "studio",
+        size: tuple[int, int] = (960, 540),
+        fps: int = 30,
+        *,
+        transparent: bool = False,
+        profile: Any = None,
+        seed: int = 0,
+        gain_db: float = 0.0,
+        gate_db: float = 12.0,
+        smoothing: float = 0.0,
+        close_source: bool = True,
+        on_state: Callable[[str, str], None] | None = None,
+        output_capacity: int = 2,
+    ) -> None:
+        w, h = int(size[0]), int(size[1])
+        if w <= 0 or h <= 0 or w % 2 or h % 2:
+            raise ValueError(f"live size {w}x{h} must be positive and even")
+        if fps <= 0:
+            raise ValueError(f"fps must be positive, got {fps}")
+        self.source = source
+        self.size = (w, h)
+        self.fps = int(fps)
+        self.seed = seed
+        self.profile = profile
+        self.close_source = close_source
+        self.on_state = on_state
+        self.clock = MasterClock(source)
+        self.output: BoundedQueue[Frame] = BoundedQueue(output_capacity, Policy.LATEST)
+        self.params: BoundedQueue[AvatarParams] = BoundedQueue(1, Policy.LATEST)
+        self.last_frame: Frame | None = None
+        self.state = "stopped"
+        self.error: str | None = None
+        self._look = build_look(preset, self.size, self.fps, transparent)
+        self._look_lock = threading.Lock()
+        self._look_thread: threading.Thread | None = None
+        self._pending_look: tuple[Any, bool] | None = None
+        self.look_switches = 0
+        self.look_errors: list[str] = []
+        self._expr = _Expressions()
+        self._controls = {"gain_db": gain_db, "gate_db": gate_db, "smoothing": smoothing}
+        self._controls_version = 1
+        self._recorder: _Recorder | None = None
+        self._pending_recorder: tuple[Path, bool] | None = None
+        self._rec_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._timings = _Timings()
+        self._lag = deque(maxlen=300)
+        self._level_db = -120.0
+        self._source_state = getattr(source, "state", "unknown")
+        self.frames_produced = 0
+        self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
+        self.late_ticks = 0  # ticks the frame thread started over a period late
+        self.hops = 0
+        self.audio_overruns = 0
+        self.started_at: float | None = None
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def preset_name(self) -> str:
+        return self._look.name
+
+    @property
+    def transparent(self) -> bool:
+        return self._look.transparent
+
+    @property
+    def recording(self) -> bool:
+        return self._recorder is not None or self._pending_recorder is not None
+
+    @property
+    def level_db(self) -> float:
+        """Input level of the last analysis hop (dBFS, after gain), for a level meter."""
+        return self._level_db
+
+    @property
+    def source_state(self) -> str:
+        return self._source_state
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> LiveSession:
+        if self._threads:
+            return self
+        self._stop.clear()
+        self.started_at = time.monotonic()
+        start_source = getattr(self.source, "start", None)
+        if start_source is not None and getattr(self.source, "state", "") == "closed":
+            start_source()  # a source made with start=False begins with the session
+        for target, name in ((self._analyse, "analysis"), (self._produce, "frames")):
+            t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        self.state = "running"
+        return self
+
+    def stop(self) -> dict[str, Any] | None:
+        """Stop every thread, finish a recording in progress (returns its summary), close the
+        source (when `close_source`). Idempotent."""
+        summary = None
+        if self.recording:
+            with contextlib.suppress(Exception):
+                summary = self.stop_recording()
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._threads.clear()
+        lt = self._look_thread
+        if lt is not None:
+            lt.join(timeout=30)
+        self.output.close()
+        if self.close_source:
+            with contextlib.suppress(Exception):
+                self.source.close()
+        self.state = "stopped"
+        return summary
+
+    close = stop
+
+    def __enter__(self) -> LiveSession:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- controls (any thread) ----------------------------------------------------------------
+
+    def set_gain(self, db: float) -> None:
+        """Input gain before analysis, dB (the recording keeps the raw audio)."""
+        self._set_control("gain_db", float(db))
+
+    def set_noise_gate(self, db: float) -> None:
+        """Lip-sync gate: opens `db` above the tracked noise floor (closes 6 dB lower)."""
+        self._set_control("gate_db", float(db))
+
+    def set_smoothing(self, amount: float) -> None:
+        """0 = the lip-sync engine's own predictive filter; up to 1 = much steadier (slower)."""
+        self._set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
+
+    def controls(self) -> dict[str, float]:
+        return dict(self._controls)
+
+    def _set_control(self, key: str, value: float) -> None:
+        self._controls = {**self._controls, key: value}
+        self._controls_version += 1
+
+    def trigger(self, name: str, hold_s: float | None = 0.8) -> None:
+        """Show expression `name` (see EXPRESSIONS): blend in over ~150 ms, hold `hold_s`
+        (None: until `release(name)`), blend out over ~150 ms."""
+        if name not in EXPRESSIONS:
+            raise ValueError(f"unknown expression {name!r}; known: {', '.join(EXPRESSIONS)}")
+        hold = None if hold_s is None else int(hold_s * NS_PER_S)
+        self._expr.press(name, self.clock.now_ns(), hold)
+
+    def release(self, name: str) -> None:
+        self._expr.release(name, self.clock.now_ns())
+
+    def expression_weight(self, name: str) -> float:
+        return self._expr.weight(name, self.clock.now_ns())
+
+    def set_preset(self, preset: Any, transparent: bool | None = None) -> None:
+        """Switch look without a stall: the new stages are built on a helper thread while the
+        current look keeps rendering, then swapped in between two frames. The latest request
+        wins when several arrive during one build."""
+        want_t = self.transparent if transparent is None else bool(transparent)
+        with self._look_lock:
+            self._pending_look = (preset, want_t)
+            if self._look_thread is None or not self._look_thread.is_alive():
+                self._look_thread = threading.Thread(
+                    target=self._build_looks, name=f"{_THREAD_PREFIX}-look", daemon=True
+                )
+                self._look_thread.start()
+
+    def set_transparent(self, on: bool) -> None:
+        """Switch between the composited background and a transparent one (alpha frames)."""
+        pending = self._pending_look
+        self.set_preset(pending[0] if pending else self._look.preset, transparent=on)
+
+    def wait_look(self, timeout: float = 30.0) -> bool:
+        """Block until no look build is pending (tests, CLI). True if idle."""
+        t = self._look_thread
+        if t is not None:
+            t.join(timeout)
+            return not t.is_alive()
+        return True
+
+    def _build_looks(self) -> None:
+        while True:
+            with self._look_lock:
+                req, self._pending_look = self._pending_look, None
+                if req is None:
+                    return
+            preset, transparent = req
+            cur = self._look
+            same = preset is cur.preset or (isinstance(preset, str) and preset == cur.name)
+            if same and cur.transparent == transparent:
+                continue
+            try:
+                look = build_look(preset, self.size, self.fps, transparent)
+            except Exception as exc:
+                msg = f"cannot switch to preset {preset!r}: {exc}"
+                self.look_errors.append(msg)
+                log.warning("live: %s", msg)
+                self._notify("error", msg)
+                continue
+            self._look = look  # the atomic swap
+            self.look_switches += 1
+            self._timings.add("look_build", look.build_ms)
+            log.info("live: preset %s ready in %.0f ms", look.name, look.build_ms)
+            # the frame thread may still be inside old.render/old.stylize; they need no close
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def start_recording(self, path: str | os.PathLike, alpha: bool | None = None) -> None:
+        """Record frames + the source audio to `path` (.mp4, or .webm — VP9 with alpha when the
+        look is transparent). `alpha=True` switches to the transparent look first (the
+        recording starts with the first transparent frame); `alpha=False` the opaque one."""
+        path = Path(path)
+        from pipeline.sinks.video_file import check_output_path
+
+        want_t = self.transparent if alpha is None else bool(alpha)
+        check_output_path(path, want_t and path.suffix.lower() == ".webm")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist")
+        with self._rec_lock:
+            if self.recording:
+                raise RuntimeError("already recording")
+            if want_t != self.transparent:
+                self.set_transparent(want_t)
+            self._pending_recorder = (path, want_t)
+
+    def stop_recording(self) -> dict[str, Any]:
+        """Finish the file; returns {"path", "frames", "seconds", "repeated", ...}."""
+        with self._rec_lock:
+            rec, self._recorder = self._recorder, None
+            pending, self._pending_recorder = self._pending_recorder, None
+        if rec is None:
+            raise RuntimeError(
+                f"{pending[0]}: the recording had not started yet" if pending else "not recording"
+            )
+        return rec.finish()
+
+    # -- stats --------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        lag = np.asarray(self._lag) if self._lag else None
+        rec = self._recorder
+        return {
+            "state": self.state,
+            "source": getattr(self.source, "device_name", None),
+            "source_state": self._source_state,
+            "preset": self.preset_name,
+            "transparent": self.transparent,
+            "frames_produced": self.frames_produced,
+            "output_dropped": self.output.dropped,
+            "params_superseded": self.params.dropped,
+            "stalled_ticks": self.stalled_ticks,
+            "late_ticks": self.late_ticks,
+            "analysis_hops": self.hops,
+            "audio_overruns": self.audio_overruns,
+            "look_switches": self.look_switches,
+            "lipsync_lag_ms": None if lag is None else round(float(np.median(lag)), 2),
+            "lipsync_lag_p99_ms": None if lag is None else round(float(np.percentile(lag, 99)), 2),
+            "stage_ms": self._timings.summary(),
+            "recording": None
+            if rec is None
+            else {
+                "path": str(rec.path),
+                "frames": rec.sent,
+                "repeated": rec.repeated,
+            },
+        }
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def _notify(self, state: str, message: str) -> None:
+        if self.on_state is not None:
+            try:
+                self.on_state(state, message)
+            except Exception:
+                log.exception("live: on_state callback failed")
+
+    def _make_engines(self) -> tuple[Any, Any, Any, int]:
+        from audio.calibration import load_user_or_default
+        from audio.live_lipsync import LiveLipSync
+        from audio.live_motion import LiveMotion
+        from audio.live_pitch import LivePitch
+
+        profile = self.profile if self.profile is not None else load_user_or_default()
+        rate = int(profile.sample_rate)
+        lips = LiveLipSync(profile, rate)
+        pitch = LivePitch(rate)
+        motion = LiveMotion(seed=self.seed, fps=round(1.0 / lips.hop_s))
+        return lips, pitch, motion, rate
+
+    def _apply_controls(self, lips: Any, defaults: dict[str, Any]) -> float:
+        c = self._controls
+        gate = float(min(max(c["gate_db"], 2.0), 40.0))
+        lips.open_db, lips.close_db = gate, max(gate - 6.0, 1.0)
+        k = 1.0 - 0.85 * c["smoothing"]  # filter gains scale down → steadier, slower mouth
+        lips.att = (defaults["att"][0] * k, defaults["att"][1] * k * k)
+        lips.rel = (defaults["rel"][0] * k, defaults["rel"][1] * k * k)
+        return 10.0 ** (c["gain_db"] / 20.0)
+
+    def _analyse(self) -> None:
+        try:
+            self._analyse_loop()
+        except Exception as exc:
+            self.error = f"audio analysis failed: {exc}"
+            log.exception("live analysis")
+            self._notify("error", self.error)
+
+    def _analyse_loop(self) -> None:
+        from audio.live_lipsync import to_avatar_params
+        from audio.live_motion import apply
+
+        lips, pitch, motion, arate = self._make_engines()
+        defaults = {"att": lips.att, "rel": lips.rel}
+        version = self._controls_version
+        gain = self._apply_controls(lips, defaults)
+        src = self.source
+        srate = src.sample_rate
+        resampler = None
+        if srate != arate:
+            import soxr
+
+            resampler = soxr.ResampleStream(srate, arate, 1, dtype="float32", quality="HQ")
+        reader = src.reader()
+        total_a = 0  # analysis-rate samples pushed so far
+        last_pf = None
+        while not self._stop.wait(0.005):
+            x = reader.read()
+            if reader.overruns != self.audio_overruns:
+                self.audio_overruns = reader.overruns
+            if x.shape[0] == 0:
+                continue
+            if version != self._controls_version:
+                version = self._controls_version
+                gain = self._apply_controls(lips, defaults)
+            t0 = time.perf_counter()
+            mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1)
+            if gain != 1.0:
+                mono = mono * np.float32(gain)
+            y = resampler.resample_chunk(mono) if resampler is not None else mono
+            y = np.asarray(y, np.float32)
+            total_a += y.shape[0]
+            end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample analysed
+            pfs = pitch.push(y)
+            lfs = lips.push(y)
+            for i, lf in enumerate(lfs):
+                pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
+                last_pf = pf
+                behind = total_a - (round(lf.t * arate) + 1)  # samples after this hop's end
+                pts = end_pts - behind * NS_PER_S // arate
+                level = pf.level_db if pf is not None else lf.level_db
+                voiced = bool(pf.voiced) if pf is not None else not lf.silent
+                f0 = pf.pitch_hz if pf is not None else None
+                st = motion.update(pts / NS_PER_S, level, voiced, f0)
+                params = apply(st, to_avatar_params(lf, AvatarParams(pts_ns=pts)))
+                self.params.put(params)
+                self._level_db = float(lf.level_db)
+                self.hops += 1
+            if lfs:
+                self._timings.add("analysis", (time.perf_counter() - t0) * 1000.0 / len(lfs))
+
+    def _produce(self) -> None:
+        try:
+            self._produce_loop()
+        except Exception as exc:
+            self.error = f"frame production failed: {exc}"
+            self.state = "error"
+            log.exception("live frames")
+            self._notify("error", self.error)
+
+    def _poll_source_state(self) -> None:
+        st = getattr(self.source, "state", "unknown")
+        if st != self._source_state:
+            self._source_state = st
+            err = getattr(self.source, "last_error", None)
+            name = getattr(self.source, "device_name", "input")
+            msg = f"{name}: {st}" + (f" ({err})" if err and st == "lost" else "")
+            self._notify(st, msg)
+
+    def _produce_loop(self) -> None:
+        period = 1.0 / self.fps
+        params = AvatarParams()
+        last_pts = -1
+        index = 0
+        next_t = time.monotonic()
+        while True:
+            delay = next_t - time.monotonic()
+            if delay > 0 and self._stop.wait(delay):
+                return
+            if self._stop.is_set():
+                return
+            now = time.monotonic()
+            next_t += period
+            if now - next_t > period:  # more than a period behind: skip, don't catch up
+                self.late_ticks += 1
+                next_t = now + period
+            self._poll_source_state()
+            pts = self.source.pts_ns()
+            if pts <= last_pts:
+                self.stalled_ticks += 1
+                continue
+            last_pts = pts
+            fresh = False
+            while len(self.params):  # single consumer: never blocks
+                params = self.params.get()
+                fresh = True
+            if fresh or self._lag:
+                # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
+                self._lag.append((pts - params.pts_ns) / 1e6 + 6.0)
+            t0 = time.perf_counter()
+            p = self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
+            look = self._look  # one read: this frame is entirely one look
+            frame = look.render.process(Frame(pts, index, p))
+            frame = look.stylize.process(frame)
+            total = (time.perf_counter() - t0) * 1000.0
+            self._timings.add("render", frame.timings.get("render", 0.0))
+            self._timings.add("stylize", frame.timings.get("stylize", 0.0))
+            self._timings.add("frame", total)
+            frame = frame.timed("frame", total)
+            index += 1
+            self.frames_produced += 1
+            self.last_frame = frame
+            with contextlib.suppress(Closed):
+                self.output.put(frame)
+            self._record(frame, look)
+
+    def _record(self, frame: Frame, look: Look) -> None:
+        if self._pending_recorder is not None and self._recorder is None:
+            with self._rec_lock:
+                pending = self._pending_recorder
+                if pending is not None and look.transparent == pending[1]:
+                    self._pending_recorder = None
+                    try:
+                        self._recorder = _Recorder(
+                            self.source, pending[0], self.size, self.fps, look.transparent
+                        )
+                    except Exception as exc:
+                        msg = f"cannot record to {pending[0]}: {exc}"
+                        self._notify("error", msg)
+        rec = self._recorder
+        if rec is not None:
+            if rec.error is not None:
+                self._notify("error", rec.error)
+                with self._rec_lock:
+                    self._recorder = None
+                rec.abort()
+                return
+            rec.push(frame)

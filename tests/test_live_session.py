@@ -1,0 +1,165 @@
+"""LiveSession (Qt-free): a file through the live path, mouth, preset switch, recording, stop."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+import wave
+
+import av
+import numpy as np
+import pytest
+
+from pipeline.clock import NS_PER_S
+from pipeline.live import FilePlayback, LiveSession
+from pipeline.queues import Closed
+
+pytestmark = pytest.mark.skipif(not shutil.which("espeak-ng"), reason="needs espeak-ng")
+
+SPEECH_S = 1.0  # seconds of speech kept from espeak, then silence
+SILENCE_S = 1.6
+FPS = 20
+SIZE = (320, 180)
+
+
+def speech_then_silence(path) -> None:
+    """espeak-ng speech trimmed to SPEECH_S, then SILENCE_S of digital silence (16-bit WAV)."""
+    raw = path.with_suffix(".espeak.wav")
+    subprocess.run(
+        ["espeak-ng", "-w", str(raw), "Hello, I am Kagura and I love singing"], check=True
+    )
+    with wave.open(str(raw)) as w:
+        rate = w.getframerate()
+        x = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+    x = x[: int(SPEECH_S * rate)]
+    x = np.concatenate([x, np.zeros(int(SILENCE_S * rate), np.int16)])
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(x.tobytes())
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One session run (~3 s of audio) shared by the checks below, to keep the CPU cost low."""
+    d = tmp_path_factory.mktemp("live")
+    wav = d / "speech.wav"
+    speech_then_silence(wav)
+    src = FilePlayback(wav, start=False)
+    states: list[str] = []
+    session = LiveSession(src, "studio", size=SIZE, fps=FPS, on_state=lambda s, m: states.append(s))
+    frames = []
+    switch_at = rec_start = rec_stop = None
+    summary = None
+    session.start()
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < SPEECH_S + SILENCE_S - 0.1:
+            f = session.output.get()
+            frames.append(f)
+            t = time.monotonic() - t0
+            if switch_at is None and t > 0.5:
+                switch_at = len(frames)
+                session.set_preset("cyberpunk")
+            if rec_start is None and t > 0.3:
+                rec_start = t
+                session.start_recording(d / "take.mp4")
+            if rec_stop is None and rec_start is not None and t - rec_start >= 2.0:
+                rec_stop = t
+                summary = session.stop_recording()
+        stats = session.stats()
+    finally:
+        session.stop()
+    return {
+        "frames": frames,
+        "switch_at": switch_at,
+        "summary": summary,
+        "stats": stats,
+        "states": states,
+        "source": src,
+        "session": session,
+        "rate": src.sample_rate,
+    }
+
+
+def test_frames_on_the_audio_clock(run):
+    frames = run["frames"]
+    assert len(frames) >= FPS * 2, f"only {len(frames)} frames in ~2.5 s"
+    pts = np.array([f.pts_ns for f in frames])
+    assert np.all(np.diff(pts) > 0), "pts must increase"
+    # pts is the audio clock: within the file's duration, about one display period apart
+    assert pts[-1] <= (SPEECH_S + SILENCE_S + 0.5) * NS_PER_S
+    assert np.median(np.diff(pts)) == pytest.approx(NS_PER_S / FPS, rel=0.25)
+    assert [f.index for f in frames] == sorted(f.index for f in frames)
+    assert run["stats"]["analysis_hops"] > 150  # one per 10 ms of audio
+    assert "running" in run["states"]
+
+
+def test_mouth_opens_in_speech_and_closes_in_silence(run):
+    frames = run["frames"]
+    speech = [f.params.mouth_open for f in frames if f.pts_ns < SPEECH_S * NS_PER_S]
+    silence = [f.params.mouth_open for f in frames if f.pts_ns > (SPEECH_S + 0.4) * NS_PER_S]
+    assert speech and silence
+    assert max(speech) > 0.4, f"mouth never opened during speech: {max(speech):.2f}"
+    assert max(silence) < 0.05, f"mouth not closed in silence: {max(silence):.2f}"
+    lag = run["stats"]["lipsync_lag_ms"]
+    assert lag is not None and 0 <= lag < 150
+
+
+def test_preset_switch_without_gap_or_black_frame(run):
+    frames, i = run["frames"], run["switch_at"]
+    assert run["stats"]["look_switches"] == 1
+    assert run["stats"]["preset"] == "cyberpunk"
+    window = frames[i - 3 :]
+    gaps = np.diff([f.pts_ns for f in window]) / 1e6
+    assert gaps.max() < 250, f"a {gaps.max():.0f} ms hole while switching presets"
+    for f in window:
+        img = f.image.numpy()
+        assert img[..., :3].mean() > 20, f"frame {f.index} is (nearly) black"
+        assert img[..., 3].min() == 255  # opaque look: background composited
+
+
+def test_recording_is_a_valid_mp4_with_audio_and_video(run):
+    s = run["summary"]
+    assert s is not None
+    assert s["seconds"] == pytest.approx(2.0, abs=0.15)
+    with av.open(s["path"]) as c:
+        kinds = sorted(st.type for st in c.streams)
+        assert kinds == ["audio", "video"]
+        v = c.streams.video[0]
+        a = c.streams.audio[0]
+        assert (v.codec_context.width, v.codec_context.height) == SIZE
+        n_video = sum(1 for _ in c.decode(video=0))
+    assert n_video == s["frames"]
+    with av.open(s["path"]) as c:
+        n_audio = sum(fr.samples for fr in c.decode(audio=0))
+        rate = c.streams.audio[0].sample_rate
+    assert n_audio / rate == pytest.approx(n_video / FPS, abs=0.1)
+    assert a.sample_rate == run["rate"]
+
+
+def test_stop_is_clean(run):
+    left = [t.name for t in threading.enumerate() if t.name.startswith("kagura")]
+    assert left == []
+    assert run["source"].state == "closed"
+    assert run["session"].state == "stopped"
+    with pytest.raises(Closed):  # closed: drains what is left, then says so
+        for _ in range(10):
+            run["session"].output.get()
+
+
+def test_expressions_blend_in_and_out():
+    from pipeline.avatar import AvatarParams
+    from pipeline.live import _Expressions
+
+    e = _Expressions(0.15)
+    e.press("happy", 0, hold_ns=int(0.5 * NS_PER_S))
+    w = [e.weight("happy", int(t * NS_PER_S)) for t in (0.0, 0.075, 0.15, 0.4, 0.575, 0.7)]
+    assert w[0] == 0 and w[1] == pytest.approx(0.5) and w[2] == 1 and w[3] == 1
+    assert w[4] == pytest.approx(0.5) and w[5] == 0
+    e.press("wink", 0, hold_ns=None)
+    p = e.apply(AvatarParams(), int(0.2 * NS_PER_S))
+    assert p.eye_open_r == 0.0 and p.eye_open_l == 1.0
