@@ -46,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+UI_SWITCH_INTERVAL_S = 0.0005
+
+
 def run(args: argparse.Namespace) -> int:
     if args.audio_file is not None and not args.audio_file.is_file():
         print(f"kagura live: {args.audio_file}: no such file", file=sys.stderr)
@@ -71,6 +74,11 @@ def run(args: argparse.Namespace) -> int:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
     from app.ui.main_window import LiveOptions, MainWindow
+
+    # The render and stylize threads hold the GIL in stretches (Skia's bindings keep it while
+    # drawing); with CPython's default 5 ms switch interval the UI thread's display tick then
+    # waits up to 5 ms for it. A shorter interval hands it over sooner.
+    sys.setswitchinterval(UI_SWITCH_INTERVAL_S)
 
     app = QApplication.instance() or QApplication(["kagura"])
     app.setApplicationName("Kagura")

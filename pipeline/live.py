@@ -345,29 +345,32 @@ class MasterClock:
 
     The newest sample's time stamp moves in steps of one device block; a presenter ticking at
     the display refresh needs a smooth 'now'. `now_ns()` = monotonic + offset, where the offset
-    follows the upper envelope of (newest pts − monotonic) and decays by `slack_ppm` so device
-    clock drift cannot accumulate. It never goes backwards.
+    is the largest (newest pts − monotonic) seen over the last `window_s`: the moment right
+    after a block arrives, when the newest pts is freshest. A sliding window — not an envelope
+    that only decays slowly — forgets the backlog some devices hand over in one burst when they
+    start (PulseAudio here: ~0.4 s at once), which would otherwise keep 'now' that far ahead
+    and make every frame look late. Drift cannot accumulate either. It never goes backwards.
     """
 
-    def __init__(self, source: AudioSource, slack_ppm: float = 500.0) -> None:
+    def __init__(self, source: AudioSource, window_s: float = 1.0) -> None:
         self.source = source
-        self.slack = slack_ppm * 1e-6
-        self._offset: int | None = None
-        self._last_mono = 0
+        self.window_ns = int(window_s * 1e9)
+        self._recent: deque[tuple[int, int]] = deque()  # (mono, offset)
         self._last_now = 0
         self._lock = threading.Lock()
 
     def now_ns(self) -> int:
         mono = time.monotonic_ns()
-        pts = self.source.pts_ns()
+        offset = self.source.pts_ns() - mono
         with self._lock:
-            o = pts - mono
-            if self._offset is None or o > self._offset:
-                self._offset = o
-            else:
-                self._offset = max(o, self._offset - int((mono - self._last_mono) * self.slack))
-            self._last_mono = mono
-            now = max(mono + self._offset, self._last_now)
+            recent = self._recent
+            # a monotonic deque: offsets decreasing from the front, so the front is the max
+            while recent and recent[-1][1] <= offset:
+                recent.pop()
+            recent.append((mono, offset))
+            while recent[0][0] < mono - self.window_ns:
+                recent.popleft()
+            now = max(mono + recent[0][1], self._last_now)
             self._last_now = now
             return now
 

@@ -170,12 +170,16 @@ class JitterBuffer(Generic[F]):
 
     # -- pipeline side ---------------------------------------------------------------------
 
-    def push(self, frame: F, arrival_master_ns: int) -> None:
-        """A frame arrived at `arrival_master_ns` (master clock)."""
+    def push(self, frame: F, arrival_master_ns: int, learn: bool = True) -> None:
+        """A frame arrived at `arrival_master_ns` (master clock).
+
+        `learn=False`: queue it, but keep its lateness out of the delay estimate (start-up
+        transients that say nothing about the steady state)."""
         pts = frame.pts_ns
         with self._lock:
-            self._lateness.add(arrival_master_ns - pts)
-            self._update_desired()
+            if learn:
+                self._lateness.add(arrival_master_ns - pts)
+                self._update_desired()
             if self._last_pushed_pts is not None and pts > self._last_pushed_pts:
                 step = pts - self._last_pushed_pts
                 # a running estimate of the content frame period (ignores gaps from drops)

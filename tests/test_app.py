@@ -137,3 +137,24 @@ def test_settings_survive_a_restart(qtbot, config_dir):
         assert again.format_combo.currentData() == "webm"
     finally:
         _close(again)
+
+
+def test_microphone_lost_mid_show_banner_then_recovery(qtbot, pulse):  # noqa: F811
+    """The mic vanishes while live: a plain-words banner, then it clears by itself when the
+    device delivers again — no restart, frames keep coming."""
+    pulse.wait_for_data()
+    win = _window(qtbot, device="pulse")
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=20000)
+        qtbot.waitUntil(
+            lambda: win.jitter is not None and win.jitter.stats().shown > 5, timeout=20000
+        )
+        pulse.unload_sink()
+        qtbot.waitUntil(lambda: win.banner_kind == "lost", timeout=5000)
+        assert "Microphone lost" in win.banner_text
+        pulse.load_sink()
+        qtbot.waitUntil(lambda: win.banner_kind != "lost", timeout=10000)
+        shown = win.jitter.stats().shown
+        qtbot.waitUntil(lambda: win.jitter.stats().shown > shown + 5, timeout=5000)
+    finally:
+        _close(win)
