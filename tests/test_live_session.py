@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import wave
+from pathlib import Path
 
 import av
 import numpy as np
@@ -163,3 +165,43 @@ def test_expressions_blend_in_and_out():
     e.press("wink", 0, hold_ns=None)
     p = e.apply(AvatarParams(), int(0.2 * NS_PER_S))
     assert p.eye_open_r == 0.0 and p.eye_open_l == 1.0
+
+
+KILLED_RECORDER = """
+import sys, time
+from pipeline.live import FilePlayback, LiveSession
+src = FilePlayback(sys.argv[1], loop=True, start=False)
+session = LiveSession(src, "studio", size=(320, 180), fps=20)
+session.start()
+session.start_recording(sys.argv[2])
+print("recording", flush=True)
+time.sleep(60)  # killed long before this
+"""
+
+
+def test_a_crash_while_recording_leaves_a_playable_file(tmp_path):
+    """SIGKILL mid-recording: the .partial file plays up to about the last second written."""
+    wav = tmp_path / "speech.wav"
+    speech_then_silence(wav)
+    out = tmp_path / "take.mp4"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RECORDER, str(wav), str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "recording"
+        time.sleep(4.0)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert not out.exists()  # never pretends to be complete
+    partial = out.with_name("take.partial.mp4")
+    with av.open(str(partial)) as c:
+        assert len(c.streams.video) == 1 and len(c.streams.audio) == 1
+        frames = sum(1 for _ in c.decode(video=0))
+    with av.open(str(partial)) as c:
+        audio_s = sum(f.samples for f in c.decode(audio=0)) / c.streams.audio[0].rate
+    assert frames >= 20  # at least a second of 20 fps video survived the kill
+    assert audio_s >= 1.0
