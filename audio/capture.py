@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from audio.errors import AudioError
-from audio.ringbuffer import RingBuffer, RingReader
-from pipeline.clock import samples_to_ns
+from audio.ringbuffer import RingBuffer, RingSource
 
 __all__ = [
     "Capture",
@@ -276,7 +275,7 @@ class _DriftMeter:
         )
 
 
-class Capture:
+class Capture(RingSource):
     """Capture from one input device into a ring buffer, and keep it alive.
 
     `device`: name substring (case-insensitive; an exact name wins), PortAudio index, or None
@@ -357,24 +356,7 @@ class Capture:
             if status.input_overflow:
                 self.overflows += 1
 
-    # -- clock and data -----------------------------------------------------------------------
-
-    @property
-    def samples_captured(self) -> int:
-        """Samples delivered since the capture started: the live audio-sample clock."""
-        return self.ring.written
-
-    def pts_ns(self) -> int:
-        """Time stamp of the newest sample on the audio-sample clock (0 before the first)."""
-        return samples_to_ns(max(self.ring.written - 1, 0), self.sample_rate)
-
-    def latest(self, n: int, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-        """The newest `n` frames and the index one past the last (see RingBuffer.latest)."""
-        return self.ring.latest(n, out)
-
-    def reader(self, position: int | None = None) -> RingReader:
-        """A reader of everything captured from `position` on (default: from now)."""
-        return self.ring.reader(position)
+    # -- health (clock and data: RingSource) ---------------------------------------------------
 
     def health(self) -> CaptureHealth:
         drift = self._drift
@@ -564,31 +546,51 @@ class Capture:
 
 
 def record(
-    seconds: float, device: str | int | None = None, sample_rate: int | None = None
+    seconds: float,
+    device: str | int | None = None,
+    *,
+    sample_rate: int | None = None,
+    on_block: Callable[[np.ndarray, int], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Record `seconds` of mono audio from `device` through a Capture; (float32 samples, rate).
+    """Record `seconds` of mono audio from `device` through a Capture -> (float32, rate).
 
     The one recording path for calibration (CLI and dialog): the same device choice, rate
-    negotiation and one-line CaptureError as live capture. A device that stops delivering
-    before the time is up raises CaptureError instead of returning a short take.
+    negotiation and one-line CaptureError as live capture. The take starts when the device
+    actually delivers (``on_start`` is called then), so a sound server that needs a moment to
+    start costs no part of the take; ``on_block(samples, rate)`` gets each new piece (~20 ms)
+    on the calling thread. A device that stops delivering before the time is up raises
+    CaptureError instead of returning a short take.
     """
-    with Capture(
-        device, sample_rate=sample_rate, channels=1, buffer_s=max(2.0, seconds + 1.0)
-    ) as cap:
+    with Capture(device, sample_rate=sample_rate, channels=1, buffer_s=seconds + 4.0) as cap:
+        deadline = time.monotonic() + cap.start_timeout_s + 1.0
+        while cap.state != "running":
+            if time.monotonic() > deadline:
+                raise CaptureError(
+                    f"input device {cap.device_name!r} delivers no sound; check that it is "
+                    "connected and not muted"
+                )
+            time.sleep(0.01)
         reader = cap.reader()
-        need = round(seconds * cap.sample_rate)
+        if on_start is not None:
+            on_start()
+        rate = cap.sample_rate
+        need = round(seconds * rate)
         parts: list[np.ndarray] = []
         got = 0
         deadline = time.monotonic() + seconds + 2.0
         while got < need:
             if time.monotonic() > deadline:
                 raise CaptureError(
-                    f"input device {cap.health().device!r} delivered {got / cap.sample_rate:.2f} s "
-                    f"of {seconds:.2f} s requested; check that it is connected and not muted"
+                    f"input device {cap.device_name!r} delivered {got / rate:.2f} s of "
+                    f"{seconds:.2f} s; check that it is connected and not muted"
                 )
-            time.sleep(0.01)
+            time.sleep(0.02)
             block = reader.read(need - got)
             if len(block):
-                parts.append(block.reshape(len(block), -1)[:, 0].copy())
-                got += len(block)
-        return np.concatenate(parts).astype(np.float32), cap.sample_rate
+                mono = block[:, 0].copy()
+                parts.append(mono)
+                got += len(mono)
+                if on_block is not None:
+                    on_block(mono, rate)
+    return np.concatenate(parts).astype(np.float32), rate

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.clock import samples_to_ns
+
 __all__ = ["RingBuffer", "RingReader"]
 
 
@@ -165,3 +167,28 @@ class RingReader:
     def _lose(self, frames: int) -> None:
         self.overruns += 1
         self.lost += frames
+
+
+class RingSource:
+    """The reading side every live audio source offers (Capture, FilePlayback): its ring buffer
+    is the audio-sample clock. Subclasses set `self.ring` and `self.sample_rate`."""
+
+    ring: RingBuffer
+    sample_rate: int
+
+    @property
+    def samples_captured(self) -> int:
+        """Samples delivered since the source started: the live audio-sample clock."""
+        return self.ring.written
+
+    def pts_ns(self) -> int:
+        """Time stamp of the newest sample on the audio-sample clock (0 before the first)."""
+        return samples_to_ns(max(self.ring.written - 1, 0), self.sample_rate)
+
+    def latest(self, n: int, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """The newest `n` frames and the index one past the last (see RingBuffer.latest)."""
+        return self.ring.latest(n, out)
+
+    def reader(self, position: int | None = None) -> RingReader:
+        """A reader of everything delivered from `position` on (default: from now)."""
+        return self.ring.reader(position)

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from audio.ringbuffer import RingBuffer, RingReader
+from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from pipeline.avatar import AvatarParams
 from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from pipeline.frame import Frame
@@ -97,7 +97,7 @@ class AudioSource(Protocol):
     def close(self) -> None: ...
 
 
-class FilePlayback:
+class FilePlayback(RingSource):
     """An audio file fed into a ring buffer at real-time pace, indistinguishable from a mic.
 
     The file is decoded once (audio.decode.decode_audio, native rate; more than two channels
@@ -160,20 +160,7 @@ class FilePlayback:
         if start:
             self.start()
 
-    # -- the same surface as Capture ----------------------------------------------------------
-
-    @property
-    def samples_captured(self) -> int:
-        return self.ring.written
-
-    def pts_ns(self) -> int:
-        return samples_to_ns(max(self.ring.written - 1, 0), self.sample_rate)
-
-    def latest(self, n: int, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-        return self.ring.latest(n, out)
-
-    def reader(self, position: int | None = None) -> RingReader:
-        return self.ring.reader(position)
+    # -- the rest of the surface Capture offers (RingSource gives clock and data) --------------
 
     @property
     def finished(self) -> bool:

@@ -84,48 +84,12 @@ def capture_recorder(
     *,
     on_block: Callable[[np.ndarray, int], None] | None = None,
     on_start: Callable[[], None] | None = None,
-    sample_rate: int = RATE,
 ) -> tuple[np.ndarray, int]:
-    """Record `seconds` of mono audio through `audio.capture.Capture` -> (float32, rate).
+    """The dialog's default recorder: audio.capture.record at the profile rate, feeding the
+    live meters (on_block) and starting the take's clock when sound flows (on_start)."""
+    from audio.capture import record
 
-    The take starts when the device actually delivers (``on_start`` is called then), so a
-    sound server that needs a moment to start costs no part of the take. ``on_block(samples,
-    rate)`` gets each new piece (~20 ms) from this (the worker's) thread.
-    """
-    from audio.capture import Capture, CaptureError
-
-    with Capture(device, sample_rate=sample_rate, channels=1, buffer_s=seconds + 4.0) as cap:
-        deadline = time.monotonic() + cap.start_timeout_s + 1.0
-        while cap.state != "running":
-            if time.monotonic() > deadline:
-                raise CaptureError(
-                    f"input device {cap.device_name!r} delivers no sound; check that it is "
-                    "connected and not muted"
-                )
-            time.sleep(0.01)
-        reader = cap.reader()
-        if on_start is not None:
-            on_start()
-        rate = cap.sample_rate
-        need = round(seconds * rate)
-        parts: list[np.ndarray] = []
-        got = 0
-        deadline = time.monotonic() + seconds + 2.0
-        while got < need:
-            if time.monotonic() > deadline:
-                raise CaptureError(
-                    f"input device {cap.device_name!r} delivered {got / rate:.2f} s of "
-                    f"{seconds:.2f} s; check that it is connected and not muted"
-                )
-            time.sleep(0.02)
-            block = reader.read(need - got)
-            if len(block):
-                mono = block[:, 0].copy()
-                parts.append(mono)
-                got += len(mono)
-                if on_block is not None:
-                    on_block(mono, rate)
-    return np.concatenate(parts).astype(np.float32), rate
+    return record(seconds, device, sample_rate=RATE, on_block=on_block, on_start=on_start)
 
 
 def _accepts(fn: Callable, *names: str) -> bool:
