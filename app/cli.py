@@ -14,6 +14,7 @@
     kagura bench stylize [--device cuda] [...]    the preset post-process alone, CPU or GPU
     kagura bench lipsync [...]                    live lip-sync cost, lag, accuracy, endurance
     kagura bench live [...]                       the desktop app on the demo song: fps, UI ms
+    kagura bench pipeline [--device cuda] [...]   the GPU chain: per-stage CUDA-event times
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
 status 2 and one line on stderr that names the problem; no partial output is left behind.
@@ -109,10 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
-    from app import bench_lipsync, bench_live
+    from app import bench_lipsync, bench_live, bench_pipeline
 
     bench_lipsync.add_parser(bench)
     bench_live.add_parser(bench)
+    bench_pipeline.add_parser(bench)
     b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     b.add_argument("--size", default="1280x720")
@@ -208,6 +210,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "pipeline":
+        from app import bench_pipeline
+
+        return bench_pipeline.run(args)
     if args.bench == "live":
         from app import bench_live
 
