@@ -11,7 +11,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b = bench_subparsers.add_parser(
         "pipeline",
         help="the live GPU chain (render → diffusion → temporal → upscale → readback), "
-        "eager vs CUDA graphs",
+        "eager vs CUDA graphs (vs CUDA graphs + compiled UNet)",
     )
     b.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     src = b.add_mutually_exclusive_group()
@@ -32,6 +32,19 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--sr-weights", type=Path, default=None, help="realesr-animevideov3 .bin")
     b.add_argument("--offline", action="store_true", help="also the batched offline chain")
     b.add_argument("--batch", type=int, default=8, help="offline batch (default 8)")
+    b.add_argument(
+        "--compile-unet",
+        action="store_true",
+        help="also a third chain: CUDA graphs with the UNet compiled by torch.compile first "
+        "(CUDA only; the first run compiles for about a minute, later runs load the cache)",
+    )
+    b.add_argument(
+        "--compile-cache",
+        type=Path,
+        default=None,
+        help="inductor's cache folder for --compile-unet (default: the user cache dir, "
+        "kagura/inductor)",
+    )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
     return b

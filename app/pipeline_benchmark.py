@@ -15,6 +15,13 @@ UpscaleStage with cuda_graph=True; the temporal stage stays eager in both) built
 on the same models. The CPU render is timed apart with the wall clock (it runs on its own thread
 in the app and is not GPU time).
 
+Compiled UNet (`--compile-unet [--compile-cache DIR]`): a third chain, "CUDA graphs + compiled
+UNet" — the same graphs, but the UNet inside them compiled by torch.compile (inductor, default
+mode) first, with inductor's caches in DIR (default platformdirs.user_cache_dir("kagura")/
+inductor). Its setup time includes the compile; each run appends that compile time and whether
+it was a cache hit to DIR/kagura_bench_compile.jsonl, and the section lists those runs — run the
+command twice with the same DIR to see the cold (first) against the warm (cached) start.
+
 First frame after setup: the first frame's end-to-end GPU time right after `setup()`, and its
 wall-clock latency (render start -> readback waited on), against the steady state measured
 the same way (goal: at most 1.5x).
@@ -34,6 +41,7 @@ there, times are wall clock and there are no CUDA graphs.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -61,6 +69,8 @@ STAGE_LABELS = {
 TINY_SIZES = ("128x72", "384x216")
 FULL_SIZES = ("640x360", "1920x1080")
 LATENCY_FRAMES = 15  # steady-state wall-clock latency samples (one synchronize each)
+COMPILED = "CUDA graphs + compiled UNet"
+COMPILE_LOG = "kagura_bench_compile.jsonl"  # in the compile cache folder
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -162,6 +172,7 @@ class LiveResult:
     wall_ms: list[float] = field(default_factory=list)
     last_out: torch.Tensor | None = None  # the last frame read back, uint8 (H, W, 4) on the CPU
     last_in: torch.Tensor | None = None  # its rendered input, uint8 (h, w, 4)
+    compile_report: object | None = None  # the DiffusionStage's CompileReport (compiled chain)
 
 
 def make_upscale(s: Setup, batch: int, cuda_graph: bool):
@@ -185,8 +196,16 @@ def make_upscale(s: Setup, batch: int, cuda_graph: bool):
     return st
 
 
-def run_live(s: Setup, frames: int, cuda_graph: bool, start_index: int = 0) -> LiveResult:
-    """Build one chain, set it up, time its first frame, then `frames` frames in a loop."""
+def run_live(
+    s: Setup,
+    frames: int,
+    cuda_graph: bool,
+    start_index: int = 0,
+    compile_unet: bool = False,
+    compile_cache: Path | None = None,
+) -> LiveResult:
+    """Build one chain, set it up, time its first frame, then `frames` frames in a loop.
+    compile_unet: the diffusion UNet compiled (torch.compile) before its graph capture."""
     from pipeline.accel import Readback
     from pipeline.diffusion import DiffusionStage
     from pipeline.temporal import TemporalStage
@@ -197,7 +216,15 @@ def run_live(s: Setup, frames: int, cuda_graph: bool, start_index: int = 0) -> L
     ctx = Context(s.out_size[0], s.out_size[1], 30, 48000, mode="live", extras={"device": "cuda"})
     t0 = time.perf_counter()
     diff = DiffusionStage(
-        s.models, s.preset, w, h, device=s.device.type, cuda_graph=cuda_graph, stream_batch=True
+        s.models,
+        s.preset,
+        w,
+        h,
+        device=s.device.type,
+        cuda_graph=cuda_graph,
+        stream_batch=True,
+        compile_unet=compile_unet,
+        compile_cache=compile_cache,
     )
     temporal = TemporalStage(device=s.device.type)
     up = make_upscale(s, 1, cuda_graph)
@@ -208,7 +235,8 @@ def run_live(s: Setup, frames: int, cuda_graph: bool, start_index: int = 0) -> L
     rb = Readback(slots=3)
     if cuda:
         torch.cuda.synchronize()
-    res = LiveResult("CUDA graphs" if cuda_graph else "eager", time.perf_counter() - t0)
+    mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph else "eager"
+    res = LiveResult(mode, time.perf_counter() - t0, compile_report=diff.compile_report)
     res.stage_ms = {k: [] for k in STAGES}
     clock = Clock(cuda)
 
@@ -432,18 +460,65 @@ def build_setup(args) -> tuple[Setup, str, str]:
     return s, what, sr_what
 
 
-def _fmt_row(label: str, a: tuple[float, float], b: tuple[float, float] | None) -> str:
+def _fmt_row(
+    label: str,
+    a: tuple[float, float],
+    b: tuple[float, float] | None,
+    c: tuple[float, float] | None = None,
+) -> str:
+    """eager (a), graphs (b), compiled + graphs (c): median and P99 each, then the median
+    ratios eager / graphs and (with c) graphs / compiled."""
+
+    def ratio(x, y) -> str:
+        return f"{x[0] / y[0]:.2f}×" if y[0] > 0 else "–"
+
     if b is None:
         return f"| {label} | {a[0]:.2f} | {a[1]:.2f} | – | – | – |"
-    ratio = a[0] / b[0] if b[0] > 0 else float("nan")
-    return f"| {label} | {a[0]:.2f} | {a[1]:.2f} | {b[0]:.2f} | {b[1]:.2f} | {ratio:.2f}× |"
+    row = f"| {label} | {a[0]:.2f} | {a[1]:.2f} | {b[0]:.2f} | {b[1]:.2f} | "
+    if c is None:
+        return row + f"{ratio(a, b)} |"
+    return row + f"{c[0]:.2f} | {c[1]:.2f} | {ratio(a, b)} | {ratio(b, c)} |"
+
+
+def compile_log(cache: Path, res: LiveResult, args) -> list[dict]:
+    """Append this run's compile (seconds, cache hit, chain setup) to the cache folder's log;
+    return every entry logged there (oldest first)."""
+    rep = res.compile_report
+    path = Path(rep.cache_dir) / COMPILE_LOG
+    entry = {
+        "date": today(),
+        "pid": os.getpid(),
+        "size": "x".join(map(str, args.size_pair)),
+        "steps": args.steps,
+        "chain_setup_s": round(res.setup_s, 2),
+        **rep.as_dict(),
+    }
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 def _verdict(ok: bool) -> str:
     return "**met**" if ok else "**NOT met**"
 
 
-def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> str:
+def report(
+    args,
+    s: Setup,
+    what: str,
+    sr_what: str,
+    eager,
+    graphs,
+    offline,
+    compiled: LiveResult | None = None,
+    history: list[dict] | None = None,
+) -> str:
     cuda = s.device.type == "cuda"
     gpu = f" ({torch.cuda.get_device_name()})" if cuda else ""
     dtype = "fp16" if cuda else "float32 (CPU)"
@@ -458,6 +533,8 @@ def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> s
         )
         + f" --size {w}x{h} --out-size {ow}x{oh} --frames {args.frames} --steps {args.steps}"
         + (f" --offline --batch {args.batch}" if args.offline else "")
+        + (" --compile-unet" if compiled is not None else "")
+        + (f" --compile-cache {args.compile_cache}" if compiled and args.compile_cache else "")
     )
     timer = (
         "CUDA events on one high-priority stream, no synchronize inside the timed loop"
@@ -480,26 +557,34 @@ def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> s
         "",
     ]
     ge = graphs
-    lines += [
-        "| stage | eager median | eager P99 | graphs median | graphs P99 | eager / graphs |",
-        "|---|---|---|---|---|---|",
-    ]
+    cg = compiled if ge is not None else None
+    if cg is None:
+        lines += [
+            "| stage | eager median | eager P99 | graphs median | graphs P99 | eager / graphs |",
+            "|---|---|---|---|---|---|",
+        ]
+    else:
+        lines += [
+            "| stage | eager median | eager P99 | graphs median | graphs P99 "
+            "| compiled + graphs median | compiled + graphs P99 | eager / graphs "
+            "| graphs / compiled + graphs |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+
+    def row(label: str, pick) -> str:
+        return _fmt_row(
+            label,
+            stats(pick(eager)),
+            stats(pick(ge)) if ge else None,
+            stats(pick(cg)) if cg else None,
+        )
+
     for name in STAGES:
         label = STAGE_LABELS[name] + (f" x{s.scale}" if name == "upscale" else "")
-        a = stats(eager.stage_ms[name])
-        b = stats(ge.stage_ms[name]) if ge else None
-        lines.append(_fmt_row(label, a, b))
-    a = stats(eager.e2e_ms)
-    b = stats(ge.e2e_ms) if ge else None
+        lines.append(row(label, lambda r, n=name: r.stage_ms[n]))
     unit = "GPU" if cuda else "wall clock"
-    lines.append(_fmt_row(f"**end to end {unit} per frame**", a, b))
-    lines.append(
-        _fmt_row(
-            "idol render (CPU wall clock, not GPU)",
-            stats(eager.render_ms),
-            stats(ge.render_ms) if ge else None,
-        )
-    )
+    lines.append(row(f"**end to end {unit} per frame**", lambda r: r.e2e_ms))
+    lines.append(row("idol render (CPU wall clock, not GPU)", lambda r: r.render_ms))
     lines += [
         "",
         f"| chain | setup s | first frame {unit} ms | steady median {unit} ms | ratio "
@@ -507,7 +592,7 @@ def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> s
         "| steady wall ms (median of 15) | ratio |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in (eager, ge) if ge else (eager,):
+    for r in [x for x in (eager, ge, cg) if x is not None]:
         med = stats(r.e2e_ms)[0]
         wmed = float(np.median(r.wall_ms))
         lines.append(
@@ -515,7 +600,7 @@ def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> s
             f"{r.first_e2e_ms / med:.2f}× | {r.first_wall_ms:.2f} | {wmed:.2f} | "
             f"{r.first_wall_ms / wmed:.2f}× |"
         )
-    best = ge or eager
+    best = cg or ge or eager
     p99 = stats(best.e2e_ms)[1]
     first_ratio = best.first_e2e_ms / stats(best.e2e_ms)[0]
     wall_ratio = best.first_wall_ms / float(np.median(best.wall_ms))
@@ -532,6 +617,30 @@ def report(args, s: Setup, what: str, sr_what: str, eager, graphs, offline) -> s
         f"wall clock {wall_ratio:.2f}× — "
         + _verdict(first_ratio <= FIRST_FRAME_GOAL and wall_ratio <= FIRST_FRAME_GOAL),
     ]
+    if cg is not None and cg.compile_report is not None:
+        rep = cg.compile_report
+        lines += [
+            "",
+            "Compiled UNet: torch.compile (inductor, default mode, fullgraph, dynamic=False) "
+            "before the CUDA-graph capture; inductor's FX-graph, AOTAutograd and triton caches "
+            f"in `{rep.cache_dir}`. This run: {rep}.",
+        ]
+        if history:
+            lines += [
+                "",
+                "Compile at setup, every run logged in that cache folder (the first run on an "
+                "empty folder is the cold start):",
+                "",
+                "| run | date | size | compile s | cache | chain setup s (incl. compile) |",
+                "|---|---|---|---|---|---|",
+            ]
+            for i, e in enumerate(history[-8:], start=max(1, len(history) - 7)):
+                hit = "hit (warm)" if e.get("cache_hit") else "miss (cold)"
+                lines.append(
+                    f"| {i} | {e.get('date', '?')} | {e.get('size', '?')} | "
+                    f"{e.get('seconds', float('nan')):.1f} | {hit} | "
+                    f"{e.get('chain_setup_s', float('nan')):.1f} |"
+                )
     if offline is not None:
         om, op = stats(offline.per_frame_ms)
         mode = "CUDA graphs" if offline.graphs else "eager"
@@ -563,7 +672,16 @@ def run(args: argparse.Namespace) -> int:
     if args.frames < 1 or args.batch < 1 or not 1 <= args.steps <= 8:
         print("bench pipeline: --frames, --batch ≥ 1 and --steps 1..8", file=sys.stderr)
         return 2
+    if args.compile_unet and args.device != "cuda":
+        print(
+            "bench pipeline: --compile-unet is CUDA-only (the compiled UNet lives inside the "
+            "CUDA graphs); drop it with --device cpu",
+            file=sys.stderr,
+        )
+        return 2
     s, what, sr_what = build_setup(args)
+    args.size_pair = s.size
+    compiled, history = None, None
     print(f"bench pipeline: weights: {what}; upscale: {sr_what}", file=sys.stderr)
     cuda = s.device.type == "cuda"
     if cuda:
@@ -577,11 +695,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"eager:  e2e median/P99 {stats(eager.e2e_ms)}", file=sys.stderr)
             graphs = run_live(s, args.frames, cuda_graph=True)
             print(f"graphs: e2e median/P99 {stats(graphs.e2e_ms)}", file=sys.stderr)
+            if args.compile_unet:
+                compiled = run_live(
+                    s,
+                    args.frames,
+                    cuda_graph=True,
+                    compile_unet=True,
+                    compile_cache=args.compile_cache,
+                )
+                print(f"bench pipeline: {compiled.compile_report}", file=sys.stderr)
+                print(f"compiled: e2e median/P99 {stats(compiled.e2e_ms)}", file=sys.stderr)
+                history = compile_log(compiled.compile_report.cache_dir, compiled, args)
         torch.cuda.synchronize()
     else:
         eager, graphs = run_live(s, args.frames, cuda_graph=False), None
     offline = run_offline(s, args.frames, args.batch) if args.offline else None
-    body = report(args, s, what, sr_what, eager, graphs, offline)
+    body = report(args, s, what, sr_what, eager, graphs, offline, compiled, history)
     print(body)
     if not args.no_write:
         write_section(args.out, f"pipeline-{args.device}", body)

@@ -315,3 +315,43 @@ def test_negative_prompt_only_with_guidance(models):
     finally:
         h1.remove()
         h2.remove()
+
+
+# -- compiled UNet (CUDA only) ------------------------------------------------------------------
+
+
+def test_compile_unet_is_refused_on_the_cpu(models, tmp_path):
+    """Documented behaviour: compile_unet is CUDA-only (it lives inside the CUDA graphs), so on
+    the CPU the constructor raises ValueError saying so — nothing compiles, nothing falls back."""
+    with pytest.raises(ValueError, match="compile_unet=True is CUDA-only"):
+        DiffusionStage(
+            models, _diffusion(), W, H, device="cpu", compile_unet=True, compile_cache=tmp_path
+        )
+    assert not any(tmp_path.iterdir())  # no cache touched
+    st = stage(models, _diffusion())  # the default: no compile, no report
+    assert st.compile_unet is False and st.compile_report is None
+
+
+def test_compile_cache_settings_and_report(tmp_path, monkeypatch):
+    import os
+
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    from pipeline.diffusion.compile import CompileReport, default_compile_cache, use_compile_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/nonexistent-before")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/nonexistent-before")
+    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
+    monkeypatch.setattr(functorch_config, "enable_autograd_cache", False)
+    root = use_compile_cache(tmp_path / "ind")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root) == str(tmp_path / "ind")
+    assert os.environ["TRITON_CACHE_DIR"] == str(root / "triton") and (root / "triton").is_dir()
+    assert inductor_config.fx_graph_cache and functorch_config.enable_autograd_cache
+    assert default_compile_cache().parts[-2:] == ("kagura", "inductor")
+    before = {"fx_hit": 0, "fx_miss": 0, "fx_bypass": 0, "aot_hit": 0, "aot_miss": 0}
+    cold = CompileReport.from_counters(70.0, root, 1, before, {**before, "fx_miss": 1})
+    warm = CompileReport.from_counters(9.0, root, 1, before, {**before, "fx_hit": 1, "aot_hit": 1})
+    assert not cold.cache_hit and warm.cache_hit
+    assert "cache miss" in str(cold) and "cache hit" in str(warm)
+    assert warm.as_dict()["cache_hit"] is True

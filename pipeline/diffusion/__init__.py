@@ -4,6 +4,7 @@ Importing this package needs only torch: diffusers / transformers are imported w
 loaded or built.
 """
 
+from pipeline.diffusion.compile import CompileError, CompileReport, default_compile_cache
 from pipeline.diffusion.models import (
     DiffusionModels,
     ModelError,
@@ -15,10 +16,13 @@ from pipeline.diffusion.models import (
 from pipeline.diffusion.stage import DiffusionStage, GraphCaptureError
 
 __all__ = [
+    "CompileError",
+    "CompileReport",
     "DiffusionModels",
     "DiffusionStage",
     "GraphCaptureError",
     "ModelError",
+    "default_compile_cache",
     "load_models",
     "random_weights",
     "save_models",
