@@ -7,13 +7,12 @@ Imports are safe without CUDA (and without diffusers): every test is skipped the
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
 import torch
 
 from pipeline.diffusion import DiffusionStage, random_weights
 from presets.schema import Diffusion
+from tests.gpu_timing import cuda_median_ms
 
 pytestmark = [
     pytest.mark.gpu,
@@ -21,21 +20,6 @@ pytestmark = [
 ]
 
 W, H = 640, 360  # latent 80 x 45
-
-
-def cuda_median_ms(fn, runs: int = 40, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ Imports are safe without CUDA: every test is skipped there.
 from __future__ import annotations
 
 import os
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import torch
 
 from pipeline.upscale.animevideov3 import WeightsError, find_weights
 from pipeline.upscale.stage import UpscaleStage
+from tests.gpu_timing import cuda_median_ms
 from tests.test_upscale import anime_like, rgba_u8
 
 pytestmark = [
@@ -51,21 +51,6 @@ def psnr_u8(a: torch.Tensor, b: torch.Tensor) -> float:
     return 10 * np.log10(255.0**2 / max(mse, 1e-12))
 
 
-def cuda_median_ms(fn, runs: int = 60, warmup: int = 10) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_matches_float32(weights, frame_480, dtype):
     tf32 = torch.backends.cudnn.allow_tf32
@@ -92,8 +77,8 @@ def test_cuda_graph_replay_faster_than_eager(weights, frame_480):
     a, b = eager.apply(frame_480), graphed.apply(frame_480)  # first call captures
     assert len(graphed._graphs) == 1
     assert (a.int() - b.int()).abs().max() <= 1
-    t_eager = cuda_median_ms(lambda: eager.apply(frame_480))
-    t_graph = cuda_median_ms(lambda: graphed.apply(frame_480))
+    t_eager = cuda_median_ms(lambda: eager.apply(frame_480), runs=60, warmup=10)
+    t_graph = cuda_median_ms(lambda: graphed.apply(frame_480), runs=60, warmup=10)
     print(f"\n480x270 -> 1920x1080 fp16, batch 1: eager {t_eager:.2f} ms, graph {t_graph:.2f} ms")
     assert t_graph < t_eager
     # a second input shape gets its own graph; the first stays valid
@@ -109,6 +94,6 @@ def test_1080p_timing(weights, frame_480, dtype):
         x = frame_480.expand(batch, -1, -1, -1).contiguous()
         for graph in (False, True):
             st = UpscaleStage(4, dtype, "cuda", weights, max_batch=batch, cuda_graph=graph)
-            ms = cuda_median_ms(lambda st=st, x=x: st.apply(x), runs=30) / batch
+            ms = cuda_median_ms(lambda st=st, x=x: st.apply(x), runs=30, warmup=10) / batch
             kind = "graph" if graph else "eager"
             print(f"\n{dtype} batch {batch} {kind}: {ms:.2f} ms/frame (480x270 -> 1920x1080)")
