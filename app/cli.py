@@ -2,6 +2,9 @@
 
     kagura render AUDIO -o OUT [--preset NAME] [--size WxH] [--fps N] [--start S] [--seconds N]
                   [--transparent] [--seed N] [--quiet]
+                  [--device cpu|cuda] [--diffusion PATH | --diffusion-random sd-turbo|tiny]
+                  [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
+                  [--[no-]cuda-graphs]
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
@@ -57,6 +60,48 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seconds", type=float, default=None, help="render only this many seconds")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    # --size: None here means "not given" (1280x720, or the diffusion size × --upscale)
+    p.set_defaults(size=None)
+    g = p.add_argument_group("GPU stages (default: none, the CPU chain)")
+    g.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="where the stages run (cpu)"
+    )
+    d = g.add_mutually_exclusive_group()
+    d.add_argument(
+        "--diffusion", type=Path, default=None, metavar="PATH", help="diffusers checkpoint folder"
+    )
+    d.add_argument(
+        "--diffusion-random",
+        choices=["sd-turbo", "tiny"],
+        default=None,
+        help="RANDOM weights of that architecture: timing/demo only, the look is noise",
+    )
+    g.add_argument(
+        "--diffusion-size",
+        default=None,
+        metavar="WxH",
+        help="size the idol is rendered and painted at (default --size / --upscale; 640x360 "
+        "on cuda without --size); multiples of 8",
+    )
+    g.add_argument(
+        "--upscale",
+        type=int,
+        choices=[1, 2, 3, 4],
+        default=1,
+        help="realesr-animevideov3 factor; --size must be the render size × this (default 1)",
+    )
+    g.add_argument(
+        "--temporal",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="motion-warped temporal smoothing (default: on with diffusion)",
+    )
+    g.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="CUDA graphs for diffusion and upscale (default: on for cuda)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,9 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _render_request(args: argparse.Namespace, audio: Path):
-    from app.render_job import RenderRequest, parse_size
+    from app.render_job import RenderRequest, resolve_sizes
 
-    width, height = parse_size(args.size)
+    diffusion_on = args.diffusion is not None or args.diffusion_random is not None
+    (width, height), render_size = resolve_sizes(
+        args.size, args.diffusion_size, args.upscale, args.device, diffusion_on
+    )
     return RenderRequest(
         audio=audio,
         output=args.output,
@@ -143,6 +191,13 @@ def _render_request(args: argparse.Namespace, audio: Path):
         seconds=args.seconds,
         transparent=args.transparent,
         seed=args.seed,
+        device=args.device,
+        diffusion=args.diffusion,
+        diffusion_random=args.diffusion_random,
+        render_size=render_size,
+        upscale=args.upscale,
+        temporal=args.temporal,
+        cuda_graphs=args.cuda_graphs,
     )
 
 

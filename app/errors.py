@@ -8,7 +8,8 @@ class UsageError(ValueError):
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean "the user's input is wrong" rather than "Kagura is broken"."""
     from audio.errors import AudioError
+    from pipeline.diffusion.models import ModelError
     from pipeline.graph import GraphError
     from presets.loader import PresetError
 
-    return (UsageError, AudioError, PresetError, GraphError)
+    return (UsageError, AudioError, PresetError, GraphError, ModelError)

