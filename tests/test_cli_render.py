@@ -18,13 +18,15 @@ REPO = Path(__file__).resolve().parent.parent
 FPS = 24
 
 
-def kagura(*args: str) -> subprocess.CompletedProcess:
+def kagura(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real command line in a fresh process, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
         check=False,
+        timeout=timeout,
     )
 
 

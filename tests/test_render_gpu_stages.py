@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import av
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.test_cli_render import kagura
+
 FPS = 24
 SECONDS = 1.5
 CHAIN = ["--diffusion-random", "tiny", "--upscale", "2", "--size", "256x144"]
 CHAIN += ["--diffusion-size", "128x72"]
-
-
-def kagura(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")
