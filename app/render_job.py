@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import UsageError
+from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.frame import Frame
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
@@ -216,20 +217,6 @@ def check_gpu_options(req: RenderRequest) -> None:
             )
 
 
-def use_cpu_threads_for_offline_render() -> None:
-    """Give torch half the cores: the renderer and the H.264 encoder run beside it.
-
-    Measured on the 2-core machine (docs/BENCHMARKS.md): ink-wash 32.1 fps with 1 torch
-    thread vs 28.8 with 2, cyberpunk 30.9 vs 26.9 — intra-op threads only fought the
-    encoder and the renderer for the same cores.
-    """
-    import os
-
-    import torch
-
-    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-
-
 def notice(text: str) -> None:
     print(f"kagura: {text}", file=sys.stderr)
 
@@ -393,7 +380,7 @@ def build_graph(
     from presets.loader import load_preset
     from render.stage import RenderStage
 
-    use_cpu_threads_for_offline_render()
+    share_cores_with_other_stages()
     preset = load_preset(req.preset)
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
     models = _diffusion_models(req) if req.diffusion_on else None

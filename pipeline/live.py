@@ -57,6 +57,7 @@ import numpy as np
 from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from pipeline.avatar import AvatarParams
 from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
+from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.frame import Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.stage import Context
@@ -686,6 +687,7 @@ class LiveSession:
         self.last_frame: Frame | None = None
         self.state = "stopped"
         self.error: str | None = None
+        share_cores_with_other_stages()
         self._look = build_look(preset, self.size, self.fps, transparent)
         self._look_lock = threading.Lock()
         self._look_thread: threading.Thread | None = None
