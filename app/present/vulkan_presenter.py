@@ -44,6 +44,18 @@ def _layers():
     )
 
 
+def _whole_image_copy(width: int, height: int):
+    """A buffer<->image copy region covering a whole, tightly packed width x height image."""
+    return vk.VkBufferImageCopy(
+        bufferOffset=0,
+        bufferRowLength=0,
+        bufferImageHeight=0,
+        imageSubresource=_layers(),
+        imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
+        imageExtent=vk.VkExtent3D(width=width, height=height, depth=1),
+    )
+
+
 class VulkanPresenter:
     def __init__(
         self,
@@ -426,14 +438,7 @@ class VulkanPresenter:
                     cb, up, L.VK_IMAGE_LAYOUT_UNDEFINED, L.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL,
                     0, L.VK_ACCESS_TRANSFER_WRITE_BIT, L.VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, T,
                 )  # fmt: skip
-                region = vk.VkBufferImageCopy(
-                    bufferOffset=0,
-                    bufferRowLength=0,
-                    bufferImageHeight=0,
-                    imageSubresource=_layers(),
-                    imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
-                    imageExtent=vk.VkExtent3D(width=fw, height=fh, depth=1),
-                )
+                region = _whole_image_copy(fw, fh)
                 vk.vkCmdCopyBufferToImage(
                     cb, self.staging[s], up, L.VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, 1, [region]
                 )
@@ -463,14 +468,7 @@ class VulkanPresenter:
                         L.VK_ACCESS_TRANSFER_WRITE_BIT, L.VK_ACCESS_TRANSFER_READ_BIT, T, T,
                     )  # fmt: skip
                     layout = L.VK_IMAGE_LAYOUT_TRANSFER_SRC_OPTIMAL
-                    rb = vk.VkBufferImageCopy(
-                        bufferOffset=0,
-                        bufferRowLength=0,
-                        bufferImageHeight=0,
-                        imageSubresource=_layers(),
-                        imageOffset=vk.VkOffset3D(x=0, y=0, z=0),
-                        imageExtent=vk.VkExtent3D(width=ew, height=eh, depth=1),
-                    )
+                    rb = _whole_image_copy(ew, eh)
                     vk.vkCmdCopyImageToBuffer(cb, swap, layout, self.readback_buf, 1, [rb])
                 self._barrier(
                     cb, swap, layout, L.VK_IMAGE_LAYOUT_PRESENT_SRC_KHR,
