@@ -1,0 +1,324 @@
+"""`PooledRenderStage`: the built-in idol rendered by M worker processes, delivered in order.
+
+The Skia idol render is single-threaded CPU work (~8 ms a frame at 640x360, several times that
+at 1080p), so one `RenderStage` caps an offline render near 130 fps at 640x360. Offline the
+params of every frame are known before the render starts (the `AvatarTrack`), so frames can be
+rendered ahead and out of order by several processes and handed on in order.
+
+Exactness. The idol's picture and motion vectors depend on history only through the rig:
+the hair springs (`render.rig.Rig`) integrate the pose over all previous frames, and the motion
+vectors compare this frame's part matrices with the previous frame's. Replaying the springs in
+every worker would cost each worker the rig steps of every frame; instead the stage's thread in
+the main process steps the one `Rig` through the track in order (≈0.3 ms a frame, the same code
+and the same float operations as the single-process render) and sends each worker, with the
+frame index, the rig's matrices for that frame and for the one before. The worker's
+`IdolRenderer` gets them through a stand-in rig, so it draws exactly what the single-process
+render draws: identical pixels and identical motion vectors (tests/test_parallel_render.py
+checks this bit for bit).
+
+Flow. `R` result slots in shared memory (image RGBA uint8 + motion float32 per slot); frame i
+uses slot i mod R, so at most R frames are in flight; each goes to the worker with the fewest
+frames outstanding. `process(frame)` tops the pipeline up, waits for frame i, copies image and
+motion out of the slot (into pinned memory when a CUDA device consumes them, as `RenderStage`
+does) and frees the slot. A worker that fails or dies ends the render with a one-line
+`RenderWorkerError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from pipeline.avatar import AvatarTrack
+from pipeline.frame import Frame
+from pipeline.sinks.workers import (
+    SharedArena,
+    WorkerProcessError,
+    exit_text,
+    ignore_sigint,
+    one_line,
+    spawn_context,
+    stop_processes,
+    usable_cores,
+)
+from pipeline.stage import BaseStage, Context, spec
+from presets.schema import LineStyle, Palette
+
+MAX_RENDER_WORKERS = 64
+_PAGE = 4096
+
+
+class RenderWorkerError(WorkerProcessError):
+    """A render worker process failed or died."""
+
+
+def auto_render_workers(width: int, height: int, cores: int | None = None) -> int:
+    """How many render processes `--render-workers auto` uses.
+
+    Fewer than 8 cores: 1 (the in-process `RenderStage`; the encoder and the other stages need
+    the few cores there are). Otherwise a quarter of the cores, at least 2 and at most 8
+    (16 cores → 4: about 500 frames/s of 640x360 idol, ~100 of 1080p).
+    """
+    cores = usable_cores() if cores is None else cores
+    if cores < 8:
+        return 1
+    return max(2, min(8, cores // 4))
+
+
+class _GivenRig:
+    """Stands in for `render.rig.Rig` in a worker: returns the matrices the main process sent."""
+
+    def __init__(self) -> None:
+        self.next: np.ndarray | None = None
+
+    def reset(self) -> None:
+        self.next = None
+
+    def matrices(self, params) -> np.ndarray:
+        mats, self.next = self.next, None
+        if mats is None:
+            raise RuntimeError("render worker: no rig matrices for this frame")
+        return mats
+
+
+def _slot_layout(width: int, height: int) -> tuple[int, int]:
+    image = -(-width * height * 4 // _PAGE) * _PAGE
+    motion = -(-width * height * 8 // _PAGE) * _PAGE
+    return image, image + motion
+
+
+def _render_main(index, track, width, height, palette, line, mapping, tasks: Connection, out):
+    """Entry point of a render process (spawned)."""
+    ignore_sigint()
+    frame = -1
+    try:
+        from render.idol import IdolRenderer
+
+        renderer = IdolRenderer(width, height, palette, line)
+        rig = _GivenRig()
+        renderer.rig = rig
+        image_bytes, slot_bytes = _slot_layout(width, height)
+        out.send(("ready", index))
+        while True:
+            try:
+                msg = tasks.recv()
+            except EOFError:
+                break
+            if msg is None:
+                break
+            frame, slot, mats, prev = msg
+            t0 = time.perf_counter()
+            rig.next = mats
+            # the previous frame's pixel matrices, computed as IdolRenderer.render computes them
+            renderer.prev = None if prev is None else renderer.view[None] @ prev
+            out_frame = renderer.render(track[frame])
+            base = slot * slot_bytes
+            img = mapping.array(base, (height, width, 4), np.uint8)
+            mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
+            img[...] = out_frame.rgba
+            mot[...] = out_frame.motion
+            del img, mot
+            out.send(("frame", frame, slot, (time.perf_counter() - t0) * 1e3))
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            out.send(("error", index, frame, one_line(exc)))
+        import os
+
+        os._exit(1)
+    import os
+
+    os._exit(0)
+
+
+class PooledRenderStage(BaseStage):
+    """Params in, image + motion out, like `RenderStage`, rendered by `workers` processes."""
+
+    name = "render"
+    needs = spec("params")
+
+    def __init__(
+        self,
+        track: AvatarTrack,
+        width: int,
+        height: int,
+        palette: Palette,
+        line: LineStyle,
+        workers: int = 2,
+        in_flight: int | None = None,
+        first_index: int = 0,
+        start_timeout_s: float = 120.0,
+    ) -> None:
+        if not 1 <= int(workers) <= MAX_RENDER_WORKERS:
+            raise ValueError(f"render workers must be 1..{MAX_RENDER_WORKERS}, got {workers}")
+        self.track = track
+        self.width, self.height = int(width), int(height)
+        self.palette, self.line = palette, line
+        self.workers = int(workers)
+        self.in_flight = int(in_flight) if in_flight else 2 * self.workers + 2
+        self.first_index = first_index
+        self.start_timeout_s = start_timeout_s
+        self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
+        self.pin = False
+        self.worker_ms: list[float] = []  # render time of each frame inside its worker
+        self._procs: list = []
+        self._tasks: list[Connection] = []
+        self._results: list[Connection] = []
+        self._outstanding: list[int] = []
+        self._arena: SharedArena | None = None
+        self._rig = None
+        self._prev_mats: np.ndarray | None = None
+        self._next = 0  # next frame to dispatch
+        self._done: dict[int, tuple[int, float]] = {}
+
+    # ------------------------------------------------------------------ life cycle
+
+    def setup(self, ctx: Context) -> None:
+        import torch
+
+        from render.rig import Rig
+
+        self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
+        self._rig = Rig()
+        self._prev_mats = None
+        self._next = 0
+        self._done.clear()
+        _, slot_bytes = _slot_layout(self.width, self.height)
+        self._arena = SharedArena(slot_bytes * self.in_flight, "kagura-render")
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for c in self._tasks:
+            with contextlib.suppress(Exception):
+                c.send(None)
+        stop_processes(self._procs, self._tasks + self._results, grace_s=2.0)
+        self._procs, self._tasks, self._results, self._outstanding = [], [], [], []
+        if self._arena is not None:
+            self._arena.close()
+            self._arena = None
+
+    def process(self, frame: Frame) -> Frame:
+        i = frame.index - self.first_index
+        if not 0 <= i < len(self.track):
+            raise RenderWorkerError(f"render pool: frame {frame.index} is not in the track")
+        if int(self.track.pts_ns[i]) != frame.pts_ns:
+            raise RenderWorkerError(
+                f"render pool: frame {frame.index} has pts {frame.pts_ns} ns, the track "
+                f"{int(self.track.pts_ns[i])} ns"
+            )
+        self._dispatch(i)
+        while i not in self._done:
+            self._collect()
+            self._dispatch(i)
+        slot, worker_ms = self._done.pop(i)
+        image, motion = self._copy_out(slot)
+        self.worker_ms.append(worker_ms)
+        self._dispatch(i + 1)
+        # "render" itself is the time this stage's thread spends per frame (the graph sets it)
+        return frame.with_(image=image, motion=motion).timed("render_worker", worker_ms)
+
+    # ------------------------------------------------------------------ workers
+
+    def _start(self) -> None:
+        ctx = spawn_context()
+        for k in range(self.workers):
+            task_r, task_w = ctx.Pipe(duplex=False)
+            res_r, res_w = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_render_main,
+                args=(
+                    k,
+                    self.track,
+                    self.width,
+                    self.height,
+                    self.palette,
+                    self.line,
+                    self._arena.handle,
+                    task_r,
+                    res_w,
+                ),
+                name=f"kagura-render-{k}",
+                daemon=True,
+            )
+            proc.start()
+            task_r.close()
+            res_w.close()
+            self._procs.append(proc)
+            self._tasks.append(task_w)
+            self._results.append(res_r)
+            self._outstanding.append(0)
+        waiting = set(range(self.workers))
+        deadline = time.monotonic() + self.start_timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                raise RenderWorkerError("render workers did not start in time")
+            self._collect(timeout=1.0, starting=waiting)
+
+    def _dispatch(self, consumed_upto: int) -> None:
+        """Send frames until `in_flight` are out beyond the next one to be consumed."""
+        limit = min(len(self.track), consumed_upto + self.in_flight)
+        while self._next < limit:
+            j = self._next
+            # the rig steps through the track in order, exactly as IdolRenderer.render does
+            mats = self._rig.matrices(self.track[j].clamped())
+            k = int(np.argmin(self._outstanding))
+            try:
+                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats))
+            except OSError:
+                self._raise_dead(k, j)
+            self._outstanding[k] += 1
+            self._prev_mats = mats
+            self._next += 1
+
+    def _collect(self, timeout: float = 0.5, starting: set[int] | None = None) -> None:
+        live = sorted(starting) if starting is not None else range(self.workers)
+        conns = {self._results[k]: k for k in live}
+        sentinels = {self._procs[k].sentinel: k for k in live}
+        for ready in wait(list(conns) + list(sentinels), timeout=timeout):
+            if ready in sentinels:
+                k = sentinels[ready]
+                if self._results[k].poll():
+                    ready = self._results[k]
+                else:
+                    self._raise_dead(k)
+            k = conns[ready]
+            try:
+                msg = ready.recv()
+            except (EOFError, OSError):
+                self._raise_dead(k)
+            if msg[0] == "frame":
+                _, j, slot, ms = msg
+                self._done[j] = (slot, ms)
+                self._outstanding[k] -= 1
+            elif msg[0] == "ready" and starting is not None:
+                starting.discard(k)
+            elif msg[0] == "error":
+                _, _, j, text = msg
+                at = f" on frame {j + self.first_index}" if j >= 0 else ""
+                raise RenderWorkerError(f"render worker {k} failed{at}: {text}")
+
+    def _raise_dead(self, k: int, frame: int | None = None) -> None:
+        self._procs[k].join(2.0)
+        at = f" (frame {frame + self.first_index})" if frame is not None else ""
+        raise RenderWorkerError(f"render worker {k} {exit_text(self._procs[k])}{at}")
+
+    def _copy_out(self, slot: int):
+        import torch
+
+        image_bytes, slot_bytes = _slot_layout(self.width, self.height)
+        base = slot * slot_bytes
+        img = self._arena.array(base, (self.height, self.width, 4), np.uint8)
+        mot = self._arena.array(base + image_bytes, (self.height, self.width, 2), np.float32)
+        image = torch.empty((self.height, self.width, 4), dtype=torch.uint8, pin_memory=self.pin)
+        motion = torch.empty((self.height, self.width, 2), dtype=torch.float32, pin_memory=self.pin)
+        # numpy's copy: a plain memcpy (torch's CPU copy_ from a numpy-backed tensor is
+        # several times slower on small machines)
+        np.copyto(image.numpy(), img)
+        np.copyto(motion.numpy(), mot)
+        return image, motion
