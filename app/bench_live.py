@@ -1,8 +1,51 @@
-"""`kagura bench live`: the desktop app playing the demo song through the live path.
+"""`kagura bench live`: the demo song through the live path.
 
-Each run is a real `kagura live --audio-file … --quit-after N` in its own process: Qt's
-offscreen platform and, where xvfb-run exists, an X server (what a desktop has, minus the
-GPU). The app prints its run statistics as one JSON line on exit; this collects them.
+    kagura bench live [--seconds S] [--size WxH] [--preset NAME]          the desktop app
+    kagura bench live --headless [--device cpu|cuda] [--diffusion PATH | --diffusion-random
+                      sd-turbo|tiny] [--upscale N] [--[no-]temporal] [--budget-ms MS]
+                      [--fps N] [--vsync-hz HZ] [--seconds S] [--size WxH] [--preset NAME]
+
+Desktop app (default): each run is a real `kagura live --audio-file … --quit-after N` in its
+own process: Qt's offscreen platform and, where xvfb-run exists, an X server (what a desktop
+has, minus the GPU). The app prints its run statistics as one JSON line on exit; this
+collects them.
+
+Headless (`--headless`, for the GPU machine: no Qt, no sound device, no librosa needed): the
+real `LiveSession` (pipeline/live.py) with the GPU stages and the quality ladder when GPU
+options are given (pipeline/live_gpu.py, the same options as `kagura live`), fed by
+`FilePlayback` of the demo song paced in real time on the system clock (play_out=False: the
+sounddevice module is never imported), a pump thread moving frames into the presenter's
+`JitterBuffer` (arrival = master clock now; the first `--warm-up` seconds shown but not
+learnt from, as the app does), and a simulated VSYNC: this thread ticks the jitter buffer at
+`--vsync-hz` (60) on the monotonic clock. It reports:
+
+* **audio-to-photon latency** (median / P99 over the frames presented after the warm-up):
+      latency = T_flip − t_audio
+  T_flip: the master-clock time (the audio-sample clock, pipeline/live.py MasterClock) of the
+  simulated VSYNC that puts the frame on screen: the jitter buffer releases it at a tick (right
+  after a VSYNC, as the app's display timer does), the frame is presented then and a FIFO swap
+  chain flips to it at the NEXT VSYNC (a tick that woke more than a refresh late flips at the
+  first VSYNC after it woke; those missed VSYNCs are counted). t_audio: the master-clock time of the audio the picture's mouth
+  was analysed from — the centre of the 12 ms level window that sets the mouth openness
+  (newest analysed sample − 6 ms; the lip-sync hop ending there is the newest one the frame
+  thread had when it started the frame) — and, through the diffusion stream batch (the picture
+  lags k − 1 frames at k steps), that of the frame whose picture is shown. Computed per frame
+  as T_flip − pts + timings["audio_age"]. Not included: the input latency of a capture device
+  (file playback puts each sample into the ring at its real-time instant, as a zero-latency
+  microphone would), the scan-out of the flipped frame (0 .. one refresh, top to bottom) and
+  the display's own processing.
+* per-stage times, median / P99: on cuda the GPU time of each stage from CUDA events
+  (upload, stylize, diffusion, temporal, upscale, readback; "ladder total" = what the ladder
+  is fed) and the CPU wall time of the idol render; "frame" = wall time from the tick that
+  started a frame to its publication (render + GPU + readback wait);
+* drops: frames never started because the GPU had `max_in_flight` frames (gpu-busy ticks),
+  ticks the frame thread started more than a period late, frames superseded in the session's
+  output queue, frames the jitter buffer dropped late or on overflow, and repeated refreshes;
+* every quality-ladder change (QosEvent) with its time, rungs and reason.
+
+It appends (replaces) the section `live-headless-<device>` of docs/BENCHMARKS.md.
+Importing it pulls in neither PySide6, nor librosa, nor sounddevice (the analysis runs
+without pitch/idle motion where librosa is missing, and says so in the report).
 """
 
 from __future__ import annotations
@@ -17,8 +60,10 @@ import tempfile
 from pathlib import Path
 
 from app.benchdoc import machine_line, today, write_section
+from app.errors import UsageError
 
 UI_GOAL_MS = 2.0
+LATENCY_GOAL_MS = 50.0  # audio-to-photon P99, live (the GPU-pipeline issue)
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -26,10 +71,30 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "live", help="the desktop app on the demo song: fps, drops, UI ms"
     )
     b.add_argument("--seconds", type=float, default=12.0, help="seconds per run (default 12)")
-    b.add_argument("--size", default="960x540")
+    b.add_argument(
+        "--size", default=None, help="frame size WxH (960x540; headless GPU: the output size)"
+    )
     b.add_argument("--preset", default="studio")
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    h = b.add_argument_group("headless (no Qt, no sound device; the GPU machine)")
+    h.add_argument(
+        "--headless",
+        action="store_true",
+        help="LiveSession + jitter buffer on a simulated VSYNC: audio-to-photon latency, "
+        "per-stage GPU times, drops, quality-ladder events",
+    )
+    h.add_argument("--fps", type=int, default=30, help="frames per second (30)")
+    h.add_argument("--vsync-hz", type=float, default=60.0, help="simulated display refresh (60)")
+    h.add_argument(
+        "--warm-up",
+        type=float,
+        default=1.0,
+        help="seconds at the start shown but not counted (and not learnt by the jitter buffer)",
+    )
+    from app.live_gpu import add_gpu_options
+
+    add_gpu_options(b)
     return b
 
 
@@ -58,6 +123,12 @@ def _run_app(platform: str, args: argparse.Namespace, song: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.headless:
+        return run_headless(args)
+    if _gpu_options_given(args):
+        raise UsageError("bench live: the GPU options need --headless")
+    if args.size is None:
+        args.size = "960x540"
     from audio.demo_song import demo_song_path
 
     song = demo_song_path()
@@ -97,4 +168,306 @@ def run(args: argparse.Namespace) -> int:
     print(body)
     if not args.no_write:
         write_section(args.out, "live", body)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# headless
+
+
+def _gpu_options_given(args: argparse.Namespace) -> bool:
+    return (
+        args.device != "cpu"
+        or args.diffusion is not None
+        or args.diffusion_random is not None
+        or args.diffusion_size is not None
+        or args.upscale != 1
+        or args.temporal is not None
+        or args.cuda_graphs is not None
+        or args.budget_ms is not None
+        or args.no_ladder
+    )
+
+
+def _pct(values: list[float]) -> dict[str, float | None]:
+    import numpy as np
+
+    if not values:
+        return {"median": None, "p99": None, "n": 0}
+    a = np.asarray(values, float)
+    return {
+        "median": round(float(np.median(a)), 2),
+        "p99": round(float(np.percentile(a, 99)), 2),
+        "n": int(a.size),
+    }
+
+
+class _Pump:
+    """Session output → jitter buffer, on its own thread (arrival = master clock now)."""
+
+    def __init__(self, session, jitter, warm_up_ns: int) -> None:
+        import threading
+
+        self.session, self.jitter, self.warm_up_ns = session, jitter, warm_up_ns
+        self.first: int | None = None
+        self.thread = threading.Thread(target=self._run, name="kagura-bench-pump", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from pipeline.queues import Closed
+
+        while True:
+            try:
+                frame = self.session.output.get()
+            except Closed:
+                return
+            now = self.session.clock.now_ns()
+            self.first = now if self.first is None else self.first
+            self.jitter.push(frame, now, learn=now - self.first >= self.warm_up_ns)
+
+
+def measure_headless(args: argparse.Namespace) -> dict:
+    """Run the live session headless for `args.seconds`; returns the measurements."""
+    import math
+    import time
+
+    from app.live_gpu import build_live_gpu
+    from app.render_job import parse_size
+    from audio.demo_song import demo_song_path
+    from pipeline.live import AUDIO_AGE, FilePlayback, LiveSession
+    from pipeline.presenter import JitterBuffer
+
+    if args.fps <= 0 or args.fps > 240:
+        raise UsageError(f"--fps {args.fps}: expected 1..240")
+    if args.vsync_hz <= 0 or args.seconds <= 0:
+        raise UsageError("--vsync-hz and --seconds must be positive")
+    size = parse_size(args.size) if args.size else None
+    gpu = build_live_gpu(args, args.device, size, preset=args.preset)
+    src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
+    t_setup = time.perf_counter()
+    session = LiveSession(src, args.preset, size=size or (960, 540), fps=args.fps, gpu=gpu)
+    setup_s = time.perf_counter() - t_setup
+    refresh_ns = round(1e9 / args.vsync_hz)
+    max_delay_ns = 250_000_000
+    jitter = JitterBuffer(
+        capacity=int(max_delay_ns * args.fps / 1e9) + 2,
+        initial_delay_ns=40_000_000,
+        max_delay_ns=max_delay_ns,
+    )
+    warm_ns = int(args.warm_up * 1e9)
+    latency: list[float] = []
+    wake_late: list[float] = []
+    ticks = missed_ticks = 0
+    # as `kagura live` does: hand the GIL over sooner, so the VSYNC thread wakes on time
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    session.start()
+    started = session.started_at or time.monotonic()
+    pump = _Pump(session, jitter, warm_ns)
+    try:
+        period = refresh_ns / 1e9
+        t0 = time.monotonic()
+        k = 1  # the VSYNC this tick belongs to: instant t0 + k * period
+        end = t0 + args.warm_up + args.seconds
+        while True:
+            now = time.monotonic()
+            if now >= end:
+                break
+            due = t0 + k * period
+            if due > now:
+                time.sleep(due - now)
+            woke = time.monotonic()
+            master = session.clock.now_ns()
+            frame = jitter.tick(master, refresh_ns)
+            ticks += 1
+            # presented now, on screen at the next VSYNC (a FIFO swap chain)
+            k_next = max(k + 1, math.floor((woke - t0) / period) + 1)
+            missed_ticks += k_next - k - 1
+            t_flip = master + round((t0 + k_next * period - woke) * 1e9)
+            counting = woke - t0 >= args.warm_up
+            if counting:
+                wake_late.append((woke - due) * 1000.0)
+            if frame is not None and jitter.last_was_new and counting:
+                age = frame.timings.get(AUDIO_AGE)
+                if age is not None and math.isfinite(age):
+                    latency.append((t_flip - frame.pts_ns) / 1e6 + age)
+            k = k_next
+        stats = session.stats()
+        events = session.quality_events()
+        error = session.error
+    finally:
+        sys.setswitchinterval(switch)
+        session.stop()
+        pump.thread.join(timeout=10)
+    js = jitter.stats()
+    for ev in events:
+        ev["t_s"] = round(ev.pop("t") - started, 2)
+    gpu_name = None
+    if args.device == "cuda":
+        import torch
+
+        gpu_name = torch.cuda.get_device_name(0)
+    return {
+        "device": args.device,
+        "gpu": gpu_name,
+        "label": gpu.label if gpu is not None else "CPU chain (idol + stylize)",
+        "preset": args.preset,
+        "fps": args.fps,
+        "vsync_hz": args.vsync_hz,
+        "seconds": args.seconds,
+        "warm_up_s": args.warm_up,
+        "setup_s": round(setup_s, 2),
+        "render_size": stats["render_size"],
+        "size": stats["size"],
+        "audio_to_photon_ms": _pct(latency),
+        "jitter_estimate_ms": round(js.audio_to_photon_ms, 1),
+        "target_delay_ms": round(js.target_delay_ms, 1),
+        "lipsync_lag_ms": stats["lipsync_lag_ms"],
+        "frames_produced": stats["frames_produced"],
+        "frames_expected": round((args.seconds + args.warm_up) * args.fps),
+        "shown": js.shown,
+        "dropped_output_queue": stats["output_dropped"],
+        "dropped_late": js.dropped_late,
+        "dropped_overflow": js.dropped_overflow,
+        "repeated": js.repeated,
+        "gpu_busy_ticks": stats["gpu_busy_ticks"],
+        "late_ticks": stats["late_ticks"],
+        "stalled_ticks": stats["stalled_ticks"],
+        "vsync_ticks": ticks,
+        "vsync_missed": missed_ticks,
+        "vsync_wake_late_ms": _pct(wake_late),
+        "stage_ms": stats["stage_ms"],
+        "quality": stats["quality"],
+        "quality_events": events,
+        "analysis_note": stats["analysis_note"],
+        "analysis_hops": stats["analysis_hops"],
+        "error": error,
+    }
+
+
+def _headless_command(args: argparse.Namespace) -> str:
+    parts = ["kagura bench live --headless", f"--device {args.device}"]
+    if args.diffusion is not None:
+        parts.append(f"--diffusion {args.diffusion}")
+    if args.diffusion_random is not None:
+        parts.append(f"--diffusion-random {args.diffusion_random}")
+    if args.diffusion_size:
+        parts.append(f"--diffusion-size {args.diffusion_size}")
+    if args.upscale != 1:
+        parts.append(f"--upscale {args.upscale}")
+    if args.temporal is not None:
+        parts.append("--temporal" if args.temporal else "--no-temporal")
+    if args.budget_ms is not None:
+        parts.append(f"--budget-ms {args.budget_ms:g}")
+    if args.no_ladder:
+        parts.append("--no-ladder")
+    if args.size:
+        parts.append(f"--size {args.size}")
+    parts += [f"--fps {args.fps}", f"--seconds {args.seconds:g}", f"--preset {args.preset}"]
+    return " ".join(parts)
+
+
+def _ms(v) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def headless_report(r: dict, command: str) -> str:
+    lat = r["audio_to_photon_ms"]
+    q = r["quality"]
+    where = r["device"] + (f" ({r['gpu']})" if r["gpu"] else "")
+    rs, out = r["render_size"], r["size"]
+    verdict = ""
+    if lat["p99"] is not None:
+        ok = lat["p99"] <= LATENCY_GOAL_MS
+        verdict = f" — {'meets' if ok else 'MISSES'} the {LATENCY_GOAL_MS:g} ms P99 goal"
+    lines = [
+        f"## Live path, headless, {r['device']}",
+        "",
+        f"- date: {today()}",
+        f"- machine: {machine_line()}" + (f", GPU {r['gpu']}" if r["gpu"] else ""),
+        f"- command: `{command}`",
+        f"- chain: idol {rs[0]}x{rs[1]} on the CPU"
+        + (
+            f" → GPU stages on {where} → {out[0]}x{out[1]}; models: {r['label']}"
+            if q is not None
+            else f" → stylize on the CPU ({r['label']})"
+        ),
+        f"- input: the demo song through FilePlayback at real-time pace, {r['fps']} fps, preset "
+        f"{r['preset']}, simulated {r['vsync_hz']:g} Hz VSYNC; {r['seconds']:g} s counted after "
+        f"{r['warm_up_s']:g} s warm-up; session setup {r['setup_s']:.1f} s (not counted)",
+    ]
+    if r["analysis_note"]:
+        lines.append(f"- audio analysis: lip-sync only — {r['analysis_note']}")
+    lines += [
+        "",
+        "| audio→photon median (ms) | P99 (ms) | frames | jitter-buffer delay (ms) | "
+        "lip-sync lag (ms) |",
+        "|---|---|---|---|---|",
+        f"| {_ms(lat['median'])} | {_ms(lat['p99'])}{verdict} | {lat['n']} | "
+        f"{r['target_delay_ms']:.1f} | {_ms(r['lipsync_lag_ms'])} |",
+        "",
+        "| produced / expected | shown | output-queue drops | late drops | overflow | repeated "
+        "| GPU-busy ticks | late ticks | VSYNC ticks missed |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {r['frames_produced']} / {r['frames_expected']} | {r['shown']} | "
+        f"{r['dropped_output_queue']} | {r['dropped_late']} | {r['dropped_overflow']} | "
+        f"{r['repeated']} | {r['gpu_busy_ticks']} | {r['late_ticks']} | {r['vsync_missed']} |",
+        "",
+        "| stage | median (ms) | P99 (ms) |",
+        "|---|---|---|",
+    ]
+    for name, v in r["stage_ms"].items():
+        if name == "look_build" or not isinstance(v, dict):
+            continue
+        lines.append(f"| {name} | {_ms(v.get('median'))} | {_ms(v.get('p99'))} |")
+    lines.append("")
+    if q is not None:
+        rungs = "; ".join(f"{i}: {n}" for i, n in enumerate(q["ladder"]))
+        fixed = "" if q.get("adaptive", True) else "OFF (--no-ladder: measured only); "
+        lines.append(
+            f"Quality ladder ({fixed}budget {q['budget_ms']:.2f} ms P99 for the ladder stages; "
+            f"{len(q['ladder'])} rungs: {rungs}). Final rung: {q['level']} ({q['rung']}). "
+            "Changes:"
+        )
+        lines.append("")
+        if r["quality_events"]:
+            lines += ["| t (s) | change | reason |", "|---|---|---|"]
+            for ev in r["quality_events"]:
+                lines.append(
+                    f"| {ev['t_s']:.2f} | {ev['direction']} {ev['from_rung']} → {ev['to_rung']} "
+                    f"({ev['to']}) | {ev['reason']} |"
+                )
+        else:
+            lines.append("none (every rung change would be listed here with its reason)")
+        lines.append("")
+    lines.append(
+        "audio→photon = T_flip − t_audio: T_flip the master-clock time of the simulated VSYNC "
+        "after the tick that releases the frame (presented at the tick, flipped at the next "
+        "VSYNC); t_audio the centre of the 12 ms lip-sync level window "
+        "the picture's mouth comes from (through the diffusion stream batch: of the frame whose "
+        "picture is shown). Excludes capture-device input latency, scan-out and the display. "
+        "Stage times on cuda are CUDA-event GPU times (render: CPU wall); 'frame' is the wall "
+        "time from a frame's tick to its publication."
+    )
+    return "\n".join(lines)
+
+
+def run_headless(args: argparse.Namespace) -> int:
+    import json
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    r = measure_headless(args)
+    if r["error"] or not r["analysis_hops"]:
+        print(json.dumps(r, default=str), flush=True)
+        print(
+            f"kagura bench live: the live session failed: {r['error'] or 'no audio analysed'}",
+            file=sys.stderr,
+        )
+        return 1
+    body = headless_report(r, _headless_command(args))
+    print(body)
+    print(json.dumps(r, default=str), flush=True)
+    if not args.no_write:
+        write_section(args.out, f"live-headless-{args.device}", body)
     return 0

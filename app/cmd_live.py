@@ -1,14 +1,25 @@
 """`kagura live` — open the desktop app: a voice (or an audio file) drives the idol live.
 
-    kagura live [--audio-file FILE] [--preset NAME] [--device NAME] [--size WxH] [--fps N]
+    kagura live [--audio-file FILE] [--preset NAME] [--mic NAME] [--size WxH] [--fps N]
                 [--quit-after SECONDS] [--screenshot PNG]
+                [--device cpu|cuda] [--diffusion PATH | --diffusion-random sd-turbo|tiny]
+                [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
+                [--[no-]cuda-graphs] [--budget-ms MS] [--no-ladder]
 
 `--audio-file` plays the file through the live path at real-time pace (as if it came from a
 microphone; it is also played out loud when an output device exists, unless --no-play-out).
 `--quit-after` closes the window cleanly after that many seconds; `--screenshot` saves the
 window to a PNG just before closing. On exit one JSON line with the run's statistics is printed:
 frames shown / dropped / repeated, the latency estimate and the UI thread's milliseconds per
-displayed frame (median / P99).
+displayed frame (median / P99) — and, with GPU stages, the quality ladder's state.
+
+GPU stages (app/live_gpu.py, pipeline/live_gpu.py): any of `--device cuda`, `--diffusion`,
+`--diffusion-random`, `--upscale N`, `--temporal` puts idol → stylize → diffusion → temporal →
+upscale into the live session, with the quality ladder holding the frame rate (`--budget-ms`,
+default 0.8 × the frame period). Without them the session is the CPU chain, as before.
+`--size` is then the OUTPUT size (render size × --upscale; default: 640x360 painted on cuda,
+× --upscale). `--device NAME` other than cpu/cuda still selects a microphone (the older
+spelling of `--mic`).
 """
 
 from __future__ import annotations
@@ -34,16 +45,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser("live", help="open the live desktop app (microphone or audio file)")
     p.add_argument("--audio-file", type=Path, help="play this file through the live path")
     p.add_argument("--preset", help="style preset (default: the last one used)")
-    p.add_argument("--device", help="microphone: name substring or index (default: last used)")
-    p.add_argument("--size", type=_size, default=(960, 540), help="render size WxH (960x540)")
+    p.add_argument("--mic", help="microphone: name substring or index (default: last used)")
+    p.add_argument(
+        "--device",
+        help="cpu | cuda: where the stages run (cpu); any other value: the microphone (= --mic)",
+    )
+    p.add_argument(
+        "--size",
+        type=_size,
+        default=None,
+        help="frame size WxH (960x540; with GPU stages the output size = render × --upscale)",
+    )
     p.add_argument("--fps", type=int, default=30, help="frames per second (30)")
     p.add_argument("--quit-after", type=float, metavar="SECONDS", help="close after SECONDS")
     p.add_argument("--screenshot", type=Path, metavar="PNG", help="save the window before closing")
     p.add_argument(
         "--no-play-out", action="store_true", help="do not play --audio-file through the speakers"
     )
+    from app.live_gpu import add_gpu_options
+
+    add_gpu_options(p, device=False)
     p.set_defaults(func=run)
     return p
+
+
+def split_device(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(compute device, microphone) from --device / --mic."""
+    if args.device in ("cpu", "cuda"):
+        return args.device, args.mic
+    return "cpu", args.mic or args.device
 
 
 UI_SWITCH_INTERVAL_S = 0.0005
@@ -64,6 +94,22 @@ def run(args: argparse.Namespace) -> int:
         except PresetError as exc:
             print(f"kagura live: {exc}", file=sys.stderr)
             return 2
+    compute, mic = split_device(args)
+    from app.errors import UsageError
+    from app.live_gpu import build_live_gpu
+
+    try:
+        gpu = build_live_gpu(args, compute, args.size, preset=args.preset or "studio")
+    except (UsageError, ValueError) as exc:
+        print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    size = args.size or (960, 540)
+    if gpu is not None:
+        from pipeline.live import set_default_gpu
+
+        # MainWindow builds its sessions without a `gpu=` argument: they take this default
+        set_default_gpu(gpu)
+        size = gpu.sizes(size)[1]
     try:
         from PySide6.QtCore import QTimer
         from PySide6.QtWidgets import QApplication
@@ -85,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
     opts = LiveOptions(
         audio_file=str(args.audio_file) if args.audio_file else None,
         preset=args.preset,
-        device=args.device,
-        size=args.size,
+        device=mic,
+        size=size,
         fps=args.fps,
         play_out=False if args.no_play_out else None,
     )
@@ -107,5 +153,7 @@ def run(args: argparse.Namespace) -> int:
     app.exec()
     win.shutdown()
     result = win.run_stats()
+    if gpu is not None:  # the session's last statistics (taken by shutdown before stopping)
+        result["quality"] = (getattr(win, "_last_session_stats", None) or {}).get("quality")
     print(json.dumps(result), flush=True)
     return 0

@@ -29,6 +29,23 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
                            included) and swaps them in with one attribute store: the frame
                            thread never waits for a build and never shows a half-built look
 
+GPU stages (`gpu=LiveGpu(...)`, pipeline/live_gpu.py; default: none, the CPU chain above,
+unchanged): the frame thread renders the idol on the CPU and issues upload → stylize →
+diffusion → temporal → upscale → readback on one high-priority CUDA stream without waiting;
+    kagura-live-publish    waits for each issued frame's "done" event and puts it on
+                           `output` / the recorder (at most `max_in_flight` frames on the
+                           GPU: a tick finding the GPU that busy starts no frame and counts
+                           it in `gpu_busy_ticks`)
+The quality ladder (pipeline/quality_control.py) measures the ladder stages with CUDA events
+and changes the rung between frames on the frame thread; `stats()["quality"]` has the rung
+and the last change. Frames then have the output size (render size × upscale): `size` is the
+output size, `render_size` the idol's.
+
+Every frame carries `timings["audio_age"]`: ms from the audio its mouth was analysed from
+(the centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample
+minus 6 ms) to the frame's pts — through the diffusion stream batch, of the frame whose
+picture it shows. Audio-to-photon = present time − pts + audio_age.
+
 Clock: every `pts_ns` is the time of the newest source sample when the frame was started
 (samples counted by the ring buffer; never reset). A file played through `FilePlayback` writes
 into the same kind of ring buffer on the same clock, so the session cannot tell it from a mic.
@@ -63,12 +80,14 @@ from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.stage import Context
 
 __all__ = [
+    "AUDIO_AGE",
     "EXPRESSIONS",
     "FilePlayback",
     "LiveSession",
     "Look",
     "MasterClock",
     "build_look",
+    "set_default_gpu",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,6 +95,21 @@ log = logging.getLogger(__name__)
 EXPRESSIONS: tuple[str, ...] = ("happy", "sad", "surprised", "wink")
 FADE_S = 0.15  # expression blend in / out
 _THREAD_PREFIX = "kagura-live"
+AUDIO_AGE = "audio_age"  # = pipeline.quality_control.AUDIO_AGE (not imported: torch-free here)
+LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
+
+# The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
+# `kagura live --device cuda` sets it before the desktop app builds its sessions.
+_default_gpu: Any = None
+
+
+def set_default_gpu(gpu: Any) -> None:
+    """The LiveGpu (pipeline/live_gpu.py) for sessions made without `gpu=`; None: CPU only."""
+    global _default_gpu
+    _default_gpu = gpu
+
+
+_UNSET: Any = object()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -384,8 +418,12 @@ class Look:
                 stage.close()
 
 
-def build_look(preset: Any, size: tuple[int, int], fps: int, transparent: bool) -> Look:
-    """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset)."""
+def build_look(
+    preset: Any, size: tuple[int, int], fps: int, transparent: bool, device: str = "cpu"
+) -> Look:
+    """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
+    `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
+    warm-up frame goes through stylize on the GPU)."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.stage import RenderStage
@@ -394,13 +432,20 @@ def build_look(preset: Any, size: tuple[int, int], fps: int, transparent: bool) 
     name = preset if isinstance(preset, str) else getattr(preset, "name", "preset")
     p = load_preset(preset) if isinstance(preset, str) else preset
     w, h = size
-    ctx = Context(w, h, fps, 48000, mode="live", extras={"device": "cpu"})
+    ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
     render = RenderStage(w, h, p.palette, p.line)
     render.setup(ctx)
     stylize = StylizeStage(p, w, h, transparent=transparent)
     stylize.setup(ctx)
     # one real frame through both, so the first live frame pays nothing
-    stylize.process(render.process(Frame(0, 0, AvatarParams())))
+    warm = render.process(Frame(0, 0, AvatarParams()))
+    if device != "cpu":
+        warm = warm.with_(image=warm.image.to(device), motion=warm.motion.to(device))
+    stylize.process(warm)
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
     render.setup(ctx)  # reset the motion-vector history after the warm-up frame
     return Look(name, p, transparent, render, stylize, (time.perf_counter() - t0) * 1000.0)
 
@@ -650,6 +695,11 @@ class LiveSession:
     `on_state(state, message)` is called from a session thread when the source's state
     changes ("starting", "running", "lost", "ended", "closed") and on recorder errors ("error").
     `profile`: lip-sync profile (default: the user's calibrated one, else the shipped default).
+    `gpu`: a LiveGpu (pipeline/live_gpu.py): the GPU stages and the quality ladder; left out:
+    the one set by `set_default_gpu` (None unless `kagura live --device cuda` set one); None:
+    the CPU chain. With it, `size` is the output size (render size × upscale; the LiveGpu's
+    render_size wins when it has one) and the constructor builds, sets up and warms the whole
+    chain (seconds to minutes: model loading, CUDA-graph capture).
     """
 
     def __init__(
@@ -668,14 +718,21 @@ class LiveSession:
         close_source: bool = True,
         on_state: Callable[[str, str], None] | None = None,
         output_capacity: int = 2,
+        gpu: Any = _UNSET,
     ) -> None:
         w, h = int(size[0]), int(size[1])
         if w <= 0 or h <= 0 or w % 2 or h % 2:
             raise ValueError(f"live size {w}x{h} must be positive and even")
         if fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
+        gpu = _default_gpu if gpu is _UNSET else gpu
+        self.gpu_spec = gpu
+        render_size = (w, h)
+        if gpu is not None:
+            render_size, (w, h) = gpu.sizes((w, h))
         self.source = source
         self.size = (w, h)
+        self.render_size = render_size
         self.fps = int(fps)
         self.seed = seed
         self.profile = profile
@@ -688,7 +745,18 @@ class LiveSession:
         self.state = "stopped"
         self.error: str | None = None
         share_cores_with_other_stages()
-        self._look = build_look(preset, self.size, self.fps, transparent)
+        self._device = gpu.device if gpu is not None else "cpu"
+        self._look = build_look(preset, render_size, self.fps, transparent, self._device)
+        self._gpu: Any = None
+        self._gpu_spec = gpu
+        if gpu is not None:
+            chain = gpu.build(self._look.preset, render_size, (w, h), self.fps)
+            chain.setup(self._look.stylize)
+            self._gpu = chain
+        self._inflight: BoundedQueue[tuple] = BoundedQueue(
+            max(1, getattr(gpu, "max_in_flight", 1)) + 1, Policy.BLOCK
+        )
+        self.analysis_note: str | None = None  # why the analysis runs reduced, if it does
         self._look_lock = threading.Lock()
         self._look_thread: threading.Thread | None = None
         self._pending_look: tuple[Any, bool] | None = None
@@ -709,6 +777,7 @@ class LiveSession:
         self.frames_produced = 0
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
         self.late_ticks = 0  # ticks the frame thread started over a period late
+        self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
         self.hops = 0
         self.audio_overruns = 0
         self.started_at: float | None = None
@@ -746,7 +815,13 @@ class LiveSession:
         start_source = getattr(self.source, "start", None)
         if start_source is not None and getattr(self.source, "state", "") == "closed":
             start_source()  # a source made with start=False begins with the session
-        for target, name in ((self._analyse, "analysis"), (self._produce, "frames")):
+        if self._gpu is not None and self._gpu.closed:
+            raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
+        parts = [(self._analyse, "analysis"), (self._produce, "frames")]
+        if self._gpu is not None and self._gpu.cuda:
+            self._inflight = BoundedQueue(self._gpu.max_in_flight + 1, Policy.BLOCK)
+            parts.append((self._publish_loop, "publish"))
+        for target, name in parts:
             t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
             self._threads.append(t)
             t.start()
@@ -767,6 +842,10 @@ class LiveSession:
         lt = self._look_thread
         if lt is not None:
             lt.join(timeout=30)
+        if self._gpu is not None:
+            self._gpu_status = self._gpu.status()
+            self._gpu_stages = self._gpu.stage_stats()
+            self._gpu.close()
         self.output.close()
         if self.close_source:
             with contextlib.suppress(Exception):
@@ -855,7 +934,7 @@ class LiveSession:
             if same and cur.transparent == transparent:
                 continue
             try:
-                look = build_look(preset, self.size, self.fps, transparent)
+                look = build_look(preset, self.render_size, self.fps, transparent, self._device)
             except Exception as exc:
                 msg = f"cannot switch to preset {preset!r}: {exc}"
                 self.look_errors.append(msg)
@@ -920,7 +999,14 @@ class LiveSession:
             "look_switches": self.look_switches,
             "lipsync_lag_ms": None if lag is None else round(float(np.median(lag)), 2),
             "lipsync_lag_p99_ms": None if lag is None else round(float(np.percentile(lag, 99)), 2),
-            "stage_ms": self._timings.summary(),
+            "stage_ms": {**self._timings.summary(), **self._gpu_stage_stats()},
+            "gpu_busy_ticks": self.gpu_busy_ticks,
+            "quality": self._gpu_quality(),
+            "size": list(self.size),
+            "render_size": list(self.render_size),
+            "analysis_note": self.analysis_note,
+            # things the user must see (e.g. a model that could not be loaded: fallback look)
+            "notices": list(getattr(self._gpu_spec, "notices", None) or []),
             "recording": None
             if rec is None
             else {
@@ -929,6 +1015,26 @@ class LiveSession:
                 "repeated": rec.repeated,
             },
         }
+
+    def _gpu_stage_stats(self) -> dict[str, dict[str, float]]:
+        if self._gpu is None:
+            return {}
+        if self._gpu.closed:  # closed by stop(): the last figures
+            return dict(getattr(self, "_gpu_stages", {}))
+        return {
+            k: {"median": v["median"], "p99": v["p99"]} for k, v in self._gpu.stage_stats().items()
+        }
+
+    def _gpu_quality(self) -> dict[str, Any] | None:
+        if self._gpu is None:
+            return None
+        if self._gpu.closed:
+            return getattr(self, "_gpu_status", None)
+        return self._gpu.status()
+
+    def quality_events(self) -> list[dict[str, Any]]:
+        """Every rung change so far (GPU sessions; [] otherwise): time, rungs, reason."""
+        return [] if self._gpu is None else [dict(c) for c in self._gpu.qc.changes]
 
     # -- threads ------------------------------------------------------------------------------
 
@@ -942,14 +1048,28 @@ class LiveSession:
     def _make_engines(self) -> tuple[Any, Any, Any, int]:
         from audio.calibration import load_user_or_default
         from audio.live_lipsync import LiveLipSync
-        from audio.live_motion import LiveMotion
-        from audio.live_pitch import LivePitch
 
         profile = self.profile if self.profile is not None else load_user_or_default()
         rate = int(profile.sample_rate)
         lips = LiveLipSync(profile, rate)
-        pitch = LivePitch(rate)
-        motion = LiveMotion(seed=self.seed, fps=round(1.0 / lips.hop_s))
+        # Pitch and motion import audio.features, which imports librosa; a machine without it
+        # (a headless GPU box) still gets the lip-sync — the mouth — with no idle motion.
+        pitch = motion = None
+        try:
+            from audio.live_pitch import LivePitch
+
+            pitch = LivePitch(rate)
+        except ImportError as exc:
+            self.analysis_note = f"no pitch or motion ({exc})"
+        if pitch is not None:
+            try:
+                from audio.live_motion import LiveMotion
+
+                motion = LiveMotion(seed=self.seed, fps=round(1.0 / lips.hop_s))
+            except ImportError as exc:
+                self.analysis_note = f"no motion ({exc})"
+        if self.analysis_note:
+            log.warning("live analysis: lip-sync only, %s", self.analysis_note)
         return lips, pitch, motion, rate
 
     def _apply_controls(self, lips: Any, defaults: dict[str, Any]) -> float:
@@ -971,9 +1091,11 @@ class LiveSession:
 
     def _analyse_loop(self) -> None:
         from audio.live_lipsync import to_avatar_params
-        from audio.live_motion import apply
 
         lips, pitch, motion, arate = self._make_engines()
+        apply = None
+        if motion is not None:
+            from audio.live_motion import apply
         defaults = {"att": lips.att, "rel": lips.rel}
         version = self._controls_version
         gain = self._apply_controls(lips, defaults)
@@ -1004,7 +1126,7 @@ class LiveSession:
             y = np.asarray(y, np.float32)
             total_a += y.shape[0]
             end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample analysed
-            pfs = pitch.push(y)
+            pfs = pitch.push(y) if pitch is not None else []
             lfs = lips.push(y)
             for i, lf in enumerate(lfs):
                 pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
@@ -1014,8 +1136,10 @@ class LiveSession:
                 level = pf.level_db if pf is not None else lf.level_db
                 voiced = bool(pf.voiced) if pf is not None else not lf.silent
                 f0 = pf.pitch_hz if pf is not None else None
-                st = motion.update(pts / NS_PER_S, level, voiced, f0)
-                params = apply(st, to_avatar_params(lf, AvatarParams(pts_ns=pts)))
+                params = to_avatar_params(lf, AvatarParams(pts_ns=pts))
+                if motion is not None and apply is not None:
+                    st = motion.update(pts / NS_PER_S, level, voiced, f0)
+                    params = apply(st, params)
                 self.params.put(params)
                 self._level_db = float(lf.level_db)
                 self.hops += 1
@@ -1030,6 +1154,38 @@ class LiveSession:
             self.state = "error"
             log.exception("live frames")
             self._notify("error", self.error)
+        finally:
+            self._inflight.close()  # the publisher drains what is on the GPU, then ends
+
+    def _publish_loop(self) -> None:
+        """GPU sessions: wait for each issued frame's done event (this thread only), publish."""
+        try:
+            while True:
+                try:
+                    frame, done, look, t0 = self._inflight.get()
+                except Closed:
+                    return
+                done.synchronize()  # a blocking-sync event: this thread sleeps meanwhile
+                self._gpu.release()
+                self._publish(frame, look, t0)
+        except Exception as exc:
+            self.error = f"frame publishing failed: {exc}"
+            self.state = "error"
+            log.exception("live publish")
+            self._notify("error", self.error)
+
+    def _publish(self, frame: Frame, look: Look, t0: float) -> None:
+        total = (time.perf_counter() - t0) * 1000.0
+        self._timings.add("render", frame.timings.get("render", 0.0))
+        if self._gpu is None:
+            self._timings.add("stylize", frame.timings.get("stylize", 0.0))
+        self._timings.add("frame", total)
+        frame = frame.timed("frame", total)
+        self.frames_produced += 1
+        self.last_frame = frame
+        with contextlib.suppress(Closed):
+            self.output.put(frame)
+        self._record(frame, look)
 
     def _poll_source_state(self) -> None:
         st = getattr(self.source, "state", "unknown")
@@ -1045,6 +1201,7 @@ class LiveSession:
         params = AvatarParams()
         last_pts = -1
         index = 0
+        gpu_look = self._look
         next_t = time.monotonic()
         while True:
             delay = next_t - time.monotonic()
@@ -1067,25 +1224,36 @@ class LiveSession:
             while len(self.params):  # single consumer: never blocks
                 params = self.params.get()
                 fresh = True
+            # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
+            age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
             if fresh or self._lag:
-                # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
-                self._lag.append((pts - params.pts_ns) / 1e6 + 6.0)
+                self._lag.append(age)
+            # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
+            timings = {AUDIO_AGE: age} if self._lag else {}
             t0 = time.perf_counter()
             p = self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
             look = self._look  # one read: this frame is entirely one look
-            frame = look.render.process(Frame(pts, index, p))
+            gpu = self._gpu
+            if gpu is not None:
+                if look is not gpu_look:  # a new preset: new diffusion constants, refit ladder
+                    gpu.set_preset(look.preset)
+                    gpu_look = look
+                gpu.poll()  # finished frames' CUDA events -> the ladder (no waiting)
+                if gpu.busy():
+                    self.gpu_busy_ticks += 1
+                    continue
+                frame = look.render.process(Frame(pts, index, p, timings=timings))
+                frame, done = gpu.submit(frame, look.stylize)
+                index += 1
+                if done is None:
+                    self._publish(frame, look, t0)
+                else:
+                    self._inflight.put((frame, done, look, t0))
+                continue
+            frame = look.render.process(Frame(pts, index, p, timings=timings))
             frame = look.stylize.process(frame)
-            total = (time.perf_counter() - t0) * 1000.0
-            self._timings.add("render", frame.timings.get("render", 0.0))
-            self._timings.add("stylize", frame.timings.get("stylize", 0.0))
-            self._timings.add("frame", total)
-            frame = frame.timed("frame", total)
             index += 1
-            self.frames_produced += 1
-            self.last_frame = frame
-            with contextlib.suppress(Closed):
-                self.output.put(frame)
-            self._record(frame, look)
+            self._publish(frame, look, t0)
 
     def _record(self, frame: Frame, look: Look) -> None:
         if self._pending_recorder is not None and self._recorder is None:

@@ -319,6 +319,7 @@ class MainWindow(QMainWindow):
         self._last_session_stats: dict[str, Any] = {}
         self.last_recording: dict[str, Any] | None = None
         self.banner_kind: str | None = None
+        self._notices_shown: set[str] = set()
 
         self._bridge = _Bridge()
         # bound methods of a QObject of the UI thread: queued across threads (never a lambda,
@@ -1073,6 +1074,10 @@ class MainWindow(QMainWindow):
             return
         self.level.set_level(s.level_db)
         st = s.stats()
+        for note in st.get("notices", ()):
+            if note not in self._notices_shown:  # once each: the user may close the banner
+                self._notices_shown.add(note)
+                self.show_banner(note.removeprefix("NOTICE: "), "notice")
         js = self.jitter.stats() if self.jitter is not None else None
         ui = self.ui_ms()
         stage = st["stage_ms"]

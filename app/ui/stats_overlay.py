@@ -12,6 +12,10 @@
         "drops": 3, "repeats": 1,            # presenter counters (totals)
         "latency_ms": 118.0,                 # estimated audio-to-photon latency
         "latency_parts": {"audio in": 12, "lip-sync": 12, "render": 30, "present": 64},
+        "quality": {"level": 1, "rungs": 7, "rung": "1 step 640x360 temporal vsr x4",
+                    "last_event": {"direction": "down", "to": "...", "reason": "P99 ..."}},
+                                             # the quality ladder (LiveSession.stats()
+                                             # ["quality"]; None / absent: no ladder)
     }
 
 Aliases, so `LiveSession.stats()` / `PresenterStats` fields can be passed as they are:
@@ -43,7 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-__all__ = ["StageHistogram", "StatsOverlay", "histogram"]
+__all__ = ["StageHistogram", "StatsOverlay", "histogram", "quality_text"]
 
 HISTORY = 120  # frame times kept per stage (4 s at 30 fps)
 BINS = 12
@@ -160,6 +164,10 @@ class StatsOverlay(QWidget):
         self.fps_label.setFont(big)
         self.counters_label = QLabel("drops 0 · repeats 0")
         self.latency_label = QLabel("audio → photon: – ms")
+        self.quality_label = QLabel("")  # the quality ladder's rung and last change
+        self.quality_label.setWordWrap(True)
+        self.quality_label.setFont(small)
+        self.quality_label.hide()
         self.latency_label.setFont(big)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip("Copy the latency (ms) for OBS's audio sync offset")
@@ -169,7 +177,13 @@ class StatsOverlay(QWidget):
         self.status_label = QLabel("")
         self.status_label.setWordWrap(True)
         self.status_label.setFont(small)
-        for w in (self.fps_label, self.counters_label, self.latency_label, self.status_label):
+        for w in (
+            self.fps_label,
+            self.counters_label,
+            self.latency_label,
+            self.quality_label,
+            self.status_label,
+        ):
             w.setStyleSheet("color: rgb(240, 240, 240); background: transparent;")
         for b in (self.copy_button, self.obs_button):
             b.setStyleSheet(
@@ -194,6 +208,7 @@ class StatsOverlay(QWidget):
         layout.setSpacing(4)
         layout.addLayout(top)
         layout.addLayout(self.stage_box)
+        layout.addWidget(self.quality_label)
         layout.addLayout(lat)
         layout.addWidget(self.status_label)
         self._refresh_buttons()
@@ -242,6 +257,12 @@ class StatsOverlay(QWidget):
                 + "Delay your microphone in OBS by this much (Advanced Audio Properties ▸ "
                 "Sync Offset) so the voice matches the idol's mouth."
             )
+        quality = stats.get("quality")
+        if isinstance(quality, dict) and quality.get("rung"):
+            self.quality_label.setText(quality_text(quality))
+            last = quality.get("last_event") or {}
+            self.quality_label.setToolTip(str(last.get("reason", "")))
+            self.quality_label.show()
         self._refresh_buttons()
         self.update()
 
@@ -340,6 +361,18 @@ class StatsOverlay(QWidget):
         p.setBrush(QColor(12, 12, 20, 170))
         p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 8, 8)
         p.end()
+
+
+def quality_text(q: dict) -> str:
+    """'quality 2/7: <the rung's name>' and, after a change, 'last ↓ <its reason>'."""
+    level, n = q.get("level"), q.get("rungs")
+    head = f"quality {int(level) + 1}/{int(n)}" if level is not None and n else "quality"
+    text = f"{head}: {q.get('rung')}"
+    last = q.get("last_event")
+    if isinstance(last, dict) and last.get("reason"):
+        arrow = "↓" if last.get("direction", "down") == "down" else "↑"
+        text += f"\nlast {arrow} {last.get('reason')}"
+    return text
 
 
 def _num(value) -> float | None:

@@ -5,6 +5,8 @@
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
             *output*, also inside one batch); images stay on `device`.
+        set_enabled(on): refinement on/off (the quality ladder); off drops the history and
+            passes images through unchanged (only moved to `device`), at no cost beyond that.
         reset(): forget the history (scene cut, preset switch). Also done automatically when
             the frame size changes or the frame index does not follow the last one (a dropped
             frame: its motion vectors no longer describe the step from the history).
@@ -190,6 +192,8 @@ class TemporalStage(BaseStage):
             raise ValueError(
                 f"temporal: motion is {tuple(motion.shape)}, expected ({h}, {w}, 2) for the image"
             )
+        if not self.enabled:  # refinement off (quality ladder): pass through, no float round trip
+            return image.to(self.device, non_blocking=True)
         with torch.inference_mode():
             cur = _to_float(image, self.device)
             hist = self._history

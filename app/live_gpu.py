@@ -1,0 +1,184 @@
+"""The live session's GPU options: command-line flags → a `pipeline.live_gpu.LiveGpu`.
+
+    --device cpu|cuda  --diffusion PATH | --diffusion-random sd-turbo|tiny  --diffusion-size WxH
+    --upscale 1|2|3|4  --[no-]temporal  --[no-]cuda-graphs  --budget-ms MS  --no-ladder
+
+Stage construction is app/render_job.py's (one place for it): `RenderRequest` and
+`check_gpu_options` validate, `resolve_sizes` picks the render and output sizes (render ×
+upscale = output, exactly; 640x360 diffusion on cuda by default), `_diffusion_models` loads the
+checkpoint or the RANDOM-weight architecture (with its notice), `_upscale_stage` makes the x4
+upscaler (realesr-animevideov3 weights, or random ones with --diffusion-random) whose weights
+every other upscaler of the ladder shares (pipeline.live_gpu.shared_upscalers).
+
+Importing this module imports neither torch nor Qt (the CLI builds every parser at start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from app.errors import UsageError
+
+
+def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True) -> None:
+    """The GPU options. `device=False`: the caller defines --device itself (kagura live)."""
+    from app.render_job import diffusion_arg
+
+    g = p.add_argument_group("GPU stages (default: none, the CPU chain)")
+    if device:
+        g.add_argument(
+            "--device", choices=["cpu", "cuda"], default="cpu", help="where the stages run (cpu)"
+        )
+    d = g.add_mutually_exclusive_group()
+    d.add_argument(
+        "--diffusion",
+        type=diffusion_arg,
+        default=None,
+        metavar="PATH|kagura",
+        help="diffusers checkpoint folder, or 'kagura': Kagura's own model (the default on cuda)",
+    )
+    d.add_argument(
+        "--no-diffusion",
+        action="store_true",
+        help="no diffusion stage: the procedural look only (the default on the CPU)",
+    )
+    d.add_argument(
+        "--diffusion-random",
+        choices=["sd-turbo", "tiny"],
+        default=None,
+        help="RANDOM weights of that architecture: timing/demo only, the look is noise",
+    )
+    g.add_argument(
+        "--diffusion-size",
+        default=None,
+        metavar="WxH",
+        help="size the idol is rendered and painted at (default 640x360 on cuda); multiples of 8",
+    )
+    g.add_argument(
+        "--upscale",
+        type=int,
+        choices=[1, 2, 3, 4],
+        default=1,
+        help="top realesr-animevideov3 factor; output = render size × this (default 1)",
+    )
+    g.add_argument(
+        "--temporal",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="motion-warped temporal refinement at the top rungs (default: on with diffusion)",
+    )
+    g.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="CUDA graphs for diffusion and upscale (default: on for cuda)",
+    )
+    g.add_argument(
+        "--budget-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="quality-ladder budget: P99 GPU ms per frame of diffusion + temporal + upscale "
+        "(default 0.8 × the frame period)",
+    )
+    g.add_argument(
+        "--no-ladder",
+        action="store_true",
+        help="stay on the top rung (measure only; never change quality)",
+    )
+
+
+def gpu_requested(args: argparse.Namespace, device: str) -> bool:
+    return (
+        device != "cpu"
+        or args.diffusion is not None
+        or args.diffusion_random is not None
+        or args.upscale != 1
+        or bool(args.temporal)
+    )
+
+
+def build_live_gpu(
+    args: argparse.Namespace,
+    device: str,
+    size: tuple[int, int] | None,
+    *,
+    preset: str = "studio",
+    controller: dict[str, Any] | None = None,
+) -> Any:
+    """The LiveGpu for these options (None: no GPU option given: the CPU chain, unchanged).
+    `size`: the output size asked for (None: from the render size). Raises UsageError for
+    options that cannot work — before anything is loaded."""
+    from app.render_job import RenderRequest, check_gpu_options, resolve_sizes
+
+    if not gpu_requested(args, device):
+        if args.diffusion_size is not None or args.budget_ms is not None or args.no_ladder:
+            raise UsageError(
+                "--diffusion-size / --budget-ms / --no-ladder need a GPU option "
+                "(--device cuda, --diffusion, --diffusion-random, --upscale or --temporal)"
+            )
+        return None
+    if args.budget_ms is not None and args.budget_ms <= 0:
+        raise UsageError(f"--budget-ms {args.budget_ms}: expected a positive number of ms")
+    from app.render_job import default_diffusion
+
+    args.diffusion = default_diffusion(args, device)
+    diffusion_on = args.diffusion is not None or args.diffusion_random is not None
+    size_text = None if size is None else f"{size[0]}x{size[1]}"
+    out, render = resolve_sizes(size_text, args.diffusion_size, args.upscale, device, diffusion_on)
+    req = RenderRequest(
+        audio=Path("live"),
+        output=Path("live.mp4"),
+        preset=preset,
+        width=out[0],
+        height=out[1],
+        device=device,
+        diffusion=args.diffusion,
+        diffusion_random=args.diffusion_random,
+        render_size=render,
+        upscale=args.upscale,
+        temporal=args.temporal,
+        cuda_graphs=args.cuda_graphs,
+    )
+    check_gpu_options(req)
+    render_size, _ = req.sizes()
+    from app import render_job
+    from pipeline.live_gpu import LiveGpu, shared_upscalers
+
+    notices: list[str] = []  # the session reports them; the window shows them in its banner
+    models = (
+        (lambda: render_job._diffusion_models(req, on_notice=notices.append))
+        if req.diffusion_on
+        else None
+    )
+    make_upscaler = None
+    if req.upscale > 1:
+        x4 = dataclasses.replace(req, upscale=4)
+        make_upscaler = shared_upscalers(lambda in_size: render_job._upscale_stage(x4, in_size))
+    from pipeline.diffusion.kagura_model import KAGURA
+
+    if args.diffusion == KAGURA:
+        label = "Kagura's own model"
+    elif args.diffusion is not None:
+        label = f"checkpoint {args.diffusion}"
+    elif args.diffusion_random is not None:
+        label = f"{args.diffusion_random} architecture, RANDOM weights"
+    else:
+        label = "no diffusion"
+    return LiveGpu(
+        device=device,
+        models=models,
+        make_upscaler=make_upscaler,
+        upscale=req.upscale,
+        temporal=req.temporal_on,
+        render_size=render_size,
+        budget_ms=args.budget_ms,
+        adaptive=not args.no_ladder,
+        controller=dict(controller or {}),
+        cuda_graphs=req.graphs_on,
+        label=label,
+        notices=notices,
+    )

@@ -1,0 +1,446 @@
+"""The GPU stages in the live session, with the quality ladder holding the frame rate.
+
+    gpu = LiveGpu(device="cuda", models=lambda: random_weights("sd-turbo", device="cuda"),
+                  make_upscaler=shared_upscalers(make_x4), upscale=4, temporal=True,
+                  render_size=(640, 360))
+    session = LiveSession(src, "studio", fps=60, gpu=gpu)       # pipeline/live.py
+
+The chain, per frame (the idol is rendered on the CPU by the session's look, as before):
+
+    render (CPU) → upload → stylize → diffusion → temporal → upscale → readback (pinned)
+                             └ look ┘  └──────── ladder stages ────────┘
+
+Threads. The session's frame thread issues the whole chain for a frame on one high-priority
+CUDA stream (DESIGN.md rule 5) and does not wait for it: the readback into page-locked host
+memory is queued, a "done" event recorded, and the frame handed to the session's publisher
+thread, which waits for that event (a blocking-sync event: that thread sleeps, the frame
+thread renders the next frame meanwhile) and only then puts the frame on the output queue.
+At most `max_in_flight` frames are issued and not yet published: a tick that finds that many
+still on the GPU starts no frame (counted as `gpu_busy_ticks`) — latency stays bounded and the
+quality ladder, seeing the GPU times over budget, makes frames cheaper.
+
+Timing (DESIGN.md rule 6): every stage records CUDA events around its work on that stream;
+nothing in the frame thread synchronises. `GpuChain.poll()` (each tick) reads back the events
+of finished frames with `event.query()` — typically one or two frames later — and feeds the
+QualityControl (pipeline/quality_control.py), whose Control messages are taken by the ladder
+stages at the start of the next frame, on the frame thread. One thread issuing everything on
+one stream makes each stage's event interval exactly its own GPU time.
+
+Setup (`GpuChain.setup`, in the session's constructor — off the UI thread in the app): the
+models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
+LiveGpu, so the app's next session reuses it), every DiffusionStage of the ladder is built
+and set up (CUDA graphs for every k <= max_steps), every upscaler the ladder can reach is set
+up (CUDA graph per shape), and then ONE frame is run through the chain at EVERY rung, so no
+rung pays a first-call cost when the ladder first reaches it.
+
+On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
+frame thread and the stages' wall times are the measurements.
+
+Checked on the H200 (torch.cuda.set_sync_debug_mode, sd-turbo random weights, x4, 60 fps,
+the ladder walking down five rungs): nothing in this chain synchronises the frame thread,
+rung switches included — except the stylize post-process, whose `pipeline/stylize/common.py`
+`upsample` builds a small device tensor from a Python list on every call (a blocking
+host-to-device copy, once per frame). DiffusionStage._motion does the same when the work size
+differs from the input; DiffusionLadder resizes the motion itself to avoid it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pipeline.avatar import AvatarParams
+from pipeline.frame import Frame
+from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
+from pipeline.quality_control import (
+    DiffusionLadder,
+    LadderPlan,
+    PresetChange,
+    QualityControl,
+    StageTimer,
+    TemporalLadder,
+    VsrLadder,
+    fit_ladder,
+)
+from pipeline.stage import Context
+
+__all__ = ["GpuChain", "LiveGpu", "shared_upscalers"]
+
+log = logging.getLogger(__name__)
+
+BUDGET_SHARE = 0.8  # default budget: this share of the frame period for the ladder stages
+
+
+def shared_upscalers(make_x4: Callable[[tuple[int, int]], Any]) -> Callable:
+    """`make_x4(in_size)` -> an UpscaleStage(scale=4) (e.g. app.render_job._upscale_stage);
+    returns `make(in_size, scale)` for VsrLadder.build: the first call's weights (loaded once)
+    are shared by every later stage; scales 2/3 wrap the same x4 network in ScaledSR."""
+    first: list[Any] = []
+
+    def make(in_size: tuple[int, int], scale: int) -> Any:
+        from pipeline.upscale.animevideov3 import ScaledSR
+        from pipeline.upscale.stage import UpscaleStage
+
+        if not first:
+            proto = make_x4(in_size)
+            proto.load()
+            first.append(proto)
+            if scale == proto.scale:
+                return proto
+        proto = first[0]
+        base = proto.model.net if isinstance(proto.model, ScaledSR) else proto.model
+        st = UpscaleStage(
+            scale=scale,
+            dtype=proto.dtype,
+            device=str(proto.device),
+            weights=proto.weights,
+            in_size=in_size,
+            max_batch=1,
+            cuda_graph=proto.cuda_graph,
+        )
+        st.model = base if scale == 4 else ScaledSR(base, 4, scale).eval()
+        st.model_name = proto.model_name
+        return st
+
+    return make
+
+
+@dataclass
+class LiveGpu:
+    """What the live session needs to run the GPU stages (see the module doc).
+
+    device         "cuda" (or "cpu": the same chain, synchronous; tests and CPU benchmarks)
+    models         DiffusionModels, a zero-argument callable returning them (loaded at the
+                   first session, then cached here), or None: no diffusion
+    make_upscaler  (in_size, scale) -> UpscaleStage (see shared_upscalers); None: no VSR
+    upscale        the top super-resolution factor (1: none); output = render size x upscale
+    temporal       temporal refinement at the top rungs
+    render_size    the idol's render size = the diffusion input (None: size / upscale)
+    budget_ms      the ladder's budget for the ladder stages' GPU time per frame (P99);
+                   None: BUDGET_SHARE x the frame period (0.8 x 1000 / fps: the remaining
+                   fifth covers upload, stylize, readback and jitter)
+    ladder         the quality ladder before fitting (pipeline.quality.DEFAULT_LADDER)
+    adaptive       False: stay on `start_rung` (the measurements are still reported)
+    controller     keyword arguments for QualityController (window, min_samples, ...)
+    cuda_graphs    capture the diffusion and upscale CUDA graphs (CUDA only)
+    stream_batch   StreamDiffusion stream batch (one UNet call for k steps; the picture lags
+                   k - 1 frames, which the latency measurement accounts for)
+    max_in_flight  frames issued to the GPU and not yet published
+    """
+
+    device: str = "cuda"
+    models: Any = None
+    make_upscaler: Callable[[tuple[int, int], int], Any] | None = None
+    upscale: int = 1
+    temporal: bool = True
+    render_size: tuple[int, int] | None = None
+    budget_ms: float | None = None
+    ladder: Sequence[Rung] = DEFAULT_LADDER
+    adaptive: bool = True
+    start_rung: int = 0
+    controller: dict[str, Any] = field(default_factory=dict)
+    cuda_graphs: bool = True
+    stream_batch: bool = True
+    max_in_flight: int = 2
+    dtype: str = "float16"
+    label: str = ""  # what runs, for reports (e.g. "sd-turbo RANDOM weights")
+    notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
+
+    def load_models(self) -> Any:
+        m = self.models
+        if callable(m):
+            m = self.models = m()
+        return m
+
+    def sizes(self, size: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(render size, output size): render_size x upscale, or `size` / upscale."""
+        u = max(1, int(self.upscale))
+        if self.render_size is not None:
+            r = (int(self.render_size[0]), int(self.render_size[1]))
+        else:
+            if size[0] % u or size[1] % u:
+                raise ValueError(f"live size {size[0]}x{size[1]} is not divisible by x{u}")
+            r = (size[0] // u, size[1] // u)
+        return r, (r[0] * u, r[1] * u)
+
+    def build(
+        self, preset: Any, render_size: tuple[int, int], out_size: tuple[int, int], fps: int
+    ) -> GpuChain:
+        return GpuChain(self, preset, render_size, out_size, fps)
+
+
+class GpuChain:
+    """One session's GPU chain (see the module doc). Frame-thread methods: set_preset, poll,
+    busy, submit. Publisher thread: release."""
+
+    def __init__(
+        self,
+        spec: LiveGpu,
+        preset: Any,
+        render_size: tuple[int, int],
+        out_size: tuple[int, int],
+        fps: int,
+    ):
+        self.spec = spec
+        self.device = torch.device(spec.device)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise RuntimeError("live GPU stages: CUDA is not available (torch sees no GPU)")
+        self.render_size, self.out_size, self.fps = render_size, out_size, fps
+        self.budget_ms = float(spec.budget_ms or BUDGET_SHARE * 1000.0 / fps)
+        self.max_in_flight = max(1, int(spec.max_in_flight))
+        self.ctx = Context(
+            out_size[0], out_size[1], fps, 48000, mode="live", extras={"device": spec.device}
+        )
+        self.stream = None
+        if self.cuda:
+            from pipeline.accel import high_priority_stream
+
+            self.stream = high_priority_stream(self.device)
+        self.diffusion: DiffusionLadder | None = None
+        self.temporal: TemporalLadder | None = None
+        self.vsr: VsrLadder | None = None
+        self._preset = preset
+        self._models: Any = None
+        self._timing = True  # stage timers on (off while warming up)
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.frames = 0
+        self.setup_s = 0.0
+        self.plan: LadderPlan
+        self.qc: QualityControl
+        self.stages: list[Any] = []
+        self.closed = False
+
+    # -- setup ----------------------------------------------------------------------------------
+
+    def _plan(self, steps: int, max_steps: int | None) -> LadderPlan:
+        return fit_ladder(
+            self.spec.ladder,
+            render_size=self.render_size,
+            diffusion=self.diffusion is not None or self._models is not None,
+            steps=steps,
+            temporal=self.spec.temporal,
+            upscale=self.spec.upscale,
+            max_steps=max_steps,
+        )
+
+    def setup(self, stylize: Any) -> None:
+        """Build, set up and warm every stage at every rung (slow; before the first frame)."""
+        t0 = time.perf_counter()
+        spec = self.spec
+        self._models = spec.load_models()
+        d = getattr(self._preset, "diffusion", None)
+        steps = d.steps if d is not None else 1
+        top = spec.ladder[0].steps if spec.ladder else 1
+        self.plan = self._plan(steps, max(top, steps))
+        plan = self.plan
+        rs = self.render_size
+        if self._models is not None:
+            from pipeline.diffusion import DiffusionStage
+
+            variants = [
+                DiffusionStage(
+                    self._models,
+                    self._preset,
+                    rs[0],
+                    rs[1],
+                    device=spec.device,
+                    dtype=spec.dtype,
+                    stream_batch=spec.stream_batch,
+                    max_steps=plan.max_steps,
+                    cuda_graph=self.cuda and spec.cuda_graphs,
+                    latent_scale=scale,
+                )
+                for scale in plan.latent_scales.values()
+            ]
+            self.diffusion = DiffusionLadder(variants, self._preset)
+            self.stages.append(self.diffusion)
+        if spec.temporal:
+            from pipeline.temporal import TemporalStage
+
+            self.temporal = TemporalLadder(TemporalStage(device=spec.device, max_batch=1))
+            self.stages.append(self.temporal)
+        sizes_vary = any(tuple(r.latent) != tuple(self.out_size) for r in plan.rungs)
+        if spec.upscale > 1 or sizes_vary:
+            self.vsr = VsrLadder.build(
+                spec.make_upscaler if spec.upscale > 1 else None,
+                plan.vsr_inputs,
+                self.out_size,
+                top_scale=spec.upscale,
+                device=spec.device,
+            )
+            self.stages.append(self.vsr)
+        start = min(max(0, spec.start_rung), len(plan.rungs) - 1)
+        controller = QualityController(
+            self.budget_ms, plan.rungs, start=start, **dict(spec.controller)
+        )
+        self.qc = QualityControl(
+            controller, self.stages, device=spec.device, adaptive=spec.adaptive
+        )
+        self._timer = StageTimer(self.qc, self.cuda)
+        for st in self.stages:
+            st.setup(self.ctx)
+        self._warm(stylize)
+        self.setup_s = time.perf_counter() - t0
+        log.info(
+            "live GPU chain ready in %.1f s: %s -> %s, budget %.2f ms, ladder:\n%s",
+            self.setup_s,
+            f"{rs[0]}x{rs[1]}",
+            f"{self.out_size[0]}x{self.out_size[1]}",
+            self.budget_ms,
+            plan.describe(),
+        )
+
+    def _warm(self, stylize: Any) -> None:
+        """One frame through every rung (the timers detached), then back to the start rung
+        with fresh stream state."""
+        timers = [st.timer for st in self.stages]
+        for st in self.stages:
+            st.timer = None
+        self._timing = False
+        w, h = self.render_size
+        img = torch.zeros(h, w, 4, dtype=torch.uint8)
+        img[..., 3] = 255
+        motion = torch.zeros(h, w, 2)
+        try:
+            for i, rung in enumerate(self.plan.rungs):
+                for st in self.stages:
+                    st.apply(i, rung)
+                f = Frame(0, i, AvatarParams(), image=img, motion=motion)
+                if self.cuda:
+                    with torch.cuda.stream(self.stream):
+                        self._issue(f, stylize)
+                else:
+                    self._issue(f, stylize)
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
+        finally:
+            for st, t in zip(self.stages, timers, strict=True):
+                st.timer = t
+            self._timing = True
+        level = self.qc.level
+        for st in self.stages:
+            st.apply(level, self.plan.rungs[level])
+        if self.diffusion is not None:
+            for v in self.diffusion.variants.values():
+                v.reset()
+            self.diffusion._prime_next = True
+            self.diffusion._recent.clear()
+        if self.temporal is not None:
+            self.temporal.stage.reset()
+
+    # -- frame thread ---------------------------------------------------------------------------
+
+    def set_preset(self, preset: Any) -> None:
+        """A new look's preset (frame thread): refit the ladder to its steps, new diffusion
+        constants from the next frame."""
+        self._preset = preset
+        if self.diffusion is None:
+            return
+        d = preset.diffusion
+        plan = self._plan(d.steps, self.plan.max_steps)
+        if plan.rungs != self.plan.rungs:
+            cur, level = self.qc.rung, self.qc.level
+            same = [
+                i
+                for i, r in enumerate(plan.rungs)
+                if (r.latent, r.temporal, r.vsr_scale) == (cur.latent, cur.temporal, cur.vsr_scale)
+            ]
+            fits = [i for i in same if plan.rungs[i].steps <= cur.steps]
+            new = fits[0] if fits else same[0] if same else min(level, len(plan.rungs) - 1)
+            log.info(
+                "quality: ladder refitted for preset steps %d (rung %d -> %d)", d.steps, level, new
+            )
+            self.plan = plan
+            self.qc.retarget(plan.rungs, new)
+        self.diffusion.post(PresetChange(preset))
+
+    def poll(self) -> None:
+        self.qc.poll()
+
+    def busy(self) -> bool:
+        with self._lock:
+            return self.in_flight >= self.max_in_flight
+
+    def release(self) -> None:
+        """A frame was published (publisher thread)."""
+        with self._lock:
+            self.in_flight -= 1
+
+    def _issue(self, frame: Frame, stylize: Any) -> Frame:
+        """upload → stylize → ladder stages, queued on the current stream; events per stage."""
+        t = self._timer if self._timing else None
+        tok = t.begin() if t else None
+        img = frame.image.to(self.device, non_blocking=True)
+        mot = frame.motion.to(self.device, non_blocking=True) if frame.motion is not None else None
+        f = frame.with_(image=img, motion=mot)
+        if t:
+            t.end("upload", tok, [f.index])
+            tok = t.begin()
+        f = stylize.process(f)
+        if t:
+            t.end("stylize", tok, [f.index])
+        for st in self.stages:
+            f = st.process_batch([f])[0]
+        return f
+
+    def submit(self, frame: Frame, stylize: Any) -> tuple[Frame, Any]:
+        """Issue one rendered frame (CPU image + motion) through the chain. Returns (the frame
+        with its host image — valid once `done` has completed —, done event or None (CPU))."""
+        self.frames += 1
+        if not self.cuda:
+            f = self._issue(frame, stylize)
+            out = f.with_(image=f.image.cpu(), motion=None)
+            self.qc.observe(out)
+            return out, None
+        with self._lock:
+            self.in_flight += 1
+        with torch.cuda.stream(self.stream):
+            f = self._issue(frame, stylize)
+            tok = self._timer.begin()
+            host = torch.empty(tuple(f.image.shape), dtype=torch.uint8, pin_memory=True)
+            host.copy_(f.image, non_blocking=True)
+            self._timer.end("readback", tok, [f.index])
+            done = torch.cuda.Event(blocking=True)
+            done.record(self.stream)
+        out = f.with_(image=host, motion=None)
+        self.qc.observe(out)
+        return out, done
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        st = self.qc.status()
+        st.update(
+            device=self.spec.device,
+            label=self.spec.label,
+            ladder=[r.name for r in self.plan.rungs],
+            merged=list(self.plan.merged),
+            render_size=list(self.render_size),
+            output_size=list(self.out_size),
+            transition_frames=self.qc.transition_frames,
+            setup_s=round(self.setup_s, 2),
+            stream_batch_lag=self.diffusion.lag_frames if self.diffusion is not None else 0,
+        )
+        return st
+
+    def stage_stats(self) -> dict[str, dict[str, float]]:
+        return self.qc.stage_stats()
+
+    def close(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        for st in self.stages:
+            try:
+                st.close()
+            except Exception:
+                log.exception("live GPU chain: closing %s", st.name)
+        self.stages = []
+        self.closed = True
