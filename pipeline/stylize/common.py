@@ -8,6 +8,7 @@ shading) is computed at 1/4 or 1/8 resolution and upsampled bilinearly.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -187,10 +188,7 @@ def upsample(lo: torch.Tensor, factor: int, height: int, width: int) -> torch.Te
         ]
     p = torch.cat([lw[:, :1], lw, lw[:, -1:]], 1)  # replicate edges (= interpolate's clamp)
     half = factor // 2
-    src = (torch.arange(factor, dtype=torch.float32) + 0.5) / factor - 0.5
-    # phase k < half samples rows (i-1, i), phase k >= half rows (i, i+1)
-    t = [s if s >= 0 else 1.0 + s for s in src.tolist()]  # weight of the later row
-    wn = torch.tensor(t, device=lo.device).view(1, 1, factor, 1)
+    wn = _phase_weights(factor, lo.device)
     wp = 1.0 - wn
     out = torch.empty((c, h, factor, width), dtype=lo.dtype, device=lo.device)
     a, b = out[:, :, :half], out[:, :, half:]
@@ -199,6 +197,17 @@ def upsample(lo: torch.Tensor, factor: int, height: int, width: int) -> torch.Te
     torch.mul(p[:, 1 : h + 1, None], wp[:, :, half:], out=b)
     b.addcmul_(p[:, 2 : h + 2, None], wn[:, :, half:])
     return out.view(c, h * factor, width)[:, :height]
+
+
+@functools.cache
+def _phase_weights(factor: int, device: torch.device) -> torch.Tensor:
+    """Weight of the later row for each of the `factor` output phases, (1, 1, factor, 1) on
+    `device`: made once per (factor, device) — building it per call from a Python list would
+    make every frame wait for the GPU (a host-to-device copy from pageable memory)."""
+    src = (torch.arange(factor, dtype=torch.float32) + 0.5) / factor - 0.5
+    # phase k < half samples rows (i-1, i), phase k >= half rows (i, i+1)
+    t = [s if s >= 0 else 1.0 + s for s in src.tolist()]
+    return torch.tensor(t, device=device).view(1, 1, factor, 1)
 
 
 def upsample_part(
