@@ -3,15 +3,7 @@
 # machine's python3, the GPU tests, and the GPU benchmarks. Wheels that machine lacks travel in
 # .whl/ (see docs/BENCHMARKS.md for the command); results land in $OUT.
 set -uo pipefail
-# Skia links libEGL/libGL/libX11, which that image lacks: the GL loaders go to / (as the device
-# notes advise), the X11 client libraries into a private folder.
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-mkdir -p /tmp/xroot; for f in .gl/x/*.deb; do dpkg -x "$f" /tmp/xroot; done; ldconfig
-export LD_LIBRARY_PATH=/tmp/xroot/usr/lib/x86_64-linux-gnu:/tmp/xroot/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-[ -f .whl/realesr-animevideov3-x4.bin ] && export KAGURA_ANIMEVIDEOV3_BIN=$PWD/.whl/realesr-animevideov3-x4.bin
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source scripts/gpu_env.sh || exit 1
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
 python3 -m pytest -q -p no:cacheprovider tests/test_graph.py tests/test_render.py tests/test_presets.py tests/test_stylize.py 2>&1 | tail -3
 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_stylize_gpu.py tests/test_upscale_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -25

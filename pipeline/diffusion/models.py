@@ -21,8 +21,10 @@
 
 `sampler`: "lcm" (LCM boundary-condition scalings c_skip/c_out; chosen automatically with a
 LoRA, an LCMScheduler config, or a UNet with `time_cond_proj_dim`) or "turbo" (plain x0
-prediction, SD-Turbo / ADD). `prediction_type` "epsilon" | "v_prediction" defaults to the
-scheduler config's (else epsilon).
+prediction, SD-Turbo / ADD). `prediction_type` "epsilon" | "v_prediction" | "sample" (the
+UNet predicts the clean latent, as Kagura's own model does) defaults to the scheduler config's
+(else epsilon). Kagura's own model (pipeline/diffusion/kagura_model.py) loads through the same
+load_models(): its autoencoder class "KaguraAutoencoder" is accepted beside TAESD and the KL VAE.
 
 Imports: diffusers / transformers / safetensors are imported inside functions, so the package
 imports on machines without them.
@@ -59,7 +61,7 @@ __all__ = [
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 UNET_CLASSES = ("UNet2DConditionModel",)
-VAE_CLASSES = ("AutoencoderTiny", "AutoencoderKL")
+VAE_CLASSES = ("AutoencoderTiny", "AutoencoderKL", "KaguraAutoencoder")
 TEXT_ARCHS = ("CLIPTextModel", "CLIPTextModelWithProjection")
 WEIGHT_FILES = (
     "diffusion_pytorch_model.safetensors",
@@ -201,7 +203,7 @@ class DiffusionModels:
     text_encoder: Any
     tokenizer: Any
     alphas_cumprod: torch.Tensor  # float64 (num_train_timesteps,), on the CPU
-    prediction_type: str = "epsilon"  # "epsilon" | "v_prediction"
+    prediction_type: str = "epsilon"  # "epsilon" | "v_prediction" | "sample"
     sampler: str = "turbo"  # "turbo" | "lcm"
     vae_kind: str = "tiny"  # "tiny" (TAESD) | "kl"
     vae_scale: float = 1.0  # latent scaling factor (TAESD 1.0, SD's KL 0.18215)
@@ -210,6 +212,12 @@ class DiffusionModels:
     dtype: torch.dtype = torch.float32
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     scheduler_config: dict = field(default_factory=lambda: dict(DEFAULT_SCHEDULE))
+
+    @property
+    def image_residual(self) -> bool:
+        """An image-conditioned "sample" UNet that predicts the clean latent as the input
+        image's latent plus its output (scheduler config "image_residual": true)."""
+        return bool(self.scheduler_config.get("image_residual", False))
 
     @property
     def cross_attention_dim(self) -> int:
@@ -308,10 +316,14 @@ def load_vae(folder: str | Path, dtype: torch.dtype, device: torch.device):
     variant = _weights_variant(folder, "autoencoder")
     import diffusers
 
+    if name == "KaguraAutoencoder":
+        from pipeline.diffusion.kagura_model import autoencoder_class
+
+        cls = autoencoder_class()
+    else:
+        cls = getattr(diffusers, name)
     try:
-        vae = getattr(diffusers, name).from_pretrained(
-            folder, torch_dtype=dtype, local_files_only=True, variant=variant
-        )
+        vae = cls.from_pretrained(folder, torch_dtype=dtype, local_files_only=True, variant=variant)
     except Exception as exc:
         raise ModelError(folder, f"could not load the autoencoder: {_one_line(exc)}") from exc
     return vae.to(device, dtype).eval().requires_grad_(False)
@@ -362,7 +374,7 @@ def _scheduler_config(root: Path | None) -> tuple[dict, str | None]:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ModelError(file, f"unreadable scheduler config: {exc}") from exc
-    cfg.update({k: data[k] for k in DEFAULT_SCHEDULE if k in data})
+    cfg.update({k: data[k] for k in (*DEFAULT_SCHEDULE, "image_residual") if k in data})
     return cfg, data.get("_class_name")
 
 
@@ -507,9 +519,9 @@ def _assemble(u, v, te, tok, sched, sampler, prediction_type, dt, dev, *, random
     if sampler not in ("turbo", "lcm"):
         raise ValueError(f"diffusion: sampler must be 'turbo' or 'lcm', got {sampler!r}")
     pred = prediction_type or sched.get("prediction_type", "epsilon")
-    if pred not in ("epsilon", "v_prediction"):
+    if pred not in ("epsilon", "v_prediction", "sample"):
         raise ValueError(f"diffusion: unsupported prediction_type {pred!r}")
-    vae_kind = "tiny" if type(v).__name__ == "AutoencoderTiny" else "kl"
+    vae_kind = "kl" if type(v).__name__ == "AutoencoderKL" else "tiny"  # tiny: latents direct
     scale = float(v.config.get("scaling_factor", 1.0 if vae_kind == "tiny" else 0.18215))
     return DiffusionModels(
         unet=u,

@@ -47,6 +47,14 @@ latent noised to each slot's level, so outputs 0 .. k-2 are one-step results of 
 With stream_batch=False each frame runs its k UNet calls (batch 1) one after another: no lag,
 k times the UNet cost.
 
+Image-conditioned UNets (Kagura's own model, pipeline/diffusion/kagura_model.py): a UNet whose
+in_channels are twice its out_channels gets the clean latent of the frame it paints stacked
+onto the noisy one. With stream batch slot i paints frame n - i, so the stage keeps the input
+latents of the frames in flight beside their noisy latents (`_zbuf`, primed like `_xbuf`).
+prediction_type "sample": the UNet returns the clean latent itself — or, with the scheduler
+config's "image_residual" (Kagura's model), the clean latent minus the input image's latent: the
+picture starts from the input and the UNet paints the difference.
+
 Guidance. guidance <= 1 (the SD-Turbo/LCM case): one conditional UNet pass, nothing else.
 guidance > 1: classifier-free guidance with the negative prompt, both halves in ONE batched
 UNet call (batch 2k): eps = eps_neg + g (eps_pos - eps_neg). StreamDiffusion's residual CFG
@@ -194,6 +202,12 @@ class DiffusionStage(BaseStage):
         if not 1 <= self.max_steps <= 8:
             raise ValueError(f"diffusion: max_steps must be 1..8, got {self.max_steps}")
         self.lcm_w = models.unet.config.get("time_cond_proj_dim") is not None
+        # a UNet with twice the latent channels in stacks the clean input latent onto the noisy
+        # one (InstructPix2Pix-style image conditioning; Kagura's own model)
+        self.image_cond = int(models.unet.config.in_channels) == 2 * int(
+            models.unet.config.out_channels
+        )
+        self.image_residual = self.image_cond and models.image_residual
         self.allow_cfg = bool(allow_cfg if allow_cfg is not None else self._wants_cfg(d))
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
         self.compile_unet = bool(compile_unet)
@@ -270,6 +284,8 @@ class DiffusionStage(BaseStage):
         self._cout = torch.ones(n, 1, 1, 1, **f32)
         self._noise = torch.zeros(n, 4, lh, lw, **f32).to(memory_format=cl)
         self._xbuf = torch.zeros(n, 4, lh, lw, **f32).to(memory_format=cl)  # slots 1..k-1
+        # the input latents of the frames in slots 1..k-1 (image-conditioned UNets only)
+        self._zbuf = torch.zeros(n if self.image_cond else 1, 4, lh, lw, **f32)
         self._fresh = torch.ones((), dtype=torch.bool, device=dev)
         proj = m.unet.config.get("time_cond_proj_dim")
         self._wemb = torch.zeros(1, proj, dtype=dt, device=dev) if proj else None
@@ -387,10 +403,14 @@ class DiffusionStage(BaseStage):
         z = (z / self.models.vae_scale).to(self.dtype).contiguous(memory_format=torch.channels_last)
         return self.models.vae.decode(z, return_dict=False)[0]
 
-    def _unet(self, x: torch.Tensor, t: torch.Tensor, cfg: bool) -> torch.Tensor:
-        """x float32 (b, 4, lh, lw) at timesteps t (b,) -> x0 prediction (denoised), float32."""
+    def _unet(
+        self, x: torch.Tensor, t: torch.Tensor, cfg: bool, image: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x float32 (b, 4, lh, lw) at timesteps t (b,) -> x0 prediction (denoised), float32.
+        `image`: the clean input latents (b, 4, lh, lw) a conditioned UNet stacks onto x."""
         b = x.shape[0]
-        xin = x.to(self.dtype).contiguous(memory_format=torch.channels_last)
+        x_in = torch.cat([x, image], dim=1) if self.image_cond else x
+        xin = x_in.to(self.dtype).contiguous(memory_format=torch.channels_last)
         emb = self._cond.expand(b, -1, -1)
         tt = t
         if cfg:
@@ -407,7 +427,9 @@ class DiffusionStage(BaseStage):
             out = neg + self._guid * (pos - neg)
         n = x.shape[0]
         sa, s1a = self._sa_for, self._s1a_for
-        if self.models.prediction_type == "v_prediction":
+        if self.models.prediction_type == "sample":
+            x0 = out + image.float() if self.image_residual else out
+        elif self.models.prediction_type == "v_prediction":
             x0 = sa[:n] * x - s1a[:n] * out
         else:
             x0 = (x - s1a[:n] * out) / sa[:n]
@@ -422,12 +444,18 @@ class DiffusionStage(BaseStage):
             self._sa_for, self._s1a_for = sa, s1a
             self._cskip_for, self._cout_for = self._cskip, self._cout
             x = sa[:1] * z + s1a[:1] * noise[:1]
+            image = z
             if k > 1:
                 primed = sa[1:k] * z + s1a[1:k] * noise[1:k]
                 x = torch.cat([x, torch.where(self._fresh, primed, self._xbuf[1:k])])
-            den = self._unet(x, self._t[:k], cfg)
+                if self.image_cond:  # slot i paints frame n - i: its own input latent
+                    older = torch.where(self._fresh, z.expand(k - 1, -1, -1, -1), self._zbuf[1:k])
+                    image = torch.cat([z, older])
+            den = self._unet(x, self._t[:k], cfg, image)
             if k > 1:
                 self._xbuf[1:k].copy_(sa[1:k] * den[: k - 1] + s1a[1:k] * noise[1:k])
+                if self.image_cond:
+                    self._zbuf[1:k].copy_(image[: k - 1])
             self._fresh.fill_(False)
             lat = den[k - 1 : k]
         else:
@@ -435,7 +463,7 @@ class DiffusionStage(BaseStage):
             for i in range(k):
                 self._sa_for, self._s1a_for = sa[i : i + 1], s1a[i : i + 1]
                 self._cskip_for, self._cout_for = self._cskip[i : i + 1], self._cout[i : i + 1]
-                lat = self._unet(x, self._t[i : i + 1], cfg)
+                lat = self._unet(x, self._t[i : i + 1], cfg, z)
                 if i + 1 < k:
                     x = sa[i + 1 : i + 2] * lat + s1a[i + 1 : i + 2] * noise[i + 1 : i + 2]
         y = self._decode(lat)  # (1, 3, h, w) in [-1, 1]
@@ -462,11 +490,12 @@ class DiffusionStage(BaseStage):
     # -- graph capture ------------------------------------------------------------------------
 
     def _state(self) -> list[torch.Tensor]:
-        return [self._xbuf.clone(), self._fresh.clone()]
+        return [self._xbuf.clone(), self._fresh.clone(), self._zbuf.clone()]
 
     def _restore(self, state: list[torch.Tensor]) -> None:
         self._xbuf.copy_(state[0])
         self._fresh.copy_(state[1])
+        self._zbuf.copy_(state[2])
 
     @torch.no_grad()
     def _capture(self, k: int, cfg: bool, pool) -> torch.cuda.CUDAGraph:

@@ -1,0 +1,226 @@
+"""`kagura bench model` — speed of Kagura's own model against its reference painters.
+
+    kagura bench model [--device cuda|cpu] [--weights DIR] [--size 640x360] [--frames N]
+                       [--out docs/BENCHMARKS.md]
+
+CUDA: the shipped weights (float16) in a DiffusionStage with CUDA graphs at the given size;
+each replay of `step()` (encode, UNet, decode, output conversion: one frame) is timed with CUDA
+events, for 1 step and for the presets' 2 steps (stream batch: one UNet call of batch 2 per
+frame). The reference painters are timed per frame at batch 1 and at batch 16 (CUDA events).
+CPU: frames/s of the eager stage (float32, torch's threads) and the reference painters' seconds
+per frame. Median and P99 for every figure; the ratio reference / model is per frame, measured
+in the same run. Writes the "kagura-model-speed" section of docs/BENCHMARKS.md and the Speed
+section of the model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+from pathlib import Path
+
+from app.errors import UsageError
+
+PRESETS = ("studio", "ink-wash", "cyberpunk")
+
+
+def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    b = bench_subparsers.add_parser(
+        "model", help="Kagura's own diffusion model: ms/frame (CUDA graphs) or frames/s (CPU)"
+    )
+    b.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    b.add_argument("--weights", type=Path, default=None, help="default: the shipped weights")
+    b.add_argument("--size", default="640x360")
+    b.add_argument("--frames", type=int, default=None, help="timed frames (default 300 / 20)")
+    b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
+    return b
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q / 100.0 * (len(s) - 1) + 0.5))]
+
+
+def _stats(xs: list[float]) -> tuple[float, float]:
+    return statistics.median(xs), _pct(xs, 99.0)
+
+
+def _frames(device: str, size: tuple[int, int], n: int):
+    """n fast-look frames (uint8 (H, W, 4), opaque) of held-out poses, per preset."""
+    import torch
+
+    from training.data import PairMaker, render_specs
+    from training.poses import heldout_specs
+
+    specs = [s for s in heldout_specs(max(1, n)) if s.preset in PRESETS]
+    raw = torch.from_numpy(render_specs(specs, *size))
+    fast, _ = PairMaker(size, device).make(raw, specs)
+    out: dict[str, list] = {p: [] for p in PRESETS}
+    alpha = torch.full((size[1], size[0], 1), 255, dtype=torch.uint8, device=device)
+    for s, f in zip(specs, fast, strict=True):
+        out[s.preset].append(torch.cat([f.permute(1, 2, 0), alpha], dim=2))
+    return out, raw.to(device), specs
+
+
+def _cuda_times(fn, n: int, warmup: int = 10) -> list[float]:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    events = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        events.append((a, b))
+    torch.cuda.synchronize()  # once, after the timed loop
+    return [a.elapsed_time(b) for a, b in events]
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from app.benchdoc import machine_line, today, write_section
+    from pipeline.diffusion import DiffusionStage, load_models
+    from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
+    from pipeline.reference import make_reference
+    from presets.loader import load_preset
+
+    try:
+        w, h = (int(v) for v in args.size.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--size {args.size!r}: expected WIDTHxHEIGHT") from None
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device")
+    folder = args.weights or KAGURA_WEIGHTS
+    n = args.frames or (300 if cuda else 20)
+    models = load_models(folder, dtype="float16", device=args.device)
+    frames, raw, specs = _frames(args.device, (w, h), 4)
+    lines: list[str] = []
+    rows: list[str] = []
+    model_ms: dict[int, float] = {}
+    for steps in (1, 2):
+        preset = load_preset("cyberpunk")
+        d = preset.diffusion.model_copy(update={"steps": steps})
+        st = DiffusionStage(
+            models,
+            d,
+            w,
+            h,
+            device=args.device,
+            dtype="float16",
+            stream_batch=True,
+            cuda_graph=cuda,
+        )
+        st.setup()
+        img = frames["cyberpunk"][0]
+        st.apply(img)
+        if cuda:
+            ms = _cuda_times(st.step, n)
+        else:
+            ms = []
+            for i in range(n):
+                t0 = time.perf_counter()
+                st.apply(frames["cyberpunk"][i % len(frames["cyberpunk"])])
+                ms.append((time.perf_counter() - t0) * 1e3)
+        med, p99 = _stats(ms)
+        model_ms[steps] = med
+        label = "CUDA graph replay" if cuda else "eager, float32"
+        rows.append(
+            f"| model, {steps} step{'s' if steps > 1 else ''} | {label} | {med:.2f} | {p99:.2f} | "
+            f"{1000.0 / med:.1f} |"
+        )
+        st.close()
+    for name in PRESETS:
+        p = load_preset(name)
+        ref = make_reference(p, w, h).to(args.device)
+        sel = [i for i, s in enumerate(specs) if s.preset == name]
+        x1 = raw[sel[:1]]
+        idx1 = torch.zeros(1, dtype=torch.int64, device=args.device)
+        with torch.no_grad():
+            if cuda:
+                one = _cuda_times(functools.partial(ref, x1, idx1), 20, warmup=2)
+                xb = x1.expand(16, -1, -1, -1).contiguous()
+                idxb = torch.zeros(16, dtype=torch.int64, device=args.device)
+                batch = [t / 16 for t in _cuda_times(functools.partial(ref, xb, idxb), 5, warmup=1)]
+            else:
+                one = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    ref(x1, idx1)
+                    one.append((time.perf_counter() - t0) * 1e3)
+                batch = []
+        med, p99 = _stats(one)
+        rows.append(
+            f"| reference painter {name}, batch 1 | {'CUDA events' if cuda else 'eager'} | "
+            f"{med:.2f} | {p99:.2f} | {1000.0 / med:.1f} |"
+        )
+        ratio = med / model_ms[2]
+        lines.append(
+            f"reference {name}: {med:.1f} ms/frame at batch 1 = {ratio:.1f}x the model's 2-step "
+            f"frame ({model_ms[2]:.2f} ms)"
+            + (f"; {statistics.median(batch):.2f} ms/frame at batch 16" if batch else "")
+        )
+    where = torch.cuda.get_device_name() if cuda else "CPU"
+    cmd = f"kagura bench model --device {args.device} --size {w}x{h}"
+    body = "\n".join(
+        [
+            f"## Kagura's own model: speed, {args.device} ({where})",
+            "",
+            f"- date: {today()}",
+            f"- machine: {machine_line()}",
+            f"- command: `{cmd}`",
+            f"- weights: {folder} (float16 on cuda, float32 on the CPU); {w}x{h}; {n} timed frames",
+            "",
+            "| what | how | median ms/frame | P99 ms/frame | frames/s (median) |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            *[f"- {line}" for line in lines],
+        ]
+    )
+    write_section(args.out, f"kagura-model-speed-{args.device}", body)
+    card = folder / "MODEL_CARD.md"
+    if card.is_file():
+        update_card_speed(card, args.device, rows, lines, cmd)
+    print(body)
+    return 0
+
+
+def update_card_speed(card: Path, device: str, rows: list[str], lines: list[str], cmd: str):
+    begin, end = f"<!-- speed:{device} -->", f"<!-- /speed:{device} -->"
+    block = "\n".join(
+        [
+            begin,
+            f"`{cmd}`:",
+            "",
+            "| what | how | median ms/frame | P99 ms/frame | frames/s (median) |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            *[f"- {line}" for line in lines],
+            end,
+        ]
+    )
+    text = card.read_text(encoding="utf-8")
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:  # after the section's intro line, before the next section
+        text = text.replace(
+            "\n## Known failure modes", "\n" + block + "\n\n## Known failure modes", 1
+        )
+    card.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":  # `python -m app.bench_model ...` without the rest of the CLI
+    import sys
+
+    _parser = argparse.ArgumentParser(prog="kagura bench")
+    add_parser(_parser.add_subparsers(dest="bench", required=True))
+    raise SystemExit(run(_parser.parse_args(["model", *sys.argv[1:]])))

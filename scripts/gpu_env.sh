@@ -1,0 +1,11 @@
+# Sourced on the GPU machine (the device tool), from the repo root: the libraries and wheels
+# that machine lacks (.gl/, .whl/; see docs/BENCHMARKS.md), on the paths Kagura expects.
+# Skia links libEGL/libGL/libX11, which that image lacks: the GL loaders go to / (as the device
+# notes advise), the X11 client libraries into a private folder.
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+mkdir -p /tmp/xroot; for f in .gl/x/*.deb; do dpkg -x "$f" /tmp/xroot; done; ldconfig
+export LD_LIBRARY_PATH=/tmp/xroot/usr/lib/x86_64-linux-gnu:/tmp/xroot/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+[ -f .whl/realesr-animevideov3-x4.bin ] && export KAGURA_ANIMEVIDEOV3_BIN=$PWD/.whl/realesr-animevideov3-x4.bin
+export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -1,0 +1,303 @@
+"""Kagura's own diffusion model: the shipped weights, the stage path it uses, loading failures,
+and `kagura train` end to end (tiny, on the CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.diffusion import DiffusionStage, ModelError, load_models, save_models
+from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS, build_kagura, load_kagura
+from presets.loader import load_preset
+from tests.test_cli_render import REPO, kagura, probe
+from training import evaluate
+from training.data import PairMaker, RenderPool, frame_raw
+from training.poses import Framing, load_heldout_clip, sample_spec
+
+
+def test_shipped_weights_are_small_and_complete():
+    sizes = {
+        p.relative_to(KAGURA_WEIGHTS).as_posix(): p.stat().st_size
+        for p in KAGURA_WEIGHTS.rglob("*")
+    }
+    weights = sum(v for k, v in sizes.items() if k.endswith(".safetensors"))
+    assert 1_000_000 < weights <= 20_000_000, sizes
+    for f in ("MODEL_CARD.md", "metrics.json", "unet/config.json", "vae/config.json"):
+        assert f in sizes, f"{f} missing from {KAGURA_WEIGHTS}"
+    card = (KAGURA_WEIGHTS / "MODEL_CARD.md").read_text()
+    metrics = json.loads((KAGURA_WEIGHTS / "metrics.json").read_text())
+    for preset in ("studio", "ink-wash", "cyberpunk"):  # the card shows the measured figures
+        assert f"| {preset} | {metrics['psnr'][preset]:.2f} |" in card
+
+
+def test_shipped_model_paints_closer_to_the_reference_than_the_fast_look():
+    """Held-out poses at the trained size, through the real loader and DiffusionStage."""
+    models = load_kagura(device="cpu")
+    pics = evaluate.heldout_pictures(models, (640, 360), "cpu", 2)
+    gains = {}
+    for preset, (fast, painted, ref) in pics.items():
+        assert painted.shape == ref.shape == (2, 3, 360, 640)
+        model_psnr, _ = evaluate.psnr_ssim(painted, ref)
+        fast_psnr, _ = evaluate.psnr_ssim(fast, ref)
+        gains[preset] = model_psnr - fast_psnr
+    assert all(g > 1.0 for g in gains.values()), gains
+    assert gains["cyberpunk"] > 5.0, gains  # halo, ledge and shading the fast look lacks
+
+
+def test_stream_batch_conditions_each_slot_on_its_own_frame():
+    """With 2 steps in flight, the frame leaving slot 1 must have been conditioned on its own
+    input latent: stream output n equals the sequential 2-step output of frame n - 1."""
+    m = load_kagura(device="cpu")
+    d = load_preset("cyberpunk").diffusion.model_copy(update={"steps": 2, "strength": 0.8})
+    w, h = 64, 40
+    stream = DiffusionStage(m, d, w, h, stream_batch=True)
+    seq = DiffusionStage(m, d, w, h, stream_batch=False)
+    stream.setup()
+    seq.setup()
+    gen = torch.Generator().manual_seed(0)
+    frames = [torch.randint(0, 256, (h, w, 4), generator=gen, dtype=torch.uint8) for _ in range(4)]
+    for f in frames:
+        f[..., 3] = 255
+    outs = [stream.apply(f) for f in frames]
+    refs = [seq.apply(f) for f in frames]
+    assert stream.lag_frames == 1
+    for n in range(1, 4):
+        diff = (outs[n].int() - refs[n - 1].int()).abs().max().item()
+        assert diff <= 1, f"frame {n}: max |Δ| {diff}"
+    assert (outs[2].int() - refs[2].int()).abs().float().mean() > 1.0  # it really lags
+
+
+def test_the_input_picture_steers_the_painting():
+    m = load_kagura(device="cpu")
+    st = DiffusionStage(m, load_preset("studio"), 160, 96)
+    st.setup()
+    a = torch.full((96, 160, 4), 255, dtype=torch.uint8)
+    b = a.clone()
+    b[20:70, 40:120, :3] = 0  # a dark block
+    out_a, out_b = st.apply(a), st.apply(b)
+    region = (out_a[20:70, 40:120, :3].float() - out_b[20:70, 40:120, :3].float()).abs().mean()
+    assert region > 40.0, region
+
+
+# -- loading failures ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    folder = tmp_path / "kagura"
+    save_models(build_kagura(seed=1), folder)
+    return folder
+
+
+def test_missing_truncated_and_foreign_weights_name_the_file(saved, tmp_path):
+    with pytest.raises(ModelError, match="not found") as e:
+        load_kagura(folder=tmp_path / "nowhere")
+    assert "\n" not in str(e.value)
+    unet = saved / "unet" / "diffusion_pytorch_model.safetensors"
+    data = unet.read_bytes()
+    unet.write_bytes(data[: len(data) // 3])  # truncated
+    with pytest.raises(ModelError) as e:
+        load_kagura(folder=saved)
+    assert str(saved / "unet") in str(e.value) and "\n" not in str(e.value)
+    unet.write_bytes(os.urandom(4096))  # foreign bytes
+    with pytest.raises(ModelError) as e:
+        load_kagura(folder=saved)
+    assert str(saved / "unet") in str(e.value)
+
+
+def test_a_model_that_is_not_kaguras_is_refused(tmp_path):
+    from pipeline.diffusion import random_weights
+
+    folder = save_models(random_weights("tiny", device="cpu"), tmp_path / "tiny")
+    assert load_models(folder, dtype="float32").prediction_type == "epsilon"
+    with pytest.raises(ModelError, match="not Kagura's own model"):
+        load_kagura(folder=folder)
+
+
+def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path):
+    (saved / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"not a model")
+    out = tmp_path / "fallback.mp4"
+    env = {**os.environ, "KAGURA_WEIGHTS_DIR": str(saved)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "render",
+            str(REPO / "audio/assets/demo_song.ogg"),
+            "-o",
+            str(out),
+            "--seconds",
+            "1",
+            "--size",
+            "160x96",
+            "--diffusion",
+            "kagura",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "NOTICE: Kagura's own diffusion model could not be loaded" in done.stderr
+    assert "procedural look" in done.stderr and "Traceback" not in done.stderr
+    assert probe(out)["frames"] == 30
+
+
+def test_render_with_the_shipped_model_on_the_cpu(tmp_path):
+    out = tmp_path / "kagura.mp4"
+    done = kagura(
+        "render",
+        str(REPO / "audio/assets/demo_song.ogg"),
+        "-o",
+        str(out),
+        "--seconds",
+        "1",
+        "--size",
+        "320x184",
+        "--diffusion",
+        "kagura",
+        "--preset",
+        "ink-wash",
+        "--quiet",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "NOTICE" not in done.stderr
+    import av
+
+    assert probe(out)["frames"] == 30
+    with av.open(str(out)) as c:
+        assert (c.streams.video[0].width, c.streams.video[0].height) == (320, 184)
+
+
+# -- data and training ---------------------------------------------------------------------------
+
+
+def test_samples_are_a_pure_function_of_seed_and_index():
+    a, b = sample_spec(7, 123), sample_spec(7, 123)
+    assert a.preset == b.preset and a.framing == b.framing
+    assert np.array_equal(a.params.vowels, b.params.vowels)
+    assert a.params.head_yaw == b.params.head_yaw
+    assert sample_spec(7, 124).params.head_yaw != a.params.head_yaw
+
+
+def test_render_workers_give_the_same_pictures_as_in_process():
+    here, specs = RenderPool((96, 56), workers=0).fetch(3, 10, 4)
+    pool = RenderPool((96, 56), workers=2)
+    try:
+        there, specs2 = pool.fetch(3, 10, 4)
+    finally:
+        pool.close()
+    assert torch.equal(here, there) and [s.preset for s in specs] == [s.preset for s in specs2]
+
+
+def test_framing_mirrors_and_zooms():
+    raw, _ = RenderPool((96, 56), workers=0).fetch(0, 0, 1)
+    same = frame_raw(raw, [Framing()])
+    assert same is raw
+    mirrored = frame_raw(raw, [Framing(mirror=True)])[0].float()
+    assert (mirrored - raw[0].flip(1).float()).abs().mean() < 2.0
+    zoomed = frame_raw(raw, [Framing(scale=1.4)])
+    assert (zoomed[0, ..., 3] > 0).float().mean() > (raw[0, ..., 3] > 0).float().mean()
+
+
+def test_pairs_are_the_fast_look_and_the_reference_look():
+    raw, specs = RenderPool((96, 56), workers=0).fetch(0, 0, 6)
+    fast, ref = PairMaker((96, 56)).make(raw, specs)
+    assert fast.shape == ref.shape == (6, 3, 56, 96) and fast.dtype == torch.uint8
+    assert (fast.float() - ref.float()).abs().mean() > 3.0
+
+
+def test_heldout_clip_is_the_audio_driven_demo_excerpt():
+    clip = load_heldout_clip()
+    assert len(clip) == 240 and clip.fps == 30
+    mouth = clip.scalars["mouth_open"]
+    assert mouth.std() > 0.05  # it sings: the mouth moves
+
+
+def test_train_resume_export_and_evaluate(tmp_path):
+    """`kagura train` on the CPU at a tiny size: 2 steps, then resumed to 4; the export loads
+    through the real loader; metrics, card, grid and curves are written."""
+    out, export, img = tmp_path / "run", tmp_path / "weights", tmp_path / "img"
+    common = [
+        "train",
+        "--device",
+        "cpu",
+        "--size",
+        "64x40",
+        "--batch",
+        "2",
+        "--bank",
+        "4",
+        "--fresh",
+        "1",
+        "--ae-steps",
+        "1",
+        "--workers",
+        "0",
+        "--eval-poses",
+        "1",
+        "--clip-frames",
+        "3",
+        "--out",
+        str(out),
+        "--export",
+        str(export),
+        "--bench-out",
+        str(tmp_path / "BENCH.md"),
+        "--docs-img",
+        str(img),
+    ]
+    first = kagura(*common, "--steps", "2", timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (out / "last.pt").is_file()
+    second = kagura(*common, "--steps", "4", timeout=600)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "resumed from" in second.stdout and "at step 2" in second.stdout
+    steps = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in steps) == 4
+    models = load_kagura(folder=export)
+    st = DiffusionStage(models, load_preset("studio"), 64, 40)
+    st.setup()
+    assert st.apply(torch.full((40, 64, 4), 255, dtype=torch.uint8)).shape == (40, 64, 4)
+    metrics = json.loads((export / "metrics.json").read_text())
+    assert set(metrics["psnr"]) == {"studio", "ink-wash", "cyberpunk"}
+    assert metrics["train"]["steps"] == 4
+    for f in (export / "MODEL_CARD.md", img / "kagura_model_grid.png", img / "kagura_training.png"):
+        assert f.is_file() and f.stat().st_size > 500, f
+    assert "kagura-model" in (tmp_path / "BENCH.md").read_text()
+
+
+def test_train_refuses_bad_options():
+    done = kagura("train", "--device", "cpu", "--size", "100x50")
+    assert done.returncode == 2 and "--size" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):
+    """`kagura live --diffusion kagura` with unusable weights: no diffusion, and a notice the
+    session hands to the window (which shows it in its banner)."""
+    import argparse
+
+    from app.live_gpu import add_gpu_options, build_live_gpu
+
+    (saved / "unet" / "config.json").write_text("{not json")
+    monkeypatch.setenv("KAGURA_WEIGHTS_DIR", str(saved))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    add_gpu_options(parser, device=False)
+    args = parser.parse_args(["--diffusion", "kagura", "--diffusion-size", "128x72"])
+    gpu = build_live_gpu(args, "cpu", None)
+    assert gpu.load_models() is None
+    assert len(gpu.notices) == 1 and "could not be loaded" in gpu.notices[0]
+    assert str(saved / "unet") in gpu.notices[0]

@@ -1,0 +1,216 @@
+"""Training pairs from the renderer: (fast look -> reference look), made while training runs.
+
+    RenderPool(size, workers)             raw idol renders (Skia, CPU) for sample indices, in
+                                          `workers` processes (0: in this process)
+        fetch(seed, start, n) -> (uint8 (n, H, W, 4) tensor, [SampleSpec])
+        prefetch(seed, start, n)          start the next fetch in the background
+    PairMaker(size, device)               on `device`: framing (zoom/offset/mirror), the preset's
+        make(raw, specs) -> (fast, ref)   procedural look (pipeline/stylize, what the diffusion
+                                          stage receives live) and its reference look
+                                          (pipeline/reference, what the model must paint); both
+                                          uint8 (n, 3, H, W)
+    PairBank(capacity, size, device)      a ring of pairs on the device; training samples
+        add(fast, ref, preset_ids), sample(n, generator)   batches from it while a few fresh
+                                          pairs replace the oldest every step
+
+Why a bank: the reference painters are deliberately slow (at least 10x the model), so painting
+every training batch fresh would starve the GPU; a bank refreshed by `fresh` pairs per step still
+sees an unlimited stream of new poses over a run, at a fixed share of the step time.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from training.poses import PRESETS, Framing, SampleSpec, sample_spec
+
+# -- raw renders (CPU workers) ---------------------------------------------------------------
+
+_RENDERERS: dict[tuple[str, int, int], Any] = {}
+
+
+def _renderer(preset: str, w: int, h: int):
+    key = (preset, w, h)
+    r = _RENDERERS.get(key)
+    if r is None:
+        from presets.loader import load_preset
+        from render.idol import IdolRenderer
+
+        p = load_preset(preset)
+        r = _RENDERERS[key] = IdolRenderer(w, h, p.palette, p.line)
+    return r
+
+
+def render_spec(spec: SampleSpec, w: int, h: int) -> np.ndarray:
+    """The raw idol (premultiplied RGBA, transparent around her) for one sample. The renderer
+    is reset first: hair springs start at rest, so a sample depends on its spec alone."""
+    r = _renderer(spec.preset, w, h)
+    r.reset()
+    return r.render(spec.params).rgba
+
+
+def render_specs(specs: list[SampleSpec], w: int, h: int) -> np.ndarray:
+    return np.stack([render_spec(s, w, h) for s in specs])
+
+
+def _render_index(args: tuple[int, int, int, int]) -> tuple[SampleSpec, bytes]:
+    seed, index, w, h = args
+    spec = sample_spec(seed, index)
+    return spec, render_spec(spec, w, h).tobytes()
+
+
+class RenderPool:
+    def __init__(self, size: tuple[int, int], workers: int = 0):
+        self.w, self.h = size
+        self.workers = max(0, int(workers))
+        # spawn: the parent may already hold a CUDA context, which fork would copy broken
+        self._pool = mp.get_context("spawn").Pool(self.workers) if self.workers else None
+        self._pending: tuple[tuple[int, int, int], Any] | None = None
+
+    def _args(self, seed: int, start: int, n: int) -> list[tuple[int, int, int, int]]:
+        return [(seed, i, self.w, self.h) for i in range(start, start + n)]
+
+    def prefetch(self, seed: int, start: int, n: int) -> None:
+        if self._pool is not None and self._pending is None:
+            chunk = max(1, n // (2 * self.workers))
+            job = self._pool.map_async(_render_index, self._args(seed, start, n), chunk)
+            self._pending = ((seed, start, n), job)
+
+    def fetch(self, seed: int, start: int, n: int) -> tuple[torch.Tensor, list[SampleSpec]]:
+        if self._pending is not None and self._pending[0] == (seed, start, n):
+            results = self._pending[1].get()
+            self._pending = None
+        elif self._pool is not None:
+            if self._pending is not None:  # a different request: drop the stale prefetch
+                self._pending[1].wait()
+                self._pending = None
+            results = self._pool.map(_render_index, self._args(seed, start, n))
+        else:
+            results = [_render_index(a) for a in self._args(seed, start, n)]
+        specs = [s for s, _ in results]
+        raw = np.stack([np.frombuffer(b, np.uint8).reshape(self.h, self.w, 4) for _, b in results])
+        return torch.from_numpy(raw), specs
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
+def default_workers() -> int:
+    """Leave two cores for the training process itself."""
+    return max(0, min(14, (os.cpu_count() or 2) - 2))
+
+
+# -- pairs on the device ---------------------------------------------------------------------
+
+
+def frame_raw(raw: torch.Tensor, framings: list[Framing]) -> torch.Tensor:
+    """Zoom/offset/mirror uint8 (n, H, W, 4) premultiplied renders (bilinear, transparent
+    outside); identity framings are passed through untouched."""
+    if all(f.identity for f in framings):
+        return raw
+    n = raw.shape[0]
+    theta = torch.zeros(n, 2, 3, dtype=torch.float32)
+    for i, f in enumerate(framings):
+        m = -1.0 if f.mirror else 1.0
+        theta[i, 0, 0] = m / f.scale
+        theta[i, 0, 2] = -m * 2.0 * f.dx / f.scale
+        theta[i, 1, 1] = 1.0 / f.scale
+        theta[i, 1, 2] = -2.0 * f.dy / f.scale
+    x = raw.permute(0, 3, 1, 2).float()
+    grid = F.affine_grid(theta.to(x.device), list(x.shape), align_corners=False)
+    y = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    y = y.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
+    keep = torch.tensor([f.identity for f in framings], device=raw.device)
+    return torch.where(keep.view(-1, 1, 1, 1), raw, y)
+
+
+class PairMaker:
+    """The preset's procedural look and its reference look for raw renders, on `device`."""
+
+    def __init__(self, size: tuple[int, int], device: str | torch.device = "cpu"):
+        from pipeline.reference import make_reference
+        from pipeline.stylize import KINDS
+        from presets.loader import load_preset
+
+        self.w, self.h = size
+        self.device = torch.device(device)
+        self._fast: dict[tuple[str, int], torch.nn.Module] = {}
+        self._ref: dict[tuple[str, int], torch.nn.Module] = {}
+        self._presets = {name: load_preset(name) for name in PRESETS}
+        self._kinds, self._make_reference = KINDS, make_reference
+
+    def _effects(self, preset: str, bg: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+        key = (preset, bg)
+        if key not in self._fast:
+            p = self._presets[preset]
+            fast = self._kinds[p.post.kind](p, self.w, self.h, False, seed=bg)
+            self._fast[key] = fast.to(self.device)
+            self._ref[key] = self._make_reference(p, self.w, self.h, seed=bg).to(self.device)
+        return self._fast[key], self._ref[key]
+
+    @torch.no_grad()
+    def make(
+        self, raw: torch.Tensor, specs: list[SampleSpec], idx: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        raw = frame_raw(raw.to(self.device, non_blocking=True), [s.framing for s in specs])
+        n = raw.shape[0]
+        if idx is None:
+            idx = torch.zeros(n, dtype=torch.int64)
+        fast = torch.empty(n, 3, self.h, self.w, dtype=torch.uint8, device=self.device)
+        ref = torch.empty_like(fast)
+        groups: dict[tuple[str, int], list[int]] = {}
+        for i, s in enumerate(specs):
+            groups.setdefault((s.preset, s.background), []).append(i)
+        for key, rows in groups.items():
+            f_eff, r_eff = self._effects(*key)
+            sel = torch.tensor(rows, device=self.device)
+            x, ix = raw.index_select(0, sel), idx[rows].to(self.device)
+            fast[sel] = f_eff(x, ix)[..., :3].permute(0, 3, 1, 2)
+            ref[sel] = r_eff(x, ix)[..., :3].permute(0, 3, 1, 2)
+        return fast, ref
+
+
+class PairBank:
+    def __init__(self, capacity: int, size: tuple[int, int], device: str | torch.device):
+        w, h = size
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        self.fast = torch.zeros(capacity, 3, h, w, dtype=torch.uint8, device=self.device)
+        self.ref = torch.zeros_like(self.fast)
+        self.preset = torch.zeros(capacity, dtype=torch.long, device=self.device)
+        self.count = 0  # pairs ever added
+        self.filled = 0
+
+    def add(self, fast: torch.Tensor, ref: torch.Tensor, preset: torch.Tensor) -> None:
+        n = fast.shape[0]
+        pos = (self.count + torch.arange(n)) % self.capacity
+        pos = pos.to(self.device)
+        self.fast[pos], self.ref[pos], self.preset[pos] = fast, ref, preset.to(self.device)
+        self.count += n
+        self.filled = min(self.capacity, self.filled + n)
+
+    def sample(
+        self, n: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.filled == 0:
+            raise RuntimeError("PairBank.sample: the bank is empty")
+        rows = torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
+        return self.fast[rows], self.ref[rows], self.preset[rows]
+
+
+def preset_ids(specs: list[SampleSpec]) -> torch.Tensor:
+    return torch.tensor([PRESETS.index(s.preset) for s in specs], dtype=torch.long)
+
+
+def to_unit(x_u8: torch.Tensor) -> torch.Tensor:
+    """uint8 (n, 3, H, W) -> float32 in [-1, 1], as the autoencoder takes images."""
+    return x_u8.float().div_(127.5).sub_(1.0)

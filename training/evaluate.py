@@ -1,0 +1,210 @@
+"""How good Kagura's own model is, measured the way it runs: through the real DiffusionStage.
+
+paint(models, fast_u8, preset, device) -> uint8 (n, 3, H, W)
+    each picture painted independently by a DiffusionStage with the preset's settings
+    (strength, steps, seed: the fixed per-stream noise), stream batch off — the offline path
+heldout_targets(size, device, n) / paint_targets(models, targets, device)
+    the held-out (fast, reference) pictures, made once; the model's paintings of them
+heldout_metrics(models, size, device, n_per_preset, pictures=None) -> dict
+    PSNR / SSIM of the model and of the procedural input against the reference painter, per
+    preset, on held-out poses (training/poses.heldout_specs)
+clip_flicker(models, size, device, frames) -> dict
+    the temporal stage's flicker metric (pipeline/temporal/stage.flicker) on the held-out
+    audio-driven clip: fast look, reference painter, model, model + temporal stage
+image_grid(models, size, device, png, poses=2) -> Path
+    rows = held-out poses x presets; columns = fast render | model | reference
+export(models, folder) -> Path
+    float16 safetensors in diffusers layout (what load_models reads), old files replaced
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from training.data import PairMaker, render_specs
+from training.poses import PRESETS, heldout_specs, load_heldout_clip
+
+
+def _stage(models, preset_name: str, size: tuple[int, int], device: str):
+    from pipeline.diffusion import DiffusionStage
+    from presets.loader import load_preset
+
+    preset = load_preset(preset_name)
+    st = DiffusionStage(
+        models, preset, *size, device=device, dtype=models.dtype, stream_batch=False
+    )
+    st.setup()
+    return st
+
+
+@torch.no_grad()
+def paint(models, fast_u8: torch.Tensor, preset: str, device: str) -> torch.Tensor:
+    n, _, h, w = fast_u8.shape
+    st = _stage(models, preset, (w, h), device)
+    out = torch.empty(n, 3, h, w, dtype=torch.uint8, device=device)
+    alpha = torch.full((h, w, 1), 255, dtype=torch.uint8, device=device)
+    for i in range(n):
+        img = torch.cat([fast_u8[i].to(device).permute(1, 2, 0), alpha], dim=2)
+        out[i] = st.apply(img)[..., :3].permute(2, 0, 1)
+    st.close()
+    return out
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    return x.float().div(255.0)
+
+
+def psnr_ssim(a_u8: torch.Tensor, b_u8: torch.Tensor) -> tuple[float, float]:
+    """Mean PSNR (dB, data range 1) and SSIM (11x11 Gaussian, sigma 1.5) over the batch."""
+    from torchmetrics.functional.image import (
+        peak_signal_noise_ratio,
+        structural_similarity_index_measure,
+    )
+
+    a, b = _unit(a_u8).cpu(), _unit(b_u8).cpu()
+    psnr = peak_signal_noise_ratio(a, b, data_range=1.0, reduction="none", dim=(1, 2, 3))
+    ssim = structural_similarity_index_measure(a, b, data_range=1.0, reduction="none")
+    return float(psnr.mean()), float(ssim.mean())
+
+
+@torch.no_grad()
+def heldout_targets(size, device, n_per_preset: int) -> dict:
+    """{preset: (fast, reference)} uint8 (n, 3, H, W) on the held-out poses."""
+    specs = heldout_specs(n_per_preset)
+    maker = PairMaker(size, device)
+    raw = torch.from_numpy(render_specs(specs, *size))
+    fast, ref = maker.make(raw, specs)
+    out = {}
+    for preset in PRESETS:
+        rows = [i for i, s in enumerate(specs) if s.preset == preset]
+        out[preset] = (fast[rows], ref[rows])
+    return out
+
+
+def paint_targets(models, targets: dict, device) -> dict:
+    """{preset: (fast, model, reference)}: the model paints every held-out fast picture."""
+    return {p: (f, paint(models, f, p, device), r) for p, (f, r) in targets.items()}
+
+
+def heldout_pictures(models, size, device, n_per_preset: int) -> dict:
+    return paint_targets(models, heldout_targets(size, device, n_per_preset), device)
+
+
+def heldout_metrics(models, size, device, n_per_preset: int = 12, pictures=None) -> dict:
+    pics = pictures or heldout_pictures(models, size, device, n_per_preset)
+    res: dict[str, dict] = {"psnr": {}, "ssim": {}, "fast_psnr": {}, "fast_ssim": {}}
+    for preset, (f, m, r) in pics.items():
+        res["psnr"][preset], res["ssim"][preset] = psnr_ssim(m, r)
+        res["fast_psnr"][preset], res["fast_ssim"][preset] = psnr_ssim(f, r)
+    res["poses_per_preset"] = int(next(iter(pics.values()))[0].shape[0])
+    return res
+
+
+@torch.no_grad()
+def clip_flicker(models, size, device, frames: int = 240) -> dict:
+    """Flicker (mean |frame - warped previous|, 0..255, covered pixels) on the held-out clip."""
+    from pipeline.reference import make_reference
+    from pipeline.stylize import make_effect
+    from pipeline.temporal.stage import TemporalStage, flicker
+    from presets.loader import load_preset
+    from render.idol import IdolRenderer
+
+    track = load_heldout_clip()
+    n = min(frames, len(track))
+    w, h = size
+    res: dict[str, dict] = {}
+    for name in PRESETS:
+        p = load_preset(name)
+        r = IdolRenderer(w, h, p.palette, p.line)
+        raws, motions = [], []
+        for i in range(n):
+            fr = r.render(track[i])
+            raws.append(torch.from_numpy(fr.rgba.copy()))
+            motions.append(torch.from_numpy(fr.motion.copy()))
+        raw = torch.stack(raws).to(device)
+        motion = torch.stack(motions).to(device)
+        idx = torch.arange(n, dtype=torch.int64, device=device)
+        fast_eff = make_effect(p, w, h).to(device)
+        ref_eff = make_reference(p, w, h).to(device)
+        fast = torch.cat([fast_eff(raw[i : i + 8], idx[i : i + 8]) for i in range(0, n, 8)])
+        ref = torch.cat([ref_eff(raw[i : i + 8], idx[i : i + 8]) for i in range(0, n, 8)])
+        painted = paint(models, fast[..., :3].permute(0, 3, 1, 2), name, device)
+        alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
+        model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
+        temporal = TemporalStage(device=device)
+        temporal.reset()
+        smoothed = torch.stack([temporal.apply(model[i], motion[i], i) for i in range(n)]).to(
+            device
+        )
+        res[name] = {
+            "fast": flicker(fast, motion),
+            "reference": flicker(ref, motion),
+            "model": flicker(model, motion),
+            "model_temporal": flicker(smoothed, motion),
+        }
+    res["frames"] = n
+    return res
+
+
+def image_grid(pictures: dict, png: Path, poses: int = 2, scale: float = 0.5) -> Path:
+    """fast | model | reference for the first `poses` held-out poses of every preset."""
+    from PIL import Image, ImageDraw
+
+    rows = []
+    for preset in PRESETS:
+        f, m, r = pictures[preset]
+        for i in range(min(poses, f.shape[0])):
+            rows.append(torch.cat([f[i], m[i], r[i]], dim=2))
+    grid = torch.cat(rows, dim=1).permute(1, 2, 0).cpu().numpy()
+    img = Image.fromarray(np.ascontiguousarray(grid))
+    if scale != 1.0:
+        img = img.resize((round(img.width * scale), round(img.height * scale)), Image.LANCZOS)
+    head = Image.new("RGB", (img.width, 22), (24, 24, 28))
+    d = ImageDraw.Draw(head)
+    for j, label in enumerate(("fast render (input)", "Kagura model", "reference painter")):
+        d.text((j * img.width // 3 + 8, 5), label, fill=(235, 235, 235))
+    out = Image.new("RGB", (img.width, img.height + head.height))
+    out.paste(head, (0, 0))
+    out.paste(img, (0, head.height))
+    png.parent.mkdir(parents=True, exist_ok=True)
+    out.save(png, optimize=True)
+    return png
+
+
+def export(models, folder: Path) -> Path:
+    """float16 weights in diffusers layout; writes into a fresh temp folder, then swaps."""
+    import copy
+
+    from pipeline.diffusion import save_models
+
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    m = copy.copy(models)
+    m.unet = copy.deepcopy(models.unet).to("cpu", torch.float16)
+    m.vae = copy.deepcopy(models.vae).to("cpu", torch.float16)
+    m.text_encoder = copy.deepcopy(models.text_encoder).to("cpu", torch.float16)
+    save_models(m, tmp)
+    keep = [p for p in folder.glob("*") if p.is_file()] if folder.is_dir() else []
+    for p in keep:  # the model card, metrics and the like travel with the weights
+        shutil.copy2(p, tmp / p.name)
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def weights_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in Path(folder).rglob("*.safetensors"))
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")

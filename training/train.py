@@ -1,0 +1,444 @@
+"""`kagura train`: Kagura's own latent-diffusion model, trained on its own renders.
+
+    TrainConfig(...)                 every knob, saved in each checkpoint
+    train(cfg, log=print) -> Path    runs (or resumes) to cfg.steps; returns the checkpoint
+
+The run, on one GPU (or, slowly, the CPU for tests):
+1. Data: raw idol renders from worker processes (training/data.RenderPool) at random poses,
+   visemes, expressions, framings and backgrounds; on the device the preset's procedural look
+   (the model's input) and its reference look (the target) — a PairBank of `bank` pairs of which
+   `fresh` per step are replaced (`fresh * refresh_every` at a time, so the painters run batched).
+2. Autoencoder first (`ae_steps`): L1 + edge loss reconstructing fast and reference pictures.
+3. Then the denoiser (encoder frozen, decoder keeps learning): a timestep t from the DDPM
+   schedule (half the draws at the timesteps the presets use live), a noisy latent
+   x_t = sqrt(a_t) z_src + sqrt(1 - a_t) eps where z_src is the fast render's latent (what the
+   stage's first stream slot sees) or the reference's (what later slots see), and the UNet,
+   given x_t, the fast render's clean latent and the preset's prompt embedding, predicts the
+   reference latent z_ref as z_fast + its output (the stage's "image_residual") — an x0 (rectified) objective valid from any noise level,
+   so one or two steps paint a frame. Losses: latent MSE to z_ref, pixel L1 + edge L1 of the
+   decoded prediction against the reference picture, and the decoder's reconstruction of z_ref.
+4. An exponential moving average of the weights is what gets evaluated and exported.
+
+Seeded (torch, numpy and the data stream: sample i is a pure function of (seed, i)); resumable
+from `out/last.pt` (written every `ckpt_every` steps and when `max_minutes` runs out); every step
+group is logged to `out/log.jsonl`, the curves are plotted to `out/curves.png`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from training.data import (
+    PairBank,
+    PairMaker,
+    RenderPool,
+    default_workers,
+    preset_ids,
+    to_unit,
+)
+from training.poses import PRESETS
+
+
+@dataclass
+class TrainConfig:
+    out: str = "runs/kagura"
+    size: tuple[int, int] = (640, 360)
+    steps: int = 6000
+    ae_steps: int = 800
+    batch: int = 16
+    lr: float = 4e-4
+    warmup: int = 200
+    ema: float = 0.998
+    bank: int = 1536
+    fresh: int = 4  # new pairs per step, on average
+    refresh_every: int = 32  # ... made `fresh * refresh_every` at a time: the reference
+    # painters cost 40-90 ms per call at batch 1 on an H200 but ~3-8 ms per frame batched
+    workers: int = -1  # render processes; -1: all cores but two
+    seed: int = 0
+    device: str = "cuda"
+    max_minutes: float | None = None  # stop (with a checkpoint) before this much wall time
+    ckpt_every: int = 500
+    eval_every: int = 500
+    eval_poses: int = 4  # held-out poses per preset for the running evaluation
+    log_every: int = 25
+    loss_weights: dict[str, float] = field(
+        default_factory=lambda: {"pix": 1.0, "edge": 0.5, "lat": 0.25, "rec": 0.5}
+    )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> TrainConfig:
+        d = dict(d)
+        d["size"] = tuple(d["size"])
+        return cls(**{k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}})
+
+
+def live_timesteps() -> list[int]:
+    """The timesteps the built-in presets run at in the diffusion stage (their strength and
+    steps), plus the full-strength 1- and 2-step schedules."""
+    from pipeline.diffusion.stage import timesteps_for
+    from presets.loader import load_preset
+
+    ts = {999, 499}
+    for name in PRESETS:
+        d = load_preset(name).diffusion
+        ts.update(timesteps_for(d.strength, d.steps))
+    return sorted(ts)
+
+
+def first_slot_timesteps() -> set[int]:
+    from pipeline.diffusion.stage import timesteps_for
+    from presets.loader import load_preset
+
+    out = {999}
+    for name in PRESETS:
+        d = load_preset(name).diffusion
+        out.add(timesteps_for(d.strength, d.steps)[0])
+    return out
+
+
+def edges(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x[..., :, 1:] - x[..., :, :-1], x[..., 1:, :] - x[..., :-1, :]
+
+
+def edge_l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    (ax, ay), (bx, by) = edges(a), edges(b)
+    return F.l1_loss(ax, bx) + F.l1_loss(ay, by)
+
+
+def prompt_embeddings(models, device) -> torch.Tensor:
+    """(len(PRESETS), tokens, dim) — exactly what the diffusion stage feeds the UNet."""
+    from pipeline.diffusion.kagura_model import style_prompts
+
+    prompts = style_prompts()
+    tok_len = min(
+        int(models.tokenizer.model_max_length),
+        int(models.text_encoder.config.max_position_embeddings),
+    )
+    ids = models.tokenizer(
+        [prompts[p] for p in PRESETS],
+        padding="max_length",
+        max_length=tok_len,
+        truncation=True,
+        return_tensors="pt",
+    ).input_ids
+    with torch.no_grad():
+        return models.text_encoder(ids.to(device))[0].float()
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, log: Callable[[str], None] = print):
+        from pipeline.diffusion.kagura_model import build_kagura
+
+        self.cfg, self.log = cfg, log
+        self.dev = torch.device(cfg.device)
+        if self.dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("kagura train: --device cuda but torch sees no CUDA device")
+        torch.manual_seed(cfg.seed)
+        self.models = build_kagura(cfg.seed)
+        m = self.models
+        m.unet.to(self.dev).train().requires_grad_(True)
+        m.vae.to(self.dev).train().requires_grad_(True)
+        m.text_encoder.to(self.dev)
+        if self.dev.type == "cuda":
+            m.unet.to(memory_format=torch.channels_last)
+            m.vae.to(memory_format=torch.channels_last)
+        self.emb = prompt_embeddings(m, self.dev)
+        ac = m.alphas_cumprod.float().to(self.dev)
+        self.sa, self.s1a = ac.sqrt(), (1.0 - ac).sqrt()
+        self.live_t = torch.tensor(live_timesteps(), device=self.dev)
+        self.first_t = torch.tensor(sorted(first_slot_timesteps()), device=self.dev)
+        self.opt = torch.optim.AdamW(
+            [*m.unet.parameters(), *m.vae.parameters()], lr=cfg.lr, weight_decay=0.01
+        )
+        from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+        self.ema_unet = AveragedModel(m.unet, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
+        self.ema_vae = AveragedModel(m.vae, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
+        self.step = 0
+        self.samples_made = 0  # data stream position (sample index)
+        self.gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.out = Path(cfg.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.amp = self.dev.type == "cuda"
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out / "last.pt"
+
+    def save(self) -> Path:
+        m = self.models
+        state = {
+            "config": self.cfg.to_json(),
+            "step": self.step,
+            "samples_made": self.samples_made,
+            "unet": m.unet.state_dict(),
+            "vae": m.vae.state_dict(),
+            "text_encoder": m.text_encoder.state_dict(),
+            "ema_unet": self.ema_unet.state_dict(),
+            "ema_vae": self.ema_vae.state_dict(),
+            "opt": self.opt.state_dict(),
+            "gen": self.gen.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if self.dev.type == "cuda" else None,
+        }
+        tmp = self.ckpt_path.with_suffix(".pt.partial")
+        torch.save(state, tmp)
+        os.replace(tmp, self.ckpt_path)  # never a half-written last.pt
+        return self.ckpt_path
+
+    def load(self, path: Path) -> None:
+        state = torch.load(path, map_location=self.dev, weights_only=False)
+        m = self.models
+        m.unet.load_state_dict(state["unet"])
+        m.vae.load_state_dict(state["vae"])
+        m.text_encoder.load_state_dict(state["text_encoder"])
+        self.ema_unet.load_state_dict(state["ema_unet"])
+        self.ema_vae.load_state_dict(state["ema_vae"])
+        self.opt.load_state_dict(state["opt"])
+        self.gen.set_state(state["gen"])
+        torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and self.dev.type == "cuda":
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        self.step, self.samples_made = int(state["step"]), int(state["samples_made"])
+
+    # -- one step -------------------------------------------------------------------------
+
+    def lr_at(self, step: int) -> float:
+        c = self.cfg
+        if step < c.warmup:
+            return c.lr * (step + 1) / c.warmup
+        p = (step - c.warmup) / max(1, c.steps - c.warmup)
+        return c.lr * (0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, p))))
+
+    def _autocast(self):
+        return torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.amp)
+
+    def losses(
+        self, fast_u8: torch.Tensor, ref_u8: torch.Tensor, pid: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        m, w = self.models, self.cfg.loss_weights
+        cl = torch.channels_last if self.dev.type == "cuda" else torch.contiguous_format
+        fast = to_unit(fast_u8).contiguous(memory_format=cl)
+        ref = to_unit(ref_u8).contiguous(memory_format=cl)
+        out: dict[str, torch.Tensor] = {}
+        with self._autocast():
+            if self.step < self.cfg.ae_steps:
+                both = torch.cat([fast, ref])
+                rec = m.vae(both).float()
+                out["rec"] = F.l1_loss(rec, both)
+                out["edge"] = edge_l1(rec, both)
+                out["loss"] = out["rec"] + w["edge"] * out["edge"]
+                return out
+            with torch.no_grad():
+                z = m.vae.encode(torch.cat([fast, ref]))[0].float()
+            z_fast, z_ref = z.chunk(2)
+            n = fast.shape[0]
+            dev = self.dev
+            g = torch.Generator(device="cpu").manual_seed(int(self.step * 7919 + self.cfg.seed))
+            pick_live = torch.rand(n, generator=g) < 0.5
+            t_uniform = torch.randint(0, 1000, (n,), generator=g)
+            t_live = self.live_t.cpu()[torch.randint(0, len(self.live_t), (n,), generator=g)]
+            t = torch.where(pick_live, t_live, t_uniform).to(dev)
+            first = torch.isin(t, self.first_t)
+            from_fast = torch.where(first, torch.ones_like(first), torch.rand(n, device=dev) < 0.5)
+            z_src = torch.where(from_fast.view(-1, 1, 1, 1), z_fast, z_ref)
+            eps = torch.randn_like(z_src)
+            x_t = self.sa[t].view(-1, 1, 1, 1) * z_src + self.s1a[t].view(-1, 1, 1, 1) * eps
+            x_in = torch.cat([x_t, z_fast], dim=1).contiguous(memory_format=cl)
+            pred = m.unet(x_in, t, encoder_hidden_states=self.emb[pid]).sample.float() + z_fast
+            img = m.vae.decode(pred.contiguous(memory_format=cl))[0].float()
+            rec = m.vae.decode(z_ref.contiguous(memory_format=cl))[0].float()
+            out["lat"] = F.mse_loss(pred, z_ref)
+            out["pix"] = F.l1_loss(img, ref)
+            out["edge"] = edge_l1(img, ref)
+            out["rec"] = F.l1_loss(rec, ref)
+            out["loss"] = (
+                w["pix"] * out["pix"]
+                + w["edge"] * out["edge"]
+                + w["lat"] * out["lat"]
+                + w["rec"] * out["rec"]
+            )
+        return out
+
+    def train_step(self, bank: PairBank) -> dict[str, float]:
+        m = self.models
+        if self.step >= self.cfg.ae_steps and next(m.vae.encoder.parameters()).requires_grad:
+            # the encoder is final from here on: latents stop moving, and the exported (EMA)
+            # encoder must be exactly the one the denoiser learned on
+            m.vae.encoder.requires_grad_(False)
+            self.ema_vae.module.encoder.load_state_dict(m.vae.encoder.state_dict())
+        for group in self.opt.param_groups:
+            group["lr"] = self.lr_at(self.step)
+        fast, ref, pid = bank.sample(self.cfg.batch, self.gen)
+        out = self.losses(fast, ref, pid)
+        self.opt.zero_grad(set_to_none=True)
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_([*m.unet.parameters(), *m.vae.parameters()], 1.0)
+        self.opt.step()
+        self.ema_vae.update_parameters(m.vae)
+        if self.step >= self.cfg.ae_steps:
+            self.ema_unet.update_parameters(m.unet)
+        self.step += 1
+        return {k: float(v.detach()) for k, v in out.items()}
+
+    # -- the exported model -----------------------------------------------------------------
+
+    def ema_models(self):
+        """A DiffusionModels with the EMA weights (eval mode, no grad), for evaluation/export."""
+        import copy
+
+        m = copy.copy(self.models)
+        m.unet = copy.deepcopy(self.ema_unet.module).eval().requires_grad_(False)
+        m.vae = copy.deepcopy(self.ema_vae.module).eval().requires_grad_(False)
+        if self.step <= self.cfg.ae_steps:  # the UNet's EMA has not started: use the live one
+            m.unet = copy.deepcopy(self.models.unet).eval().requires_grad_(False)
+        m.unet.to(memory_format=torch.contiguous_format)
+        m.vae.to(memory_format=torch.contiguous_format)
+        m.device = self.dev
+        m.random = False
+        m.label = f"Kagura model, step {self.step}"
+        return m
+
+
+def _fill(
+    trainer: Trainer, pool: RenderPool, maker: PairMaker, bank: PairBank, n: int, ahead: int
+) -> None:
+    """Make n new pairs into the bank; start rendering the next `ahead` in the background."""
+    cfg = trainer.cfg
+    raw, specs = pool.fetch(cfg.seed, trainer.samples_made, n)
+    trainer.samples_made += n
+    pool.prefetch(cfg.seed, trainer.samples_made, ahead)
+    idx = torch.arange(trainer.samples_made - n, trainer.samples_made, dtype=torch.int64)
+    fast, ref = maker.make(raw, specs, idx)
+    bank.add(fast, ref, preset_ids(specs))
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    resume: bool = True,
+    log: Callable[[str], None] = print,
+    on_eval: Callable[[Trainer], dict] | None = None,
+) -> Trainer:
+    """Run to cfg.steps (resuming from out/last.pt when present and `resume`). Returns the
+    Trainer (its ema_models() are the result). on_eval(trainer) -> metrics, every eval_every."""
+    t_start = time.monotonic()
+    trainer = Trainer(cfg, log)
+    if resume and trainer.ckpt_path.is_file():
+        trainer.load(trainer.ckpt_path)
+        log(f"resumed from {trainer.ckpt_path} at step {trainer.step}")
+    log_file = trainer.out / "log.jsonl"
+    workers = default_workers() if cfg.workers < 0 else cfg.workers
+    pool = RenderPool(cfg.size, workers)
+    try:
+        maker = PairMaker(cfg.size, cfg.device)
+        bank = PairBank(cfg.bank, cfg.size, cfg.device)
+        t0 = time.monotonic()
+        chunk = max(1, cfg.fresh * cfg.refresh_every)
+        while bank.filled < bank.capacity:
+            n = min(256, bank.capacity - bank.filled)
+            left = bank.capacity - bank.filled - n
+            _fill(trainer, pool, maker, bank, n, min(256, left) if left else chunk)
+        log(f"bank of {bank.capacity} pairs made in {time.monotonic() - t0:.1f} s")
+        window: list[dict[str, float]] = []
+        t_log = time.monotonic()
+        stopped = False
+        while trainer.step < cfg.steps:
+            if cfg.fresh > 0 and trainer.step % cfg.refresh_every == 0:
+                _fill(trainer, pool, maker, bank, chunk, chunk)
+            window.append(trainer.train_step(bank))
+            step = trainer.step
+            out_of_time = (
+                cfg.max_minutes is not None and time.monotonic() - t_start > cfg.max_minutes * 60
+            )
+            if step % cfg.log_every == 0 or step == cfg.steps or out_of_time:
+                now = time.monotonic()
+                rec = {
+                    "step": step,
+                    "lr": trainer.lr_at(step - 1),
+                    "elapsed_s": round(now - t_start, 2),
+                    "steps_per_s": round(len(window) / max(1e-9, now - t_log), 3),
+                    "samples_made": trainer.samples_made,
+                }
+                for key in window[-1]:
+                    vals = [w[key] for w in window if key in w]
+                    rec[key] = sum(vals) / len(vals)
+                with log_file.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                log(
+                    f"step {step}/{cfg.steps} loss {rec['loss']:.4f} "
+                    f"({rec['steps_per_s']:.1f} steps/s, {rec['elapsed_s']:.0f} s)"
+                )
+                window, t_log = [], now
+            if on_eval is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+                metrics = on_eval(trainer)
+                with log_file.open("a") as f:
+                    f.write(json.dumps({"step": step, "eval": metrics}) + "\n")
+            if step % cfg.ckpt_every == 0:
+                trainer.save()
+            if out_of_time:
+                log(f"time limit ({cfg.max_minutes} min) at step {step}: checkpoint, resume later")
+                stopped = True
+                break
+        trainer.save()
+        trainer.stopped_early = stopped
+    finally:
+        pool.close()
+    return trainer
+
+
+def read_log(path: Path) -> tuple[list[dict], list[dict]]:
+    steps, evals = [], []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            (evals if "eval" in rec else steps).append(rec)
+    return steps, evals
+
+
+def plot_curves(log_path: Path, png: Path) -> Path:
+    """Loss terms and held-out PSNR per preset against the step, one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, evals = read_log(log_path)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4), dpi=100)
+    for key in ("loss", "pix", "edge", "lat", "rec"):
+        pts = [(r["step"], r[key]) for r in steps if key in r]
+        if pts:
+            ax1.plot(*zip(*pts, strict=True), label=key, linewidth=1.2)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("step")
+    ax1.set_title("training losses")
+    ax1.legend()
+    ax1.grid(alpha=0.3)
+    for preset in PRESETS:
+        pts = [(r["step"], r["eval"]["psnr"][preset]) for r in evals if "psnr" in r["eval"]]
+        if pts:
+            ax2.plot(*zip(*pts, strict=True), marker="o", label=preset)
+    ax2.set_xlabel("step")
+    ax2.set_ylabel("dB")
+    ax2.set_title("held-out PSNR vs reference painter")
+    ax2.legend()
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+    return png
