@@ -2,14 +2,18 @@
 
     kagura render AUDIO -o OUT [--preset NAME] [--size WxH] [--fps N] [--start S] [--seconds N]
                   [--transparent] [--seed N] [--quiet]
-                  [--device cpu|cuda] [--diffusion PATH | --diffusion-random sd-turbo|tiny]
-                  [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
-                  [--[no-]cuda-graphs]
+                  [--device cpu|cuda] [--diffusion PATH|kagura | --diffusion-random sd-turbo|tiny
+                  | --no-diffusion] [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
+                  [--[no-]cuda-graphs] [--encoders N|auto] [--render-workers M|auto]
+                  [--x264-preset PRESET]
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
     kagura live [--audio-file FILE] [--preset NAME] [--quit-after S] [--screenshot PNG]
-                                                  the desktop app (live stage, OBS routes)
+                [--device cuda] [--diffusion PATH | --diffusion-random KIND] [--upscale N]
+                [--[no-]temporal] [--budget-ms MS]
+                                                  the desktop app (live stage, OBS routes);
+                                                  GPU stages + quality ladder when asked
     kagura lipsync AUDIO --json OUT [--live]      mouth openness and vowel weights as JSON
     kagura calibrate [--device NAME]              record your vowels into a lip-sync profile
     kagura devices                                list audio input devices
@@ -17,7 +21,14 @@
     kagura bench stylize [--device cuda] [...]    the preset post-process alone, CPU or GPU
     kagura bench lipsync [...]                    live lip-sync cost, lag, accuracy, endurance
     kagura bench live [...]                       the desktop app on the demo song: fps, UI ms
+    kagura bench live --headless [--device cuda] [--diffusion-random KIND] [--upscale N] [...]
+                                                  no Qt/sound device: audio-to-photon latency,
+                                                  per-stage GPU times, drops, quality ladder
     kagura bench pipeline [--device cuda] [...]   the GPU chain: per-stage CUDA-event times
+    kagura bench offline [--device cuda] [...]    finished MP4 frames/s, N encoders against 1
+    kagura bench model [--device cuda] [...]      Kagura's own model: ms/frame, vs its painters
+    kagura train [--device cuda] [--steps N] [--minutes M] [...]
+                                                  train Kagura's own diffusion model (one GPU)
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
 status 2 and one line on stderr that names the problem; no partial output is left behind.
@@ -53,6 +64,8 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_render_options(p: argparse.ArgumentParser) -> None:
+    from app.render_job import diffusion_arg
+
     _add_look_options(p)
     p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
     p.add_argument(
@@ -62,13 +75,25 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     # --size: None here means "not given" (1280x720, or the diffusion size × --upscale)
     p.set_defaults(size=None)
-    g = p.add_argument_group("GPU stages (default: none, the CPU chain)")
+    g = p.add_argument_group(
+        "GPU stages (default: none on the CPU; with --device cuda, Kagura's own diffusion model)"
+    )
     g.add_argument(
         "--device", choices=["cpu", "cuda"], default="cpu", help="where the stages run (cpu)"
     )
     d = g.add_mutually_exclusive_group()
     d.add_argument(
-        "--diffusion", type=Path, default=None, metavar="PATH", help="diffusers checkpoint folder"
+        "--diffusion",
+        type=diffusion_arg,
+        default=None,
+        metavar="PATH|kagura",
+        help="diffusers checkpoint folder, or 'kagura': Kagura's own model (pipeline/diffusion/"
+        "kagura; the default on cuda)",
+    )
+    d.add_argument(
+        "--no-diffusion",
+        action="store_true",
+        help="no diffusion stage: the procedural look only (the default on the CPU)",
     )
     d.add_argument(
         "--diffusion-random",
@@ -101,6 +126,28 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="CUDA graphs for diffusion and upscale (default: on for cuda)",
+    )
+    from app.render_job import MAX_WORKERS, X264_PRESETS
+
+    g = p.add_argument_group("parallel offline work (auto: one of each below 8 cores)")
+    g.add_argument(
+        "--encoders",
+        default="auto",
+        metavar="N|auto",
+        help=f"libx264 processes encoding chunks of the MP4 at once, joined losslessly "
+        f"(1..{MAX_WORKERS}; default auto)",
+    )
+    g.add_argument(
+        "--render-workers",
+        default="auto",
+        metavar="M|auto",
+        help=f"processes rendering the idol ahead (1..{MAX_WORKERS}; default auto)",
+    )
+    g.add_argument(
+        "--x264-preset",
+        choices=X264_PRESETS,
+        default="veryfast",
+        help="libx264 speed/size trade-off for MP4 (default veryfast)",
     )
 
 
@@ -135,12 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("presets", help="list the style presets")
 
-    from app import cmd_calibrate, cmd_devices, cmd_lipsync, cmd_live
+    from app import cmd_calibrate, cmd_devices, cmd_lipsync, cmd_live, cmd_train
 
     cmd_live.add_parser(sub)
     cmd_lipsync.add_parser(sub)
     cmd_calibrate.add_parser(sub)
     cmd_devices.add_parser(sub)
+    cmd_train.add_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks; results go to docs/BENCHMARKS.md")
     bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
@@ -155,11 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
-    from app import bench_lipsync, bench_live, bench_pipeline
+    from app import bench_lipsync, bench_live, bench_model, bench_offline, bench_pipeline
 
     bench_lipsync.add_parser(bench)
     bench_live.add_parser(bench)
     bench_pipeline.add_parser(bench)
+    bench_model.add_parser(bench)
+    bench_offline.add_parser(bench, _add_render_options)
     b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     b.add_argument("--size", default="1280x720")
@@ -174,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _render_request(args: argparse.Namespace, audio: Path):
-    from app.render_job import RenderRequest, resolve_sizes
+    from app.render_job import RenderRequest, default_diffusion, parse_workers, resolve_sizes
 
+    args.diffusion = default_diffusion(args)
     diffusion_on = args.diffusion is not None or args.diffusion_random is not None
     (width, height), render_size = resolve_sizes(
         args.size, args.diffusion_size, args.upscale, args.device, diffusion_on
@@ -198,18 +249,26 @@ def _render_request(args: argparse.Namespace, audio: Path):
         upscale=args.upscale,
         temporal=args.temporal,
         cuda_graphs=args.cuda_graphs,
+        encoders=parse_workers(args.encoders, "--encoders"),
+        render_workers=parse_workers(args.render_workers, "--render-workers"),
+        x264_preset=args.x264_preset,
     )
 
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
     from app import render_job
     from pipeline.progress import RenderProgress
+    from pipeline.sinks.workers import WorkerProcessError
 
     req = _render_request(args, audio)
     render_job.check_request(req)
     graph, ctx, total = render_job.build_graph(req)
-    with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
-        graph.run(ctx, on_frame=progress.on_frame)
+    try:
+        with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
+            graph.run(ctx, on_frame=progress.on_frame)
+    except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
+        print(f"kagura: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
     print(f"kagura: wrote {req.output}", file=sys.stderr)
     return 0
 
@@ -258,6 +317,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return cmd_calibrate.run(args)
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from app import cmd_train
+
+    return cmd_train.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -265,10 +330,18 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "offline":
+        from app import bench_offline
+
+        return bench_offline.run(args)
     if args.bench == "pipeline":
         from app import bench_pipeline
 
         return bench_pipeline.run(args)
+    if args.bench == "model":
+        from app import bench_model
+
+        return bench_model.run(args)
     if args.bench == "live":
         from app import bench_live
 
@@ -295,6 +368,7 @@ COMMANDS = {
     "lipsync": cmd_lipsync,
     "calibrate": cmd_calibrate,
     "devices": cmd_devices,
+    "train": cmd_train,
     "bench": cmd_bench,
 }
 

@@ -6,6 +6,13 @@ the chain is
     idol (render size, CPU) → [upload] → stylize → diffusion → temporal → upscale → [readback]
     → file (output size = render size × upscale)
 
+Parallel offline work (`--render-workers M`, `--encoders N`; both "auto" by default): the idol
+render becomes `render.pool.PooledRenderStage` (M processes rendering ahead from the
+AvatarTrack, identical pixels and motion) and the MP4 encoder becomes
+`pipeline.sinks.segmented.SegmentedVideoSink` (N libx264 processes on chunks of the video,
+joined losslessly). "auto" keeps one of each on machines with fewer than 8 cores and for clips
+under `PARALLEL_MIN_SECONDS`, so small machines render exactly as before.
+
 The render size is the diffusion size when diffusion is on. With `--device cuda` the frames go
 to the GPU once (pinned, asynchronous upload of image + motion right after the idol render) and
 come back once (one readback per batch, before the encoder); on the CPU every stage runs in
@@ -16,6 +23,7 @@ Only assembly lives here; every step is a stage or function of audio/, render/ o
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -25,6 +33,7 @@ from pathlib import Path
 
 from app.errors import UsageError
 from pipeline.cpu_threads import share_cores_with_other_stages
+from pipeline.diffusion.kagura_model import KAGURA
 from pipeline.frame import Frame
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
@@ -35,6 +44,19 @@ DIFFUSION_KINDS = ("sd-turbo", "tiny")
 UPSCALES = (1, 2, 3, 4)
 CUDA_DIFFUSION_SIZE = (640, 360)  # the default diffusion size on cuda
 NO_CUDA = "CUDA is not available: torch sees no GPU; use --device cpu"
+X264_PRESETS = (
+    "ultrafast",
+    "superfast",
+    "veryfast",
+    "faster",
+    "fast",
+    "medium",
+    "slow",
+    "slower",
+    "veryslow",
+)
+MAX_WORKERS = 64
+PARALLEL_MIN_SECONDS = 10.0  # "auto" stays at one encoder / one renderer for shorter clips
 
 
 @dataclass(frozen=True)
@@ -51,12 +73,16 @@ class RenderRequest:
     seed: int = 0
     # the GPU stages (all off by default: the plain CPU chain)
     device: str = "cpu"
-    diffusion: Path | None = None  # a diffusers checkpoint folder
+    diffusion: Path | str | None = None  # a diffusers checkpoint folder, or "kagura" (shipped)
     diffusion_random: str | None = None  # "sd-turbo" | "tiny": RANDOM weights, timing only
     render_size: tuple[int, int] | None = None  # None: (width, height) / upscale
     upscale: int = 1
     temporal: bool | None = None  # None: on when diffusion is on
     cuda_graphs: bool | None = None  # None: on for cuda
+    # parallel offline work: None = auto (see resolve_workers)
+    encoders: int | None = None
+    render_workers: int | None = None
+    x264_preset: str = "veryfast"
 
     @property
     def diffusion_on(self) -> bool:
@@ -96,6 +122,60 @@ def parse_size(text: str) -> tuple[int, int]:
     return width, height
 
 
+def parse_workers(text: str, option: str) -> int | None:
+    """'auto' → None; '4' → 4 (1..MAX_WORKERS); anything else is a one-line UsageError."""
+    value = str(text).strip().lower()
+    if value == "auto":
+        return None
+    if not value.isdigit() or not 1 <= int(value) <= MAX_WORKERS:
+        raise UsageError(
+            f"{option} {text!r}: expected auto or a whole number from 1 to {MAX_WORKERS}"
+        )
+    return int(value)
+
+
+def check_workers(req: RenderRequest) -> None:
+    for option, value in (("--encoders", req.encoders), ("--render-workers", req.render_workers)):
+        if value is not None and not (isinstance(value, int) and 1 <= value <= MAX_WORKERS):
+            raise UsageError(
+                f"{option} {value!r}: expected auto or a whole number from 1 to {MAX_WORKERS}"
+            )
+    if req.encoders is not None and req.encoders > 1 and req.output.suffix.lower() != ".mp4":
+        raise UsageError(
+            f"--encoders {req.encoders}: parallel encoding writes MP4 (H.264 + AAC) only; "
+            f"use --encoders 1 for {req.output.name}"
+        )
+    if req.x264_preset not in X264_PRESETS:
+        raise UsageError(
+            f"--x264-preset {req.x264_preset!r}: expected one of " + ", ".join(X264_PRESETS)
+        )
+
+
+def resolve_workers(req: RenderRequest, frames: int) -> tuple[int, int]:
+    """(encoders, render workers) for a render of `frames` frames; explicit values win.
+
+    auto: one of each below 8 usable cores or for clips under PARALLEL_MIN_SECONDS (the spawn of
+    the worker processes costs about a second); else `auto_encoders` (a quarter of the cores at
+    1080p, scaled by frame area, ≤ 8; MP4 only) and `auto_render_workers` (a quarter of the
+    cores, 2..8).
+    """
+    from pipeline.sinks.segmented import auto_encoders
+    from pipeline.sinks.workers import usable_cores
+    from render.pool import auto_render_workers
+
+    short = frames < PARALLEL_MIN_SECONDS * req.fps
+    cores = usable_cores()
+    encoders = req.encoders
+    if encoders is None:
+        mp4 = req.output.suffix.lower() == ".mp4"
+        encoders = 1 if short or not mp4 else auto_encoders(req.width, req.height, cores)
+    workers = req.render_workers
+    if workers is None:
+        render, _ = req.sizes()
+        workers = 1 if short else auto_render_workers(*render, cores)
+    return encoders, workers
+
+
 def check_request(req: RenderRequest) -> None:
     """Fail fast, before any decoding or rendering, on arguments that cannot work."""
     from pipeline.sinks.video_file import check_output_path
@@ -113,8 +193,14 @@ def check_request(req: RenderRequest) -> None:
     if req.seconds is not None and req.seconds <= 0:
         raise UsageError(f"--seconds {req.seconds}: expected a duration in seconds > 0")
     check_gpu_options(req)
-    if not req.output.parent.exists():
-        req.output.parent.mkdir(parents=True, exist_ok=True)
+    check_workers(req)
+    if not req.output.parent.is_dir():
+        try:
+            req.output.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"{req.output}: cannot create the folder {req.output.parent}: {exc.strerror or exc}"
+            ) from None
 
 
 def resolve_sizes(
@@ -182,6 +268,21 @@ def _parse_side_pair(text: str, option: str) -> tuple[int, int]:
         raise UsageError(str(exc).replace("--size", option, 1)) from None
 
 
+def diffusion_arg(text: str) -> Path | str:
+    """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder."""
+    return KAGURA if text == KAGURA else Path(text)
+
+
+def default_diffusion(args: argparse.Namespace, device: str | None = None) -> Path | str | None:
+    """--diffusion as given; else Kagura's own model on cuda (unless --no-diffusion or
+    --diffusion-random), else none: on the CPU the procedural look is the default."""
+    if getattr(args, "no_diffusion", False):
+        return None
+    if args.diffusion is not None or args.diffusion_random is not None:
+        return args.diffusion
+    return KAGURA if (device or args.device) == "cuda" else None
+
+
 def check_gpu_options(req: RenderRequest) -> None:
     """The GPU options, checked before any decoding or model loading."""
     if req.device not in ("cpu", "cuda"):
@@ -200,10 +301,10 @@ def check_gpu_options(req: RenderRequest) -> None:
 
         if not torch.cuda.is_available():
             raise UsageError(NO_CUDA)
-    if req.diffusion is not None:
+    if req.diffusion is not None and req.diffusion != KAGURA:
         from pipeline.diffusion import ModelError
 
-        if not req.diffusion.is_dir():
+        if not Path(req.diffusion).is_dir():
             raise ModelError(
                 req.diffusion,
                 "not found (expected a diffusers checkpoint folder with unet/, vae/, ...)",
@@ -317,9 +418,24 @@ def _upscale_stage(req: RenderRequest, in_size: tuple[int, int]):
     return st
 
 
-def _diffusion_models(req: RenderRequest):
-    from pipeline.diffusion import load_models, random_weights
+def _diffusion_models(req: RenderRequest, on_notice: Callable[[str], None] | None = None):
+    """The models `req` asks for; None when Kagura's own weights cannot be loaded (a notice
+    says why — on stderr, and to `on_notice` — and the render goes on with the procedural look)."""
+    from pipeline.diffusion import ModelError, load_models, random_weights
+    from pipeline.diffusion.kagura_model import KAGURA, load_kagura
 
+    if req.diffusion == KAGURA:
+        try:
+            return load_kagura(dtype="float16", device=req.device)
+        except ModelError as exc:
+            text = (
+                f"NOTICE: Kagura's own diffusion model could not be loaded ({exc}); "
+                "going on with the procedural look, without diffusion"
+            )
+            notice(text)
+            if on_notice is not None:
+                on_notice(text)
+            return None
     if req.diffusion is not None:
         return load_models(req.diffusion, dtype="float16", device=req.device)
     notice(
@@ -375,10 +491,7 @@ def build_graph(
     """Decode, analyse and assemble; returns the graph, its context and the frame count."""
     from audio.analysis import analyze_clip
     from audio.decode import decode_audio
-    from pipeline.sinks.video_file import VideoFileSink
-    from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
-    from render.stage import RenderStage
 
     share_cores_with_other_stages()
     preset = load_preset(req.preset)
@@ -386,30 +499,71 @@ def build_graph(
     models = _diffusion_models(req) if req.diffusion_on else None
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
     track = analyze_clip(clip, req.fps, seed=req.seed)
+    if sink_factory is not None:
+        sink = sink_factory(req, clip)
+        return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
+    return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate)
+
+
+def assemble_graph(
+    req: RenderRequest,
+    preset,
+    models,
+    track,
+    audio,
+    sample_rate: int,
+    sink=None,
+) -> tuple[Graph, Context, int]:
+    """The graph `kagura render` runs, from an AvatarTrack and the audio to mux (float32
+    (channels, n)). Needs neither librosa nor the audio file: `kagura bench offline` calls it
+    with a synthetic track."""
+    from pipeline.stylize import StylizeStage
+    from render.stage import RenderStage
+
     w, h = req.width, req.height
-    if req.gpu_stages:
-        render, _ = req.sizes()
-        stages = [RenderStage(*render, preset.palette, preset.line)]
-        stages += gpu_stages(req, preset, models)
-    else:
-        stages = [
-            RenderStage(w, h, preset.palette, preset.line),
-            StylizeStage(preset, w, h, transparent=req.transparent),
-        ]
-    if sink_factory is None:
-        sink = VideoFileSink(
-            req.output,
-            w,
-            h,
-            req.fps,
-            audio=clip.samples,
-            sample_rate=clip.sample_rate,
-            transparent=req.transparent,
+    encoders, render_workers = resolve_workers(req, len(track))
+    render, _ = req.sizes() if req.gpu_stages else ((w, h), (w, h))
+    if render_workers > 1:
+        from render.pool import PooledRenderStage
+
+        first = PooledRenderStage(
+            track, *render, preset.palette, preset.line, workers=render_workers
         )
+    else:
+        first = RenderStage(*render, preset.palette, preset.line)
+    if req.gpu_stages:
+        stages = [first, *gpu_stages(req, preset, models)]
+    else:
+        stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
+    if sink is None:
+        if encoders > 1:
+            from pipeline.sinks.segmented import SegmentedVideoSink
+
+            sink = SegmentedVideoSink(
+                req.output,
+                w,
+                h,
+                req.fps,
+                audio,
+                sample_rate,
+                encoders=encoders,
+                x264_preset=req.x264_preset,
+            )
+        else:
+            from pipeline.sinks.video_file import VideoFileSink
+
+            sink = VideoFileSink(
+                req.output,
+                w,
+                h,
+                req.fps,
+                audio=audio,
+                sample_rate=sample_rate,
+                transparent=req.transparent,
+                x264_preset=req.x264_preset,
+            )
         if req.gpu_stages:  # the encoder reads host memory
             sink.needs = spec("image", size=(w, h), device="cpu")
-    else:
-        sink = sink_factory(req, clip)
     extras = {"device": req.device} if req.device != "cpu" else {}
-    ctx = Context(width=w, height=h, fps=req.fps, sample_rate=clip.sample_rate, extras=extras)
+    ctx = Context(w, h, req.fps, sample_rate, extras=extras)
     return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)
