@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
             f"- date: {today()}",
             f"- machine: {machine_line()}",
             f"- command: `{cmd}`",
-            f"- weights: {folder} (float16 on cuda, float32 on the CPU); {w}x{h}; {n} timed frames",
+            f"- weights: {_shown(folder)} (float16 on cuda, float32 on the CPU); {w}x{h}; "
+            f"{n} timed frames",
             "",
             "| what | how | median ms/frame | P99 ms/frame | frames/s (median) |",
             "|---|---|---|---|---|",
@@ -190,6 +191,14 @@ def run(args: argparse.Namespace) -> int:
         update_card_speed(card, args.device, rows, lines, cmd)
     print(body)
     return 0
+
+
+def _shown(folder: Path) -> str:
+    """The weights folder relative to the working directory when inside it."""
+    try:
+        return Path(folder).resolve().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(folder)
 
 
 def update_card_speed(card: Path, device: str, rows: list[str], lines: list[str], cmd: str):

@@ -100,8 +100,10 @@ pixels; `pipeline/temporal/stage.flicker`):
 - It learned three styles from three prompts: a preset with another prompt gets an untrained
   style embedding (the picture follows the fast render's colours, the style is a blend).
 - It knows only Kagura's built-in idol: other avatars (Live2D/VRM renders) are out of its data.
-- Fine paper grain, scanlines and film grain come out softer than the reference (8x latent, a
-  small decoder); very thin lines can soften at wide framings.
+- It paints softer than the reference: fine paper grain, dry-brush streaks and thin lines blur
+  (8x latent, a small decoder, a few minutes of training) - SSIM is below the fast look's for
+  studio and ink wash even where PSNR is above it. Longer training and a larger decoder are
+  the obvious next steps.
 - Time-varying effects in the reference (none by design) could not be learned: the painters are
   deterministic per frame.
 """
