@@ -64,27 +64,11 @@ def _frames(device: str, size: tuple[int, int], n: int):
     return out, raw.to(device), specs
 
 
-def _cuda_times(fn, n: int, warmup: int = 10) -> list[float]:
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        events.append((a, b))
-    torch.cuda.synchronize()  # once, after the timed loop
-    return [a.elapsed_time(b) for a, b in events]
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from app.benchdoc import machine_line, today, write_section
+    from pipeline.accel.timing import cuda_times
     from pipeline.diffusion import DiffusionStage, load_models
     from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
     from pipeline.reference import make_reference
@@ -121,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         img = frames["cyberpunk"][0]
         st.apply(img)
         if cuda:
-            ms = _cuda_times(st.step, n)
+            ms = cuda_times(st.step, n)
         else:
             ms = []
             for i in range(n):
@@ -144,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
         idx1 = torch.zeros(1, dtype=torch.int64, device=args.device)
         with torch.no_grad():
             if cuda:
-                one = _cuda_times(functools.partial(ref, x1, idx1), 20, warmup=2)
+                one = cuda_times(functools.partial(ref, x1, idx1), 20, warmup=2)
                 xb = x1.expand(16, -1, -1, -1).contiguous()
                 idxb = torch.zeros(16, dtype=torch.int64, device=args.device)
-                batch = [t / 16 for t in _cuda_times(functools.partial(ref, xb, idxb), 5, warmup=1)]
+                batch = [t / 16 for t in cuda_times(functools.partial(ref, xb, idxb), 5, warmup=1)]
             else:
                 one = []
                 for _ in range(3):

@@ -64,7 +64,7 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_render_options(p: argparse.ArgumentParser) -> None:
-    from app.render_job import diffusion_arg
+    from app.gpu_options import add_gpu_options
 
     _add_look_options(p)
     p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
@@ -75,58 +75,7 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     # --size: None here means "not given" (1280x720, or the diffusion size × --upscale)
     p.set_defaults(size=None)
-    g = p.add_argument_group(
-        "GPU stages (default: none on the CPU; with --device cuda, Kagura's own diffusion model)"
-    )
-    g.add_argument(
-        "--device", choices=["cpu", "cuda"], default="cpu", help="where the stages run (cpu)"
-    )
-    d = g.add_mutually_exclusive_group()
-    d.add_argument(
-        "--diffusion",
-        type=diffusion_arg,
-        default=None,
-        metavar="PATH|kagura",
-        help="diffusers checkpoint folder, or 'kagura': Kagura's own model (pipeline/diffusion/"
-        "kagura; the default on cuda)",
-    )
-    d.add_argument(
-        "--no-diffusion",
-        action="store_true",
-        help="no diffusion stage: the procedural look only (the default on the CPU)",
-    )
-    d.add_argument(
-        "--diffusion-random",
-        choices=["sd-turbo", "tiny"],
-        default=None,
-        help="RANDOM weights of that architecture: timing/demo only, the look is noise",
-    )
-    g.add_argument(
-        "--diffusion-size",
-        default=None,
-        metavar="WxH",
-        help="size the idol is rendered and painted at (default --size / --upscale; 640x360 "
-        "on cuda without --size); multiples of 8",
-    )
-    g.add_argument(
-        "--upscale",
-        type=int,
-        choices=[1, 2, 3, 4],
-        default=1,
-        help="realesr-animevideov3 factor; --size must be the render size × this (default 1)",
-    )
-    g.add_argument(
-        "--temporal",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="motion-warped temporal smoothing (default: on with diffusion)",
-    )
-    g.add_argument(
-        "--cuda-graphs",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="CUDA graphs for diffusion and upscale (default: on for cuda)",
-    )
+    add_gpu_options(p)
     from app.render_job import MAX_WORKERS, X264_PRESETS
 
     g = p.add_argument_group("parallel offline work (auto: one of each below 8 cores)")

@@ -24,71 +24,10 @@ from app.errors import UsageError
 
 
 def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True) -> None:
-    """The GPU options. `device=False`: the caller defines --device itself (kagura live)."""
-    from app.render_job import diffusion_arg
+    """The GPU options with the quality-ladder ones (app/gpu_options.py)."""
+    from app.gpu_options import add_gpu_options as add
 
-    g = p.add_argument_group("GPU stages (default: none, the CPU chain)")
-    if device:
-        g.add_argument(
-            "--device", choices=["cpu", "cuda"], default="cpu", help="where the stages run (cpu)"
-        )
-    d = g.add_mutually_exclusive_group()
-    d.add_argument(
-        "--diffusion",
-        type=diffusion_arg,
-        default=None,
-        metavar="PATH|kagura",
-        help="diffusers checkpoint folder, or 'kagura': Kagura's own model (the default on cuda)",
-    )
-    d.add_argument(
-        "--no-diffusion",
-        action="store_true",
-        help="no diffusion stage: the procedural look only (the default on the CPU)",
-    )
-    d.add_argument(
-        "--diffusion-random",
-        choices=["sd-turbo", "tiny"],
-        default=None,
-        help="RANDOM weights of that architecture: timing/demo only, the look is noise",
-    )
-    g.add_argument(
-        "--diffusion-size",
-        default=None,
-        metavar="WxH",
-        help="size the idol is rendered and painted at (default 640x360 on cuda); multiples of 8",
-    )
-    g.add_argument(
-        "--upscale",
-        type=int,
-        choices=[1, 2, 3, 4],
-        default=1,
-        help="top realesr-animevideov3 factor; output = render size × this (default 1)",
-    )
-    g.add_argument(
-        "--temporal",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="motion-warped temporal refinement at the top rungs (default: on with diffusion)",
-    )
-    g.add_argument(
-        "--cuda-graphs",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="CUDA graphs for diffusion and upscale (default: on for cuda)",
-    )
-    g.add_argument(
-        "--budget-ms",
-        type=float,
-        default=None,
-        metavar="MS",
-        help="quality-ladder budget: P99 GPU ms per frame of diffusion + temporal + upscale "
-        "(default 0.8 × the frame period)",
-    )
-    g.add_argument(
-        "--no-ladder",
-        action="store_true",
-        help="stay on the top rung (measure only; never change quality)",
-    )
+    add(p, device=device, live=True)
 
 
 def gpu_requested(args: argparse.Namespace, device: str) -> bool:

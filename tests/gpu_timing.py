@@ -4,20 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-import torch
+from pipeline.accel.timing import cuda_times
 
 
 def cuda_median_ms(fn, runs: int = 40, warmup: int = 5) -> float:
-    """Median wall time of `fn` on the GPU in ms, from CUDA events around each call."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """Median GPU time of `fn` in ms, from CUDA events around each call."""
+    return statistics.median(cuda_times(fn, runs, warmup))

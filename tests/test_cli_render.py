@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,10 @@ REPO = Path(__file__).resolve().parent.parent
 FPS = 24
 
 
-def kagura(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real command line in a fresh process, as a user would."""
+def kagura(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the real command line in a fresh process, as a user would (`env`: extra variables)."""
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *args],
         capture_output=True,
@@ -27,6 +30,7 @@ def kagura(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         cwd=REPO,
         check=False,
         timeout=timeout,
+        env=None if env is None else {**os.environ, **env},
     )
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -124,30 +122,19 @@ def test_a_model_that_is_not_kaguras_is_refused(tmp_path):
 def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path):
     (saved / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"not a model")
     out = tmp_path / "fallback.mp4"
-    env = {**os.environ, "KAGURA_WEIGHTS_DIR": str(saved)}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "render",
-            str(REPO / "audio/assets/demo_song.ogg"),
-            "-o",
-            str(out),
-            "--seconds",
-            "1",
-            "--size",
-            "160x96",
-            "--diffusion",
-            "kagura",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=300,
-        check=False,
+    done = kagura(
+        "render",
+        str(REPO / "audio/assets/demo_song.ogg"),
+        "-o",
+        str(out),
+        "--seconds",
+        "1",
+        "--size",
+        "160x96",
+        "--diffusion",
+        "kagura",
+        "--quiet",
+        env={"KAGURA_WEIGHTS_DIR": str(saved)},
     )
     assert done.returncode == 0, done.stderr
     assert "NOTICE: Kagura's own diffusion model could not be loaded" in done.stderr

@@ -8,6 +8,7 @@ touched only when a function that needs it is called).
     pipeline.accel.onnx_export     export_onnx(), check_onnx()  (imports onnx lazily)
     pipeline.accel.tensorrt_backend  tensorrt_status(), engine_cache_key(), build_engine(),
                                    TrtModule  (imports tensorrt lazily)
+    pipeline.accel.timing          cuda_times(fn, n)  (CUDA events, read after the loop)
 """
 
 from pipeline.accel.graphs import GraphCache, GraphCaptureError, warm_up
