@@ -125,28 +125,22 @@ def _stats(values) -> list[float]:
     return [float(np.median(a)), float(np.percentile(a, 99)), float(a.mean())]
 
 
+# the run's settings that go into its RenderRequest as they are
+_REQUEST_KEYS = (
+    "preset", "width", "height", "fps", "seconds", "seed", "device", "diffusion_random",
+    "upscale", "temporal", "cuda_graphs", "encoders", "render_workers", "x264_preset",
+)  # fmt: skip
+
+
 def _request(cfg: dict, out: Path):
     from app.render_job import RenderRequest
 
     return RenderRequest(
         audio=SONG,
         output=out,
-        preset=cfg["preset"],
-        width=cfg["width"],
-        height=cfg["height"],
-        fps=cfg["fps"],
-        seconds=cfg["seconds"],
-        seed=cfg["seed"],
-        device=cfg["device"],
         diffusion=Path(cfg["diffusion"]) if cfg["diffusion"] else None,
-        diffusion_random=cfg["diffusion_random"],
         render_size=tuple(cfg["render_size"]) if cfg["render_size"] else None,
-        upscale=cfg["upscale"],
-        temporal=cfg["temporal"],
-        cuda_graphs=cfg["cuda_graphs"],
-        encoders=cfg["encoders"],
-        render_workers=cfg["render_workers"],
-        x264_preset=cfg["x264_preset"],
+        **{key: cfg[key] for key in _REQUEST_KEYS},
     )
 
 

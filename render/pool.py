@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 
 import numpy as np
 
@@ -40,15 +40,18 @@ from pipeline.sinks.workers import (
     exit_text,
     ignore_sigint,
     one_line,
+    page_round,
+    ready_workers,
     spawn_context,
+    start_worker,
     stop_processes,
     usable_cores,
+    wait_started,
 )
 from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 
 MAX_RENDER_WORKERS = 64
-_PAGE = 4096
 
 
 class RenderWorkerError(WorkerProcessError):
@@ -85,8 +88,8 @@ class _GivenRig:
 
 
 def _slot_layout(width: int, height: int) -> tuple[int, int]:
-    image = -(-width * height * 4 // _PAGE) * _PAGE
-    motion = -(-width * height * 8 // _PAGE) * _PAGE
+    image = page_round(width * height * 4)
+    motion = page_round(width * height * 8)
     return image, image + motion
 
 
@@ -228,37 +231,21 @@ class PooledRenderStage(BaseStage):
     def _start(self) -> None:
         ctx = spawn_context()
         for k in range(self.workers):
-            task_r, task_w = ctx.Pipe(duplex=False)
-            res_r, res_w = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_render_main,
-                args=(
-                    k,
-                    self.track,
-                    self.width,
-                    self.height,
-                    self.palette,
-                    self.line,
-                    self._arena.handle,
-                    task_r,
-                    res_w,
-                ),
-                name=f"kagura-render-{k}",
-                daemon=True,
+            args = (k, self.track, self.width, self.height, self.palette, self.line)
+            proc, task_w, res_r = start_worker(
+                ctx, _render_main, (*args, self._arena.handle), f"kagura-render-{k}"
             )
-            proc.start()
-            task_r.close()
-            res_w.close()
             self._procs.append(proc)
             self._tasks.append(task_w)
             self._results.append(res_r)
             self._outstanding.append(0)
-        waiting = set(range(self.workers))
-        deadline = time.monotonic() + self.start_timeout_s
-        while waiting:
-            if time.monotonic() > deadline:
-                raise RenderWorkerError("render workers did not start in time")
-            self._collect(timeout=1.0, starting=waiting)
+        late = RenderWorkerError("render workers did not start in time")
+        wait_started(
+            set(range(self.workers)),
+            self.start_timeout_s,
+            lambda waiting: self._collect(timeout=1.0, starting=waiting),
+            late,
+        )
 
     def _dispatch(self, consumed_upto: int) -> None:
         """Send frames until `in_flight` are out beyond the next one to be consumed."""
@@ -278,16 +265,9 @@ class PooledRenderStage(BaseStage):
 
     def _collect(self, timeout: float = 0.5, starting: set[int] | None = None) -> None:
         live = sorted(starting) if starting is not None else range(self.workers)
-        conns = {self._results[k]: k for k in live}
-        sentinels = {self._procs[k].sentinel: k for k in live}
-        for ready in wait(list(conns) + list(sentinels), timeout=timeout):
-            if ready in sentinels:
-                k = sentinels[ready]
-                if self._results[k].poll():
-                    ready = self._results[k]
-                else:
-                    self._raise_dead(k)
-            k = conns[ready]
+        for k, ready in ready_workers(self._procs, self._results, live, timeout):
+            if ready is None:
+                self._raise_dead(k)
             try:
                 msg = ready.recv()
             except (EOFError, OSError):

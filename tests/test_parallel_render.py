@@ -26,6 +26,7 @@ from presets.loader import load_preset
 from render.idol import IdolRenderer
 from render.pool import PooledRenderStage, RenderWorkerError, auto_render_workers
 from render.stage import RenderStage
+from tests.test_cli_render import kagura
 
 REPO = Path(__file__).resolve().parents[1]
 W, H, FPS = 256, 144, 30
@@ -115,18 +116,6 @@ def test_auto_render_workers():
 
 
 # ---------------------------------------------------------------------------- the command line
-
-
-def kagura(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-        timeout=300,
-        **kw,
-    )
 
 
 @pytest.fixture(scope="module")

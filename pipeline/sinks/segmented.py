@@ -52,30 +52,41 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from fractions import Fraction
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import av
 import numpy as np
 
 from pipeline.frame import Frame
-from pipeline.sinks.video_file import check_output_path, partial_path
+from pipeline.sinks.video_file import (
+    EncodedFileSink,
+    add_audio_stream,
+    check_audio,
+    check_output_path,
+    check_size_and_fps,
+    open_fragmented_mp4,
+    partial_path,
+)
 from pipeline.sinks.workers import (
     SharedArena,
     WorkerProcessError,
     exit_text,
     ignore_sigint,
     one_line,
+    page_round,
+    ready_workers,
     spawn_context,
+    start_worker,
     stop_processes,
     usable_cores,
+    wait_started,
 )
 from pipeline.stage import Context, spec
 
 _AVCOL_BT709 = 1
 _AVCOL_RANGE_MPEG = 1
 MAX_ENCODERS = 64
-_PAGE = 4096
 
 
 class EncoderWorkerError(WorkerProcessError):
@@ -299,7 +310,7 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-class SegmentedVideoSink:
+class SegmentedVideoSink(EncodedFileSink):
     """MP4 (H.264 + AAC) from `encoders` libx264 processes; see the module notes.
 
     `audio`: float32 (channels, n) in [-1, 1] — 1 or 2 channels — or None for a silent video.
@@ -337,28 +348,10 @@ class SegmentedVideoSink:
                 f"{self.path}: parallel encoding writes MP4 (H.264 + AAC) only; "
                 "use one encoder for WebM"
             )
-        if width <= 0 or height <= 0 or width % 2 or height % 2:
-            raise ValueError(
-                f"{self.path}: video size {width}x{height} must be positive and even "
-                "(4:2:0 chroma subsampling)"
-            )
-        fps = Fraction(fps)
-        if fps <= 0:
-            raise ValueError(f"{self.path}: fps must be > 0, got {fps}")
+        fps = check_size_and_fps(self.path, width, height, fps)
         if not 1 <= int(encoders) <= MAX_ENCODERS:
             raise ValueError(f"{self.path}: encoders must be 1..{MAX_ENCODERS}, got {encoders}")
-        if audio is not None:
-            audio = np.asarray(audio, dtype=np.float32)
-            if audio.ndim == 1:
-                audio = audio[None, :]
-            if audio.ndim != 2 or audio.shape[0] not in (1, 2):
-                raise ValueError(
-                    f"{self.path}: audio must be float32 (channels, samples) with 1 or 2 "
-                    f"channels, got shape {audio.shape}"
-                )
-            if sample_rate <= 0:
-                raise ValueError(f"{self.path}: sample_rate must be > 0, got {sample_rate}")
-            audio = np.ascontiguousarray(audio)
+        audio = check_audio(self.path, audio, sample_rate)
         self.width, self.height, self.fps = int(width), int(height), fps
         self.audio, self.sample_rate = audio, sample_rate
         self.encoders = int(encoders)
@@ -402,10 +395,7 @@ class SegmentedVideoSink:
     # ------------------------------------------------------------------ life cycle
 
     def setup(self, ctx: Context) -> None:
-        if Fraction(ctx.fps) != self.fps:
-            raise ValueError(f"{self.path}: sink made for {self.fps} fps, graph runs at {ctx.fps}")
-        if not self.path.parent.is_dir():
-            raise FileNotFoundError(f"{self.path}: the folder {self.path.parent} does not exist")
+        self._check_setup(ctx)
         _remove(self.partial)
         try:
             self._start_workers()
@@ -419,16 +409,7 @@ class SegmentedVideoSink:
         self._joiner.start()
 
     def write(self, frame: Frame) -> None:
-        if self._state != "open":
-            raise RuntimeError(f"{self.path}: write() on a sink that is {self._state}")
-        image = frame.image
-        if image is None:
-            raise ValueError(f"{self.path}: frame {frame.index} carries no image")
-        if tuple(image.shape) != (self.height, self.width, 4):
-            raise ValueError(
-                f"{self.path}: frame {frame.index} image is {tuple(image.shape)}, "
-                f"expected ({self.height}, {self.width}, 4) RGBA"
-            )
+        image = self._check_image(frame)
         self._raise_error()
         i = self.frames_written
         chunk = i // self.gop
@@ -443,14 +424,7 @@ class SegmentedVideoSink:
         if not isinstance(image, np.ndarray):  # a CPU torch tensor: its memory, no copy
             image = image.detach().numpy()
         np.copyto(dst, image, casting="unsafe")
-        try:
-            self._send[w].send(("frame", slot, chunk, i))
-        except OSError:
-            self._raise_error()
-            self._procs[w].join(2.0)
-            raise EncoderWorkerError(
-                f"{self.path}: encoder {w} {exit_text(self._procs[w])}"
-            ) from None
+        self._send_to(w, ("frame", slot, chunk, i))
         self.frames_written += 1
         t2 = time.perf_counter()
         self.wait_seconds += t1 - t0
@@ -463,15 +437,8 @@ class SegmentedVideoSink:
         self._raise_error()
         if self.frames_written == 0:
             raise RuntimeError(f"{self.path}: no frames were written; not creating the file")
-        for w, conn in enumerate(self._send):
-            try:
-                conn.send(("end",))
-            except OSError:
-                self._raise_error()
-                self._procs[w].join(2.0)
-                raise EncoderWorkerError(
-                    f"{self.path}: encoder {w} {exit_text(self._procs[w])}"
-                ) from None
+        for w in range(len(self._send)):
+            self._send_to(w, ("end",))
         while self._joiner.is_alive():
             self._joiner.join(0.1)
         self._raise_error()
@@ -483,12 +450,7 @@ class SegmentedVideoSink:
         if self._astream is not None:
             self._encode_audio_until(self.audio.shape[1])
             self._mux(self._astream.encode(None))
-        self._container.close()
-        self._container = None
-        with open(self.partial, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(self.partial, self.path)
-        self._state = "done"
+        self._publish()
         stop_processes(self._procs, grace_s=5.0)
         self._teardown()
         self.finish_seconds = time.perf_counter() - t0
@@ -514,7 +476,7 @@ class SegmentedVideoSink:
 
     def _start_workers(self) -> None:
         ctx = spawn_context()
-        slot_bytes = -(-self.width * self.height * 4 // _PAGE) * _PAGE
+        slot_bytes = page_round(self.width * self.height * 4)
         self._arena = SharedArena(slot_bytes * self.slots * self.encoders, "kagura-encode")
         shape = (self.height, self.width, 4)
         for w in range(self.encoders):
@@ -541,55 +503,45 @@ class SegmentedVideoSink:
                 offset=offset,
             )
             free = ctx.Semaphore(self.slots)
-            frames_r, frames_w = ctx.Pipe(duplex=False)
-            out_r, out_w = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_encoder_main,
-                args=(cfg, self._arena.handle, free, frames_r, out_w),
-                name=f"kagura-encoder-{w}",
-                daemon=True,
+            proc, frames_w, out_r = start_worker(
+                ctx, _encoder_main, (cfg, self._arena.handle, free), f"kagura-encoder-{w}"
             )
-            proc.start()
-            frames_r.close()
-            out_w.close()
             self._procs.append(proc)
             self._send.append(frames_w)
             self._recv.append(out_r)
             self._free.append(free)
             self._next_slot.append(0)
         # wait until every encoder has opened libx264: bad settings fail here, not at frame 1
-        waiting = set(range(self.encoders))
-        deadline = time.monotonic() + self.start_timeout_s
-        while waiting:
-            if time.monotonic() > deadline:
-                raise EncoderWorkerError(f"{self.path}: encoders did not start in time")
-            conns = [self._recv[w] for w in waiting]
-            sentinels = {self._procs[w].sentinel: w for w in waiting}
-            for ready in wait(conns + list(sentinels), timeout=1.0):
-                if ready in sentinels:
-                    w = sentinels[ready]
-                    if self._recv[w].poll():
-                        ready = self._recv[w]
-                    else:
-                        self._procs[w].join(2.0)
-                        raise EncoderWorkerError(
-                            f"{self.path}: encoder {w} {exit_text(self._procs[w])} at start"
-                        )
-                w = self._recv.index(ready)
-                msg = self._recv_msg(w)
-                if msg[0] == "ready":
-                    waiting.discard(w)
-                elif msg[0] == "error":
-                    raise EncoderWorkerError(f"{self.path}: encoder {w} failed: {msg[2]}")
+        late = EncoderWorkerError(f"{self.path}: encoders did not start in time")
+        wait_started(set(range(self.encoders)), self.start_timeout_s, self._collect_ready, late)
+
+    def _collect_ready(self, waiting: set[int]) -> None:
+        for w, conn in ready_workers(self._procs, self._recv, waiting, timeout=1.0):
+            if conn is None:
+                raise self._dead(w, " at start")
+            msg = self._recv_msg(w)
+            if msg[0] == "ready":
+                waiting.discard(w)
+            elif msg[0] == "error":
+                raise EncoderWorkerError(f"{self.path}: encoder {w} failed: {msg[2]}")
+
+    def _dead(self, w: int, suffix: str = "") -> EncoderWorkerError:
+        """The error for encoder `w`, which has exited (or is about to: it is given 2 s)."""
+        self._procs[w].join(2.0)
+        return EncoderWorkerError(f"{self.path}: encoder {w} {exit_text(self._procs[w])}{suffix}")
+
+    def _send_to(self, w: int, msg: tuple) -> None:
+        try:
+            self._send[w].send(msg)
+        except OSError:
+            self._raise_error()
+            raise self._dead(w) from None
 
     def _recv_msg(self, w: int):
         try:
             return self._recv[w].recv()
         except (EOFError, OSError):
-            self._procs[w].join(2.0)
-            raise EncoderWorkerError(
-                f"{self.path}: encoder {w} {exit_text(self._procs[w])}"
-            ) from None
+            raise self._dead(w) from None
 
     def _teardown(self) -> None:
         stop_processes(self._procs, self._send + self._recv, grace_s=0.0)
@@ -603,31 +555,15 @@ class SegmentedVideoSink:
     # ------------------------------------------------------------------ the file
 
     def _open_container(self) -> None:
-        frag_us = max(1, round(self.fragment_seconds * 1e6))
-        options = {
-            "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
-            "frag_duration": str(frag_us),
-            "flush_packets": "1",
-        }
-        container = av.open(str(self.partial), "w", format="mp4", options=options)
+        container = open_fragmented_mp4(self.partial, self.fragment_seconds)
         self._container = container
         vs = container.add_mux_stream("h264", rate=self.fps, width=self.width, height=self.height)
         vs.time_base = 1 / self.fps
         self._vstream = vs
         if self.audio is not None:
             layout = "mono" if self.audio.shape[0] == 1 else "stereo"
-            astream = container.add_stream("aac", rate=self.sample_rate, layout=layout)
-            astream.codec_context.format = "fltp"
-            astream.time_base = Fraction(1, self.sample_rate)
-            astream.codec_context.time_base = Fraction(1, self.sample_rate)
-            self._astream = astream
+            self._astream = add_audio_stream(container, "aac", self.sample_rate, layout, "fltp")
             self._audio_layout = layout
-
-    def _close_container(self) -> None:
-        if self._container is not None:
-            with contextlib.suppress(BaseException):
-                self._container.close()
-            self._container = None
 
     # ------------------------------------------------------------------ joiner thread
 
@@ -644,20 +580,13 @@ class SegmentedVideoSink:
                         f"{self.path}: chunks {sorted(pending)} cannot be joined: chunk "
                         f"{self.chunks_joined} never came back"
                     )
-                conns = {self._recv[w]: w for w in live}
-                sentinels = {self._procs[w].sentinel: w for w in live}
-                for ready in wait(list(conns) + list(sentinels), timeout=0.2):
-                    if ready in sentinels:
-                        w = sentinels[ready]
-                        if self._recv[w].poll():
-                            continue  # read what it sent first
+                # an encoder that exited with messages unread: they are read first
+                ready = ready_workers(self._procs, self._recv, live, 0.2, read_exited=False)
+                for w, conn in ready:
+                    if conn is None:
                         if w in done:
                             continue
-                        self._procs[w].join(2.0)
-                        raise EncoderWorkerError(
-                            f"{self.path}: encoder {w} {exit_text(self._procs[w])}"
-                        )
-                    w = conns[ready]
+                        raise self._dead(w)
                     msg = self._recv_msg(w)
                     if msg[0] == "chunk":
                         pending[msg[1]] = msg[2]
@@ -706,26 +635,12 @@ class SegmentedVideoSink:
         self.frames_joined += len(packets)
         self.chunks_joined += 1
         if self._astream is not None:
-            due = -(
-                -self.frames_joined * self.sample_rate * self.fps.denominator // self.fps.numerator
-            )
-            self._encode_audio_until(min(due, self.audio.shape[1]))
+            self._encode_audio_until(self._audio_due(self.frames_joined))
 
     def _encode_audio_until(self, end: int) -> None:
-        start = self.audio_samples_in
-        if end <= start:
-            return
-        chunk = np.ascontiguousarray(self.audio[:, start:end])
-        af = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=self._audio_layout)
-        af.sample_rate = self.sample_rate
-        af.pts = start
-        af.time_base = Fraction(1, self.sample_rate)
-        self.audio_samples_in = end
-        self._mux(self._astream.encode(af))
-
-    def _mux(self, packets) -> None:
-        for packet in packets:
-            self._container.mux(packet)
+        af = self._audio_frame_until(end)
+        if af is not None:
+            self._mux(self._astream.encode(af))
 
     def _raise_error(self) -> None:
         if self._error is not None:

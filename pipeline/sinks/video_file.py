@@ -111,7 +111,132 @@ def check_output_path(path: Path, transparent: bool) -> str:
     return suffix
 
 
-class VideoFileSink:
+# ---------------------------------------------------------------------------- shared by the file sinks
+# (`VideoFileSink` here and `pipeline.sinks.segmented.SegmentedVideoSink`)
+
+
+def check_size_and_fps(path: Path, width: int, height: int, fps: int | Fraction) -> Fraction:
+    """`fps` as a Fraction, or ValueError: the size must be positive and even, fps > 0."""
+    if width <= 0 or height <= 0 or width % 2 or height % 2:
+        raise ValueError(
+            f"{path}: video size {width}x{height} must be positive and even "
+            "(4:2:0 chroma subsampling)"
+        )
+    fps = Fraction(fps)
+    if fps <= 0:
+        raise ValueError(f"{path}: fps must be > 0, got {fps}")
+    return fps
+
+
+def check_audio(path: Path, audio: np.ndarray | None, sample_rate: int) -> np.ndarray | None:
+    """The source audio as contiguous float32 (channels, n) with 1 or 2 channels, or None."""
+    if audio is None:
+        return None
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim == 1:
+        audio = audio[None, :]
+    if audio.ndim != 2 or audio.shape[0] not in (1, 2):
+        raise ValueError(
+            f"{path}: audio must be float32 (channels, samples) with 1 or 2 "
+            f"channels, got shape {audio.shape}"
+        )
+    if sample_rate <= 0:
+        raise ValueError(f"{path}: sample_rate must be > 0, got {sample_rate}")
+    return np.ascontiguousarray(audio)
+
+
+def open_fragmented_mp4(path: Path, fragment_seconds: float):
+    """An av output container writing fragmented MP4 to `path` (see the module notes)."""
+    frag_us = max(1, round(fragment_seconds * 1e6))
+    options = {
+        "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
+        "frag_duration": str(frag_us),
+        # hand each finished fragment to the OS at once, not when a 32 KiB AVIO
+        # buffer fills: a killed render then keeps every fragment it completed
+        "flush_packets": "1",
+    }
+    return av.open(str(path), "w", format="mp4", options=options)
+
+
+def add_audio_stream(container, codec: str, rate: int, layout: str, sample_format: str):
+    """An audio stream counting time in samples (time base 1/rate)."""
+    astream = container.add_stream(codec, rate=rate, layout=layout)
+    astream.codec_context.format = sample_format
+    astream.time_base = Fraction(1, rate)
+    astream.codec_context.time_base = Fraction(1, rate)
+    return astream
+
+
+class EncodedFileSink:
+    """What the file sinks share once set up: the checks of `setup` and `write`, the source
+    audio fed in step with the video, muxing, and the partial file renamed by `finish`.
+
+    Expects `path`, `partial`, `fps`, `width`, `height`, `audio`, `sample_rate`,
+    `audio_samples_in`, `_audio_layout`, `_container` and `_state`.
+    """
+
+    path: Path
+    partial: Path
+
+    def _check_setup(self, ctx: Context) -> None:
+        if Fraction(ctx.fps) != self.fps:
+            raise ValueError(f"{self.path}: sink made for {self.fps} fps, graph runs at {ctx.fps}")
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(f"{self.path}: the folder {self.path.parent} does not exist")
+
+    def _check_image(self, frame: Frame):
+        """The frame's RGBA image, after checking the sink is open and the image fits."""
+        if self._state != "open":
+            raise RuntimeError(f"{self.path}: write() on a sink that is {self._state}")
+        image = frame.image
+        if image is None:
+            raise ValueError(f"{self.path}: frame {frame.index} carries no image")
+        if tuple(image.shape) != (self.height, self.width, 4):
+            raise ValueError(
+                f"{self.path}: frame {frame.index} image is {tuple(image.shape)}, "
+                f"expected ({self.height}, {self.width}, 4) RGBA"
+            )
+        return image
+
+    def _audio_due(self, frames: int) -> int:
+        """Source samples up to the end of video frame `frames` (at most all of them)."""
+        due = -(-frames * self.sample_rate * self.fps.denominator // self.fps.numerator)
+        return min(due, self.audio.shape[1])
+
+    def _audio_frame_until(self, end: int) -> av.AudioFrame | None:
+        """The source samples from `audio_samples_in` to `end` as one frame (None if none)."""
+        start = self.audio_samples_in
+        if end <= start:
+            return None
+        chunk = np.ascontiguousarray(self.audio[:, start:end])
+        af = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=self._audio_layout)
+        af.sample_rate = self.sample_rate
+        af.pts = start
+        af.time_base = Fraction(1, self.sample_rate)
+        self.audio_samples_in = end
+        return af
+
+    def _mux(self, packets) -> None:
+        for packet in packets:
+            self._container.mux(packet)
+
+    def _publish(self) -> None:
+        """Close the container, fsync the partial file and rename it onto the final path."""
+        self._container.close()
+        self._container = None
+        with open(self.partial, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(self.partial, self.path)
+        self._state = "done"
+
+    def _close_container(self) -> None:
+        if self._container is not None:
+            with contextlib.suppress(BaseException):
+                self._container.close()
+            self._container = None
+
+
+class VideoFileSink(EncodedFileSink):
     """Encode frames (+ the source audio) into an MP4 or WebM file; see the module notes.
 
     `audio`: float32 (channels, n) in [-1, 1] — 1 or 2 channels — or None for a silent video.
@@ -143,26 +268,8 @@ class VideoFileSink:
     ):
         self.path = Path(path)
         suffix = check_output_path(self.path, transparent)
-        if width <= 0 or height <= 0 or width % 2 or height % 2:
-            raise ValueError(
-                f"{self.path}: video size {width}x{height} must be positive and even "
-                "(4:2:0 chroma subsampling)"
-            )
-        fps = Fraction(fps)
-        if fps <= 0:
-            raise ValueError(f"{self.path}: fps must be > 0, got {fps}")
-        if audio is not None:
-            audio = np.asarray(audio, dtype=np.float32)
-            if audio.ndim == 1:
-                audio = audio[None, :]
-            if audio.ndim != 2 or audio.shape[0] not in (1, 2):
-                raise ValueError(
-                    f"{self.path}: audio must be float32 (channels, samples) with 1 or 2 "
-                    f"channels, got shape {audio.shape}"
-                )
-            if sample_rate <= 0:
-                raise ValueError(f"{self.path}: sample_rate must be > 0, got {sample_rate}")
-            audio = np.ascontiguousarray(audio)
+        fps = check_size_and_fps(self.path, width, height, fps)
+        audio = check_audio(self.path, audio, sample_rate)
         self.kind = suffix[1:]
         self.width, self.height, self.fps = width, height, fps
         self.audio, self.sample_rate = audio, sample_rate
@@ -197,10 +304,7 @@ class VideoFileSink:
     # ------------------------------------------------------------------ life cycle
 
     def setup(self, ctx: Context) -> None:
-        if Fraction(ctx.fps) != self.fps:
-            raise ValueError(f"{self.path}: sink made for {self.fps} fps, graph runs at {ctx.fps}")
-        if not self.path.parent.is_dir():
-            raise FileNotFoundError(f"{self.path}: the folder {self.path.parent} does not exist")
+        self._check_setup(ctx)
         self.partial.unlink(missing_ok=True)  # a stale partial from a killed render
         try:
             self._open()
@@ -215,16 +319,7 @@ class VideoFileSink:
             self._worker.start()
 
     def write(self, frame: Frame) -> None:
-        if self._state != "open":
-            raise RuntimeError(f"{self.path}: write() on a sink that is {self._state}")
-        image = frame.image
-        if image is None:
-            raise ValueError(f"{self.path}: frame {frame.index} carries no image")
-        if tuple(image.shape) != (self.height, self.width, 4):
-            raise ValueError(
-                f"{self.path}: frame {frame.index} image is {tuple(image.shape)}, "
-                f"expected ({self.height}, {self.width}, 4) RGBA"
-            )
+        image = self._check_image(frame)
         if not self.background:
             self._encode_image(image)
             return
@@ -247,12 +342,7 @@ class VideoFileSink:
         if self._astream is not None:
             self._encode_audio_until(self.audio.shape[1])
             self._flush_audio()
-        self._container.close()
-        self._container = None
-        with open(self.partial, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(self.partial, self.path)
-        self._state = "done"
+        self._publish()
 
     def abort(self) -> None:
         if self._state in ("done", "aborted"):
@@ -267,15 +357,7 @@ class VideoFileSink:
 
     def _open(self) -> None:
         if self.kind == "mp4":
-            frag_us = max(1, round(self.fragment_seconds * 1e6))
-            options = {
-                "movflags": "frag_keyframe+empty_moov+delay_moov+default_base_moof",
-                "frag_duration": str(frag_us),
-                # hand each finished fragment to the OS at once, not when a 32 KiB AVIO
-                # buffer fills: a killed render then keeps every fragment it completed
-                "flush_packets": "1",
-            }
-            container = av.open(str(self.partial), "w", format="mp4", options=options)
+            container = open_fragmented_mp4(self.partial, self.fragment_seconds)
         else:
             options = {
                 "cluster_time_limit": str(max(1, round(self.fragment_seconds * 1000))),
@@ -310,16 +392,10 @@ class VideoFileSink:
         if self.audio is not None:
             layout = "mono" if self.audio.shape[0] == 1 else "stereo"
             if self.kind == "mp4":
-                astream = container.add_stream("aac", rate=self.sample_rate, layout=layout)
-                astream.codec_context.format = "fltp"
-                rate = self.sample_rate
+                astream = add_audio_stream(container, "aac", self.sample_rate, layout, "fltp")
             else:
-                astream = container.add_stream("libopus", rate=OPUS_RATE, layout=layout)
-                astream.codec_context.format = "flt"
-                rate = OPUS_RATE
+                astream = add_audio_stream(container, "libopus", OPUS_RATE, layout, "flt")
                 self._resampler = AudioResampler(format="flt", layout=layout, rate=OPUS_RATE)
-            astream.time_base = Fraction(1, rate)
-            astream.codec_context.time_base = Fraction(1, rate)
             self._astream = astream
             self._audio_layout = layout
         container.start_encoding()
@@ -379,22 +455,13 @@ class VideoFileSink:
         if self._astream is not None:
             # keep audio level with the video so the muxer interleaves and a partial file
             # carries the sound of every second it shows
-            due = -(
-                -self.frames_written * self.sample_rate * self.fps.denominator // self.fps.numerator
-            )
-            self._encode_audio_until(min(due, self.audio.shape[1]))
+            self._encode_audio_until(self._audio_due(self.frames_written))
         self.encode_seconds += time.perf_counter() - t0
 
     def _encode_audio_until(self, end: int) -> None:
-        start = self.audio_samples_in
-        if end <= start:
+        af = self._audio_frame_until(end)
+        if af is None:
             return
-        chunk = np.ascontiguousarray(self.audio[:, start:end])
-        af = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=self._audio_layout)
-        af.sample_rate = self.sample_rate
-        af.pts = start
-        af.time_base = Fraction(1, self.sample_rate)
-        self.audio_samples_in = end
         if self._resampler is None:
             self._mux(self._astream.encode(af))
         else:
@@ -412,13 +479,3 @@ class VideoFileSink:
             for out in self._resampler.resample(None):
                 self._encode_resampled(out)
         self._mux(self._astream.encode(None))
-
-    def _mux(self, packets) -> None:
-        for packet in packets:
-            self._container.mux(packet)
-
-    def _close_container(self) -> None:
-        if self._container is not None:
-            with contextlib.suppress(BaseException):
-                self._container.close()
-            self._container = None

@@ -23,10 +23,13 @@ import mmap
 import multiprocessing as mp
 import os
 import signal
+import time
 from multiprocessing import reduction
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 
 import numpy as np
+
+PAGE = 4096
 
 
 class WorkerProcessError(RuntimeError):
@@ -43,6 +46,11 @@ def usable_cores() -> int:
 
 def spawn_context():
     return mp.get_context("spawn")
+
+
+def page_round(nbytes: int) -> int:
+    """`nbytes` rounded up to whole pages (a slot in a `SharedArena` starts on a page)."""
+    return -(-nbytes // PAGE) * PAGE
 
 
 def ignore_sigint() -> None:
@@ -148,10 +156,53 @@ class SharedArena:
             self._shm = None
 
 
+def start_worker(ctx, target, args: tuple, name: str) -> tuple:
+    """Spawn a daemon process running `target(*args, tasks, out)` with one pipe each way.
+
+    Returns (process, the end to send tasks on, the end to receive its messages from).
+    """
+    tasks_r, tasks_w = ctx.Pipe(duplex=False)
+    out_r, out_w = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=target, args=(*args, tasks_r, out_w), name=name, daemon=True)
+    proc.start()
+    tasks_r.close()
+    out_w.close()
+    return proc, tasks_w, out_r
+
+
+def ready_workers(procs, conns: list[Connection], live, timeout: float, read_exited: bool = True):
+    """Wait up to `timeout` s on the workers `live` (indices into `procs` and `conns`).
+
+    Yields (k, conn) for each worker k with a message to read from `conns[k]`, and (k, None)
+    for one that has exited with nothing left to read. A worker that has exited with a
+    message still unread yields (k, conn) if `read_exited`, else nothing (its connection is
+    reported ready too, now or at the next wait).
+    """
+    by_conn = {conns[k]: k for k in live}
+    sentinels = {procs[k].sentinel: k for k in live}
+    for ready in wait(list(by_conn) + list(sentinels), timeout=timeout):
+        if ready in sentinels:
+            k = sentinels[ready]
+            if not conns[k].poll():
+                yield k, None
+            elif read_exited:
+                yield k, conns[k]
+        else:
+            yield by_conn[ready], ready
+
+
+def wait_started(waiting: set[int], timeout_s: float, collect, late: WorkerProcessError) -> None:
+    """Call `collect(waiting)` — which discards each worker that reports ready — until
+    `waiting` is empty; raise `late` if that takes more than `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        if time.monotonic() > deadline:
+            raise late
+        collect(waiting)
+
+
 def stop_processes(procs, conns: list[Connection] | None = None, grace_s: float = 2.0) -> None:
     """End worker processes: wait `grace_s` for those told to stop, then kill the rest."""
-    import time
-
     deadline = time.monotonic() + grace_s
     for p in procs:
         if p is None:
