@@ -119,10 +119,9 @@ def test_a_model_that_is_not_kaguras_is_refused(tmp_path):
         load_kagura(folder=folder)
 
 
-def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path):
-    (saved / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"not a model")
-    out = tmp_path / "fallback.mp4"
-    done = kagura(
+def render_one_second(out: Path, size: str, *extra: str, env: dict | None = None):
+    """`kagura render` of the demo song's first second with `--diffusion kagura`."""
+    return kagura(
         "render",
         str(REPO / "audio/assets/demo_song.ogg"),
         "-o",
@@ -130,12 +129,19 @@ def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path)
         "--seconds",
         "1",
         "--size",
-        "160x96",
+        size,
         "--diffusion",
         "kagura",
         "--quiet",
-        env={"KAGURA_WEIGHTS_DIR": str(saved)},
+        *extra,
+        env=env,
     )
+
+
+def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path):
+    (saved / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"not a model")
+    out = tmp_path / "fallback.mp4"
+    done = render_one_second(out, "160x96", env={"KAGURA_WEIGHTS_DIR": str(saved)})
     assert done.returncode == 0, done.stderr
     assert "NOTICE: Kagura's own diffusion model could not be loaded" in done.stderr
     assert "procedural look" in done.stderr and "Traceback" not in done.stderr
@@ -144,21 +150,7 @@ def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path)
 
 def test_render_with_the_shipped_model_on_the_cpu(tmp_path):
     out = tmp_path / "kagura.mp4"
-    done = kagura(
-        "render",
-        str(REPO / "audio/assets/demo_song.ogg"),
-        "-o",
-        str(out),
-        "--seconds",
-        "1",
-        "--size",
-        "320x184",
-        "--diffusion",
-        "kagura",
-        "--preset",
-        "ink-wash",
-        "--quiet",
-    )
+    done = render_one_second(out, "320x184", "--preset", "ink-wash")
     assert done.returncode == 0, done.stderr
     assert "NOTICE" not in done.stderr
     import av
