@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import librosa
 import numpy as np
 
 from pipeline.clock import NS_PER_S, frame_pts_ns
@@ -175,6 +174,10 @@ def compute_features(
     pitch: str = "acf",
 ) -> AudioFeatures:
     """Features of `mono` at `sample_rate` for frames 0..num_frames-1 at `fps`."""
+    # imported here: the live analysis uses this module's framing helpers on machines without
+    # librosa (the GPU machine), where only this offline analysis is unavailable
+    import librosa
+
     y = resample_mono(mono, sample_rate)
     sr = ANALYSIS_RATE
     n = int(num_frames)

@@ -1052,8 +1052,8 @@ class LiveSession:
         profile = self.profile if self.profile is not None else load_user_or_default()
         rate = int(profile.sample_rate)
         lips = LiveLipSync(profile, rate)
-        # Pitch and motion import audio.features, which imports librosa; a machine without it
-        # (a headless GPU box) still gets the lip-sync — the mouth — with no idle motion.
+        # Pitch and motion need no librosa (audio.features imports it only for the offline
+        # analysis); if their imports fail anyway, the lip-sync — the mouth — still runs.
         pitch = motion = None
         try:
             from audio.live_pitch import LivePitch

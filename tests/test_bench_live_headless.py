@@ -62,8 +62,9 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
     assert isinstance(result["quality_events"], list)
     lat = result["audio_to_photon_ms"]
     assert lat["n"] == 0 or lat["p99"] >= lat["median"] > 0
-    # librosa missing: the mouth still moves (lip-sync), the report says what is left out
-    assert "librosa" in (result["analysis_note"] or "")
+    # librosa missing (as on the GPU machine): the live analysis needs none of it — lip-sync,
+    # pitch and motion all run, nothing is reported left out
+    assert result["analysis_note"] is None
 
     text = out.read_text()
     assert "<!-- bench:live-headless-cpu -->" in text
