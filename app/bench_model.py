@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 
 from app.errors import UsageError
-
-PRESETS = ("studio", "ink-wash", "cyberpunk")
+from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -56,7 +55,7 @@ def _frames(device: str, size: tuple[int, int], n: int):
 
     specs = [s for s in heldout_specs(max(1, n)) if s.preset in PRESETS]
     raw = torch.from_numpy(render_specs(specs, *size))
-    fast, _ = PairMaker(size, device).make(raw, specs)
+    fast = PairMaker(size, device).fast(raw, specs)
     out: dict[str, list] = {p: [] for p in PRESETS}
     alpha = torch.full((size[1], size[0], 1), 255, dtype=torch.uint8, device=device)
     for s, f in zip(specs, fast, strict=True):

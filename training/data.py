@@ -9,6 +9,7 @@
                                           stage receives live) and its reference look
                                           (pipeline/reference, what the model must paint); both
                                           uint8 (n, 3, H, W)
+        fast(raw, specs) -> fast          the procedural look alone (no reference painted)
     PairBank(capacity, size, device)      a ring of pairs on the device; training samples
         add(fast, ref, preset_ids), sample(n, generator)   batches from it while a few fresh
                                           pairs replace the oldest every step
@@ -143,40 +144,59 @@ class PairMaker:
 
         self.w, self.h = size
         self.device = torch.device(device)
-        self._fast: dict[tuple[str, int], torch.nn.Module] = {}
-        self._ref: dict[tuple[str, int], torch.nn.Module] = {}
+        self._cache: dict[tuple[str, str, int], torch.nn.Module] = {}
         self._presets = {name: load_preset(name) for name in PRESETS}
         self._kinds, self._make_reference = KINDS, make_reference
 
-    def _effects(self, preset: str, bg: int) -> tuple[torch.nn.Module, torch.nn.Module]:
-        key = (preset, bg)
-        if key not in self._fast:
+    def _effect(self, look: str, preset: str, bg: int) -> torch.nn.Module:
+        """The procedural ("fast") or reference ("ref") look of `preset` over background `bg`,
+        built on first use only (a reference painter precomputes its empty frame)."""
+        key = (look, preset, bg)
+        if key not in self._cache:
             p = self._presets[preset]
-            fast = self._kinds[p.post.kind](p, self.w, self.h, False, seed=bg)
-            self._fast[key] = fast.to(self.device)
-            self._ref[key] = self._make_reference(p, self.w, self.h, seed=bg).to(self.device)
-        return self._fast[key], self._ref[key]
+            if look == "fast":
+                eff = self._kinds[p.post.kind](p, self.w, self.h, False, seed=bg)
+            else:
+                eff = self._make_reference(p, self.w, self.h, seed=bg)
+            self._cache[key] = eff.to(self.device)
+        return self._cache[key]
 
     @torch.no_grad()
-    def make(
-        self, raw: torch.Tensor, specs: list[SampleSpec], idx: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def looks(
+        self,
+        raw: torch.Tensor,
+        specs: list[SampleSpec],
+        idx: torch.Tensor | None = None,
+        which: tuple[str, ...] = ("fast", "ref"),
+    ) -> tuple[torch.Tensor, ...]:
+        """uint8 (n, 3, H, W) per look in `which`, for framed raw renders."""
         raw = frame_raw(raw.to(self.device, non_blocking=True), [s.framing for s in specs])
         n = raw.shape[0]
         if idx is None:
             idx = torch.zeros(n, dtype=torch.int64)
-        fast = torch.empty(n, 3, self.h, self.w, dtype=torch.uint8, device=self.device)
-        ref = torch.empty_like(fast)
+        out = [
+            torch.empty(n, 3, self.h, self.w, dtype=torch.uint8, device=self.device) for _ in which
+        ]
         groups: dict[tuple[str, int], list[int]] = {}
         for i, s in enumerate(specs):
             groups.setdefault((s.preset, s.background), []).append(i)
-        for key, rows in groups.items():
-            f_eff, r_eff = self._effects(*key)
+        for (preset, bg), rows in groups.items():
             sel = torch.tensor(rows, device=self.device)
             x, ix = raw.index_select(0, sel), idx[rows].to(self.device)
-            fast[sel] = f_eff(x, ix)[..., :3].permute(0, 3, 1, 2)
-            ref[sel] = r_eff(x, ix)[..., :3].permute(0, 3, 1, 2)
+            for look, dest in zip(which, out, strict=True):
+                dest[sel] = self._effect(look, preset, bg)(x, ix)[..., :3].permute(0, 3, 1, 2)
+        return tuple(out)
+
+    def make(
+        self, raw: torch.Tensor, specs: list[SampleSpec], idx: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(fast, reference) for the raw renders: a training pair each."""
+        fast, ref = self.looks(raw, specs, idx)
         return fast, ref
+
+    def fast(self, raw: torch.Tensor, specs: list[SampleSpec]) -> torch.Tensor:
+        """The procedural look alone (the model's input), no reference painted."""
+        return self.looks(raw, specs, which=("fast",))[0]
 
 
 class PairBank:

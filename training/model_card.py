@@ -36,13 +36,6 @@ def _flicker_table(metrics: dict) -> str:
     return "\n".join(rows)
 
 
-def _speed(metrics: dict) -> str:
-    sp = metrics.get("speed")
-    if not sp:
-        return "Measured by `kagura bench model` (GPU: CUDA graph replay; CPU: eager):"
-    return "\n".join(f"- {line}" for line in sp)
-
-
 def write_card(path: Path, metrics: dict) -> Path:
     t = metrics["train"]
     cfg = t["config"]
@@ -94,7 +87,8 @@ pixels; `pipeline/temporal/stage.flicker`):
 {_flicker_table(metrics)}
 
 ## Speed
-{_speed(metrics)}
+Measured by `kagura bench model` (GPU: CUDA graph replay; CPU: eager), which writes its
+figures below for the weights beside this card:
 
 ## Known failure modes
 - It learned three styles from three prompts: a preset with another prompt gets an untrained

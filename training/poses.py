@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.avatar import EXPRESSIONS, RANGES, VOWELS, AvatarParams, AvatarTrack
+from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
-PRESETS = ("studio", "ink-wash", "cyberpunk")
 HELDOUT_SEED = 1_000_003
 CLIP_FILE = Path(__file__).resolve().parent / "heldout_clip.npz"
 N_BACKGROUNDS = 4  # background variants (make_background seeds) per preset in training

@@ -85,28 +85,18 @@ class TrainConfig:
         return cls(**{k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}})
 
 
-def live_timesteps() -> list[int]:
-    """The timesteps the built-in presets run at in the diffusion stage (their strength and
-    steps), plus the full-strength 1- and 2-step schedules."""
+def live_timesteps() -> tuple[list[int], list[int]]:
+    """(every timestep the built-in presets run at in the diffusion stage — their strength and
+    steps — plus the full-strength 1- and 2-step schedules; the first-slot ones among them,
+    where the stage noises the *fast* latent)."""
     from pipeline.diffusion.stage import timesteps_for
     from presets.loader import load_preset
 
-    ts = {999, 499}
+    schedules = [timesteps_for(1.0, 1), timesteps_for(1.0, 2)]
     for name in PRESETS:
         d = load_preset(name).diffusion
-        ts.update(timesteps_for(d.strength, d.steps))
-    return sorted(ts)
-
-
-def first_slot_timesteps() -> set[int]:
-    from pipeline.diffusion.stage import timesteps_for
-    from presets.loader import load_preset
-
-    out = {999}
-    for name in PRESETS:
-        d = load_preset(name).diffusion
-        out.add(timesteps_for(d.strength, d.steps)[0])
-    return out
+        schedules.append(timesteps_for(d.strength, d.steps))
+    return sorted({t for ts in schedules for t in ts}), sorted({ts[0] for ts in schedules})
 
 
 def edges(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,8 +148,9 @@ class Trainer:
         self.emb = prompt_embeddings(m, self.dev)
         ac = m.alphas_cumprod.float().to(self.dev)
         self.sa, self.s1a = ac.sqrt(), (1.0 - ac).sqrt()
-        self.live_t = torch.tensor(live_timesteps(), device=self.dev)
-        self.first_t = torch.tensor(sorted(first_slot_timesteps()), device=self.dev)
+        live_t, first_t = live_timesteps()
+        self.live_t = torch.tensor(live_t, device=self.dev)
+        self.first_t = torch.tensor(first_t, device=self.dev)
         self.opt = torch.optim.AdamW(
             [*m.unet.parameters(), *m.vae.parameters()], lr=cfg.lr, weight_decay=0.01
         )

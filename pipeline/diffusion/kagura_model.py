@@ -51,6 +51,7 @@ __all__ = [
     "KAGURA_TEXT_CONFIG",
     "KAGURA_UNET_CONFIG",
     "KAGURA_WEIGHTS",
+    "STYLE_PRESETS",
     "autoencoder_class",
     "build_kagura",
     "load_kagura",
@@ -59,9 +60,9 @@ __all__ = [
 
 KAGURA_WEIGHTS = Path(__file__).resolve().parent / "kagura"
 
-# The three presets' diffusion prompts (presets/*.toml) are what the text tower was trained on;
-# other prompts give an untrained style embedding (see the model card).
-STYLE_PROMPTS_FROM_PRESETS = ("studio", "ink-wash", "cyberpunk")
+# The built-in presets the model learned: their diffusion prompts (presets/*.toml) are what the
+# text tower was trained on; other prompts give an untrained style embedding (see the model card).
+STYLE_PRESETS = ("studio", "ink-wash", "cyberpunk")
 
 KAGURA_UNET_CONFIG: dict[str, Any] = {
     "sample_size": 48,
@@ -182,7 +183,7 @@ def style_prompts() -> dict[str, str]:
     """{preset name: its [diffusion] prompt} for the built-in presets the model learned."""
     from presets.loader import load_preset
 
-    return {name: load_preset(name).diffusion.prompt for name in STYLE_PROMPTS_FROM_PRESETS}
+    return {name: load_preset(name).diffusion.prompt for name in STYLE_PRESETS}
 
 
 def build_kagura(seed: int = 0):
