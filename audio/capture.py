@@ -392,21 +392,10 @@ class Capture(RingSource):
 
     def close(self) -> None:
         """Stop the stream and the supervisor. Idempotent."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        self._stop_worker()
         self._close_stream()
         if self.state != "closed":
             self._set_state("closed", "capture closed")
-
-    def __enter__(self) -> Capture:
-        if self._thread is None:
-            self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):

@@ -34,6 +34,9 @@ objects, as any Python code would) and stores one int.
 
 from __future__ import annotations
 
+import threading
+from typing import Self
+
 import numpy as np
 
 from pipeline.clock import samples_to_ns
@@ -171,10 +174,34 @@ class RingReader:
 
 class RingSource:
     """The reading side every live audio source offers (Capture, FilePlayback): its ring buffer
-    is the audio-sample clock. Subclasses set `self.ring` and `self.sample_rate`."""
+    is the audio-sample clock. Subclasses set `self.ring` and `self.sample_rate`, run their
+    delivery on a worker thread (`self._thread`, told to end by the event `self._stop`) and
+    define start() (a no-op while running) and close(); `with source:` starts and closes."""
 
     ring: RingBuffer
     sample_rate: int
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _stop_worker(self) -> None:
+        """Tell the worker thread to end and wait for it (not when called from it)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
 
     @property
     def samples_captured(self) -> int:

@@ -227,20 +227,10 @@ class FilePlayback(RingSource):
         self._thread.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        self._stop_worker()
         self._close_output()
         if self.state != "closed":
             self._set_state("closed", "playback closed")
-
-    def __enter__(self) -> FilePlayback:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- delivery -----------------------------------------------------------------------------
 
