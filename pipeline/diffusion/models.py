@@ -293,6 +293,18 @@ def _dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
     return dtype if device.type == "cuda" else torch.float32
 
 
+def _from_pretrained(cls, folder: Path, what: str, dtype, device, variant: str | None):
+    """A diffusers model class's weights from `folder`, frozen for inference on `device`; any
+    failure is a one-line ModelError naming the folder."""
+    try:
+        model = cls.from_pretrained(
+            folder, torch_dtype=dtype, local_files_only=True, variant=variant
+        )
+    except Exception as exc:
+        raise ModelError(folder, f"could not load the {what}: {_one_line(exc)}") from exc
+    return model.to(device, dtype).eval().requires_grad_(False)
+
+
 def load_unet(folder: str | Path, dtype: torch.dtype, device: torch.device):
     folder = Path(folder)
     cfg = _read_config(folder, "UNet")
@@ -300,13 +312,7 @@ def load_unet(folder: str | Path, dtype: torch.dtype, device: torch.device):
     variant = _weights_variant(folder, "UNet")
     from diffusers import UNet2DConditionModel
 
-    try:
-        unet = UNet2DConditionModel.from_pretrained(
-            folder, torch_dtype=dtype, local_files_only=True, variant=variant
-        )
-    except Exception as exc:
-        raise ModelError(folder, f"could not load the UNet: {_one_line(exc)}") from exc
-    return unet.to(device, dtype).eval().requires_grad_(False)
+    return _from_pretrained(UNet2DConditionModel, folder, "UNet", dtype, device, variant)
 
 
 def load_vae(folder: str | Path, dtype: torch.dtype, device: torch.device):
@@ -322,11 +328,7 @@ def load_vae(folder: str | Path, dtype: torch.dtype, device: torch.device):
         cls = autoencoder_class()
     else:
         cls = getattr(diffusers, name)
-    try:
-        vae = cls.from_pretrained(folder, torch_dtype=dtype, local_files_only=True, variant=variant)
-    except Exception as exc:
-        raise ModelError(folder, f"could not load the autoencoder: {_one_line(exc)}") from exc
-    return vae.to(device, dtype).eval().requires_grad_(False)
+    return _from_pretrained(cls, folder, "autoencoder", dtype, device, variant)
 
 
 def load_text_encoder(folder: str | Path, dtype: torch.dtype, device: torch.device):
