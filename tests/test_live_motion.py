@@ -17,6 +17,7 @@ from audio.live_motion import LiveMotion, MotionState, apply
 from audio.live_pitch import LivePitch
 from audio.motion import BLINK_TOTAL_S
 from pipeline.avatar import RANGES, AvatarParams
+from tests.signals import click_track
 
 SR = 16_000
 FPS = 60
@@ -39,13 +40,7 @@ _STATE_RANGES = {
 
 
 def _clicks(seconds: float, bpm: float, sr: int = SR) -> np.ndarray:
-    y = np.zeros(int(seconds * sr))
-    k = np.arange(int(0.03 * sr))
-    click = 0.6 * np.sin(2 * np.pi * 1500 * k / sr) * np.exp(-k / (0.005 * sr))
-    for b in np.arange(0.0, seconds, 60.0 / bpm):
-        i = round(b * sr)
-        y[i : i + len(click)] += click[: len(y) - i]
-    return y
+    return click_track(seconds, bpm, sr, np.float64)
 
 
 def _frame_levels(y: np.ndarray, fps: int = FPS, sr: int = SR) -> np.ndarray:

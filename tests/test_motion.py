@@ -11,6 +11,7 @@ from audio.features import compute_features
 from audio.motion import BLINK_CLOSE_S, BLINK_HOLD_S, BLINK_OPEN_S, motion
 from pipeline.avatar import RANGES, SCALARS, VOWELS
 from pipeline.clock import frame_count, frame_pts_ns
+from tests.signals import click_track
 
 FPS = 30
 SR = 22050
@@ -18,13 +19,7 @@ BPM = 120
 
 
 def _click_track(seconds: float, sr: int = SR, bpm: int = BPM) -> np.ndarray:
-    y = np.zeros(int(seconds * sr), np.float32)
-    k = np.arange(int(0.03 * sr))
-    click = 0.6 * np.sin(2 * np.pi * 1500 * k / sr) * np.exp(-k / (0.005 * sr))
-    for b in np.arange(0.0, seconds, 60.0 / bpm):
-        i = round(b * sr)
-        y[i : i + len(click)] += click[: len(y) - i]
-    return y
+    return click_track(seconds, bpm, sr, np.float32)
 
 
 @pytest.fixture(scope="module")
