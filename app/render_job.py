@@ -342,16 +342,21 @@ class UploadStage(BaseStage):
 
 
 class ReadbackStage(BaseStage):
-    """Images back to the host, once per batch (one copy into pinned memory, one wait): the
-    sink gets CPU uint8 RGBA. Motion vectors are dropped here (nothing after needs them)."""
+    """Pictures back to the host, once per batch (one copy into pinned memory, one wait).
+    Motion vectors are dropped here (nothing after needs them).
+
+    `i420=True` (opaque MP4 output): the batch is converted to I420 planes on the GPU first
+    (pipeline/accel/i420.py) and the sink gets `Frame.i420` instead of RGBA — 2.7x fewer bytes
+    to read back and to hand to the encoders, and no colour conversion left for them."""
 
     name = "readback"
     max_batch = 4
 
-    def __init__(self, size: tuple[int, int], device: str = "cuda"):
+    def __init__(self, size: tuple[int, int], device: str = "cuda", i420: bool = False):
         self.device = device
+        self.i420 = i420
         self.needs = spec("image", size=size, device=device)
-        self.gives = spec("image", size=size, device="cpu")
+        self.gives = spec("i420" if i420 else "image", size=size, device="cpu")
 
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
         import torch
@@ -359,14 +364,22 @@ class ReadbackStage(BaseStage):
         from pipeline.accel import pinned_empty
 
         t0 = time.perf_counter()
-        host = pinned_empty((len(frames), *frames[0].image.shape), torch.uint8)
-        for i, f in enumerate(frames):
-            host[i].copy_(f.image, non_blocking=True)
+        if self.i420:
+            from pipeline.accel.i420 import rgba_to_i420
+
+            pictures = rgba_to_i420(torch.stack([f.image for f in frames]))
+        else:
+            pictures = [f.image for f in frames]
+        host = pinned_empty((len(frames), *pictures[0].shape), torch.uint8)
+        for i, p in enumerate(pictures):
+            host[i].copy_(p, non_blocking=True)
         torch.cuda.current_stream().synchronize()
         ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
-        return [
-            f.with_(image=host[i], motion=None).timed(self.name, ms) for i, f in enumerate(frames)
-        ]
+        if self.i420:
+            out = [f.with_(image=None, motion=None, i420=host[i]) for i, f in enumerate(frames)]
+        else:
+            out = [f.with_(image=host[i], motion=None) for i, f in enumerate(frames)]
+        return [f.timed(self.name, ms) for f in out]
 
 
 def _sr_weights(req: RenderRequest) -> Path | None:
@@ -446,8 +459,9 @@ def _diffusion_models(req: RenderRequest, on_notice: Callable[[str], None] | Non
     return random_weights(req.diffusion_random, dtype="float16", device=req.device)
 
 
-def gpu_stages(req: RenderRequest, preset, models) -> list:
-    """upload → stylize → diffusion → temporal → upscale → readback, each only when asked."""
+def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
+    """upload → stylize → diffusion → temporal → upscale → readback, each only when asked.
+    `i420`: the readback hands the sink I420 planes instead of RGBA (see ReadbackStage)."""
     from pipeline.stylize import StylizeStage
 
     render, out = req.sizes()
@@ -481,7 +495,7 @@ def gpu_stages(req: RenderRequest, preset, models) -> list:
     if req.upscale != 1:
         stages.append(_upscale_stage(req, render))
     if cuda:
-        stages.append(ReadbackStage(out, req.device))
+        stages.append(ReadbackStage(out, req.device, i420=i420))
     return stages
 
 
@@ -531,8 +545,11 @@ def assemble_graph(
         )
     else:
         first = RenderStage(*render, preset.palette, preset.line)
+    # the GPU hands the video file I420 planes when it is opaque (MP4, or WebM without alpha:
+    # both encode yuv420p); a transparent WebM and a caller's own sink get RGBA
+    i420 = req.device == "cuda" and not req.transparent and sink is None
     if req.gpu_stages:
-        stages = [first, *gpu_stages(req, preset, models)]
+        stages = [first, *gpu_stages(req, preset, models, i420=i420)]
     else:
         stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
     if sink is None:
@@ -563,7 +580,8 @@ def assemble_graph(
                 x264_preset=req.x264_preset,
             )
         if req.gpu_stages:  # the encoder reads host memory
-            sink.needs = spec("image", size=(w, h), device="cpu")
+            picture = "i420" if i420 else "image"
+            sink.needs = spec(picture, size=(w, h), device="cpu")
     extras = {"device": req.device} if req.device != "cpu" else {}
     ctx = Context(w, h, req.fps, sample_rate, extras=extras)
     return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)

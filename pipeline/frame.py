@@ -7,6 +7,9 @@
              filtering, warping and upscaling need: no dark fringes). Sinks un-premultiply.
     motion   torch.float32 (H, W, 2) screen motion in pixels since the previous frame:
              the surface point under pixel p was at p - motion[p] one frame ago.
+    i420     torch.uint8 (H * 3 // 2, W): the picture as yuv420p planes (BT.709, limited
+             range; pipeline/accel/i420.py), made on the GPU by the offline readback so the
+             encoder needs no colour conversion. A frame carrying it has no `image`.
     timings  per-stage wall times in milliseconds (diagnostics only)
 
 Immutable in spirit: a stage returns `frame.with_(image=...)` instead of mutating.
@@ -31,6 +34,7 @@ class Frame:
     params: AvatarParams
     image: torch.Tensor | None = None
     motion: torch.Tensor | None = None
+    i420: torch.Tensor | None = None
     timings: dict[str, float] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Frame:

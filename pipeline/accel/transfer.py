@@ -25,8 +25,8 @@ import torch
 
 
 def pinned_empty(shape: tuple[int, ...], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
-    t = torch.empty(shape, dtype=dtype)
-    return t.pin_memory() if torch.cuda.is_available() else t
+    # allocated pinned (torch's caching host allocator), not pinned by copying a pageable one
+    return torch.empty(shape, dtype=dtype, pin_memory=torch.cuda.is_available())
 
 
 class _Slots:

@@ -29,10 +29,11 @@ chunk's packets into the file in chunk order, with their time stamps shifted fro
 own frame count to the frame's place in the video, and checks that decode times only grow.
 
 Frames reach the workers through shared memory (`pipeline.sinks.workers.SharedArena`): each
-encoder has a ring of `slots` RGBA slots; `write()` copies the frame into the next free slot
-(one memcpy, GIL released) and sends the slot number over a pipe. The worker converts RGBA →
-yuv420p (BT.709, limited range, like `VideoFileSink`) straight from the slot, frees it, and
-queues the converted frame for its encoder thread.
+encoder has a ring of `slots` RGBA-sized slots; `write()` copies the frame into the next free
+slot (one memcpy, GIL released) and sends the slot number over a pipe. The worker converts RGBA
+→ yuv420p (BT.709, limited range, like `VideoFileSink`) straight from the slot — or, for a
+frame whose I420 planes the GPU already made (`Frame.i420`), just copies them out — frees the
+slot, and queues the frame for its encoder thread.
 
 The guarantees of `VideoFileSink` hold: audio (AAC) is muxed once, sample-exactly, interleaved
 with the video as chunks are joined; the file is written to `NAME.partial.mp4` as a fragmented
@@ -181,6 +182,11 @@ def _encode_loop(cfg: _Config, mapping, free_slots, frames_in: Connection, out: 
     slots = [
         mapping.array(cfg.offset + s * cfg.slot_bytes, shape, np.uint8) for s in range(cfg.slots)
     ]
+    rows = cfg.height * 3 // 2
+
+    def i420_view(slot: np.ndarray) -> np.ndarray:
+        return slot.reshape(-1)[: rows * cfg.width].reshape(rows, cfg.width)
+
     cc = _open_encoder(cfg)
     out.send(("ready", cfg.index))
     cpu0 = time.process_time()  # this process, all threads (x264's too), from here on
@@ -196,16 +202,19 @@ def _encode_loop(cfg: _Config, mapping, free_slots, frames_in: Connection, out: 
                 if msg[0] == "end":
                     backlog.put(end)
                     return
-                _, slot, chunk, global_index = msg
+                _, slot, chunk, global_index, kind = msg
                 t0 = time.perf_counter()
-                src = VideoFrame.from_numpy_buffer(slots[slot], format="rgba")
-                vf = src.reformat(
-                    format="yuv420p",
-                    dst_colorspace=Colorspace.ITU709,
-                    dst_color_range=ColorRange.MPEG,
-                    threads=1,
-                )
-                del src
+                if kind == "i420":  # converted on the GPU: copy the planes out of the slot
+                    vf = VideoFrame.from_ndarray(i420_view(slots[slot]), format="yuv420p")
+                else:
+                    src = VideoFrame.from_numpy_buffer(slots[slot], format="rgba")
+                    vf = src.reformat(
+                        format="yuv420p",
+                        dst_colorspace=Colorspace.ITU709,
+                        dst_color_range=ColorRange.MPEG,
+                        threads=1,
+                    )
+                    del src
                 times["convert_s"] += time.perf_counter() - t0
                 free_slots.release()
                 backlog.put((vf, chunk, global_index))
@@ -423,8 +432,11 @@ class SegmentedVideoSink(EncodedFileSink):
         dst = self._views[w][slot]
         if not isinstance(image, np.ndarray):  # a CPU torch tensor: its memory, no copy
             image = image.detach().numpy()
+        kind = "i420" if image.ndim == 2 else "rgba"  # see EncodedFileSink._check_image
+        if kind == "i420":  # the slot's first bytes, as (H * 3 // 2, W)
+            dst = dst.reshape(-1)[: image.size].reshape(image.shape)
         np.copyto(dst, image, casting="unsafe")
-        self._send_to(w, ("frame", slot, chunk, i))
+        self._send_to(w, ("frame", slot, chunk, i, kind))
         self.frames_written += 1
         t2 = time.perf_counter()
         self.wait_seconds += t1 - t0

@@ -185,9 +185,23 @@ class EncodedFileSink:
             raise FileNotFoundError(f"{self.path}: the folder {self.path.parent} does not exist")
 
     def _check_image(self, frame: Frame):
-        """The frame's RGBA image, after checking the sink is open and the image fits."""
+        """The frame's picture, after checking the sink is open and the picture fits: its I420
+        planes (2-D uint8 (H * 3 // 2, W)) where the GPU made them, else its RGBA image
+        (3-D (H, W, 4))."""
         if self._state != "open":
             raise RuntimeError(f"{self.path}: write() on a sink that is {self._state}")
+        if frame.i420 is not None:
+            if getattr(self, "transparent", False):
+                raise ValueError(
+                    f"{self.path}: frame {frame.index} is I420, which has no alpha; "
+                    "a transparent video needs RGBA frames"
+                )
+            if tuple(frame.i420.shape) != (self.height * 3 // 2, self.width):
+                raise ValueError(
+                    f"{self.path}: frame {frame.index} I420 picture is {tuple(frame.i420.shape)}, "
+                    f"expected ({self.height * 3 // 2}, {self.width}) for {self.width}x{self.height}"
+                )
+            return frame.i420
         image = frame.image
         if image is None:
             raise ValueError(f"{self.path}: frame {frame.index} carries no image")
@@ -439,15 +453,18 @@ class VideoFileSink(EncodedFileSink):
             rgba = np.ascontiguousarray(image, dtype=np.uint8)
         else:
             rgba = np.ascontiguousarray(image.detach().cpu().numpy())
-        if self.transparent:
-            rgba = unpremultiply(rgba)
-        # premultiplied RGB of a composited (opaque) frame is the picture; swscale drops alpha
-        vf = VideoFrame.from_ndarray(rgba, format="rgba").reformat(
-            format=self._vstream.pix_fmt,
-            dst_colorspace=Colorspace.ITU709,
-            dst_color_range=ColorRange.MPEG,
-            threads=1,
-        )
+        if rgba.ndim == 2:  # I420 planes, converted on the GPU (see _check_image)
+            vf = VideoFrame.from_ndarray(rgba, format="yuv420p")
+        else:
+            if self.transparent:
+                rgba = unpremultiply(rgba)
+            # premultiplied RGB of a composited (opaque) frame is the picture; swscale drops alpha
+            vf = VideoFrame.from_ndarray(rgba, format="rgba").reformat(
+                format=self._vstream.pix_fmt,
+                dst_colorspace=Colorspace.ITU709,
+                dst_color_range=ColorRange.MPEG,
+                threads=1,
+            )
         vf.pts = self.frames_written
         vf.time_base = self._vstream.codec_context.time_base
         self._mux(self._vstream.encode(vf))
