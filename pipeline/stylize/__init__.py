@@ -1,8 +1,11 @@
 """The procedural post-process stage: background + per-preset look, in torch.
 
-    StylizeStage(preset, width, height, transparent=False, compile=False)
+    StylizeStage(preset, width, height, transparent=False, compile=False, cuda_graph=None)
         name "stylize", needs spec("image"), gives spec("image")
         process_batch(frames): stacks the images, runs the preset's effect once, unstacks.
+        On cuda (the setup context's extras["device"]) the effect of one frame is captured at
+        setup as one CUDA graph per grain variant and replayed per frame: the effect is a few
+        hundred small kernels, so eagerly it costs the Python thread more than the GPU.
 
     make_effect(preset, width, height, transparent=False) -> torch.nn.Module
         effect(x_u8 (B, H, W, 4) premultiplied, idx int64 (B,)) -> uint8 (B, H, W, 4)
@@ -55,10 +58,13 @@ class StylizeStage(BaseStage):
         height: int,
         transparent: bool = False,
         compile: bool = False,
+        cuda_graph: bool | None = None,
     ):
         """`compile=True` runs the effect through torch.compile at `setup()` (fuses the
         per-pixel math; ~5x faster on CPU, needs a C++ compiler / Triton). A compile that fails
-        raises: it is never silently replaced by the eager path."""
+        raises: it is never silently replaced by the eager path.
+        `cuda_graph`: None = on when the stage is set up on cuda; a capture that fails (or
+        whose replay differs from eager) raises GraphCaptureError at setup."""
         self.preset, self.width, self.height = preset, width, height
         self.transparent = transparent
         self.needs = spec("image", size=(width, height))
@@ -67,20 +73,49 @@ class StylizeStage(BaseStage):
         self._device = torch.device("cpu")
         self._compile = compile
         self._fn = self.effect
+        self._cuda_graph = cuda_graph
+        self._graphs: list | None = None  # one GraphCache per grain variant
 
     def setup(self, ctx: Context) -> None:
         keep_freed_memory()  # reuse freed large buffers instead of page-faulting fresh ones
+        device = torch.device(ctx.extras.get("device", "cpu"))
         if self._compile:
             self._fn = torch.compile(self.effect, dynamic=False)
         # warm up (and compile) with a full batch so the first real frame pays nothing
         x = torch.zeros(self.max_batch, self.height, self.width, 4, dtype=torch.uint8)
-        self._run(x.to(self._device), torch.arange(self.max_batch))
+        self._run(x.to(device), torch.arange(self.max_batch))
+        if device.type == "cuda" and self._cuda_graph is not False and not self._compile:
+            self._capture(device)
+
+    def _capture(self, device: torch.device) -> None:
+        from pipeline.accel.graphs import GraphCache
+
+        example = _example_idol(self.height, self.width).to(device)
+        graphs = []
+        for g in range(self.effect.variants):
+            cache = GraphCache(
+                lambda x, g=g: self.effect.variant(x, g),
+                device,
+                atol=1.0,  # uint8: replay and eager may differ by one level, never more
+                rtol=0.0,
+                clone_output=False,
+                name=f"stylize {self.preset.post.kind} (grain {g})",
+            )
+            cache.capture(example)
+            graphs.append(cache)
+        self._graphs = graphs
 
     def _run(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         if x.device != self._device:
             self.effect.to(x.device)
             self._device = x.device
         n = x.shape[0]
+        if self._graphs is not None and x.device.type == "cuda":
+            out = torch.empty_like(x)
+            with torch.inference_mode():
+                for b, g in enumerate((idx.cpu() % len(self._graphs)).tolist()):
+                    out[b].copy_(self._graphs[g](x[b : b + 1])[0])
+            return out
         if self._compile and n < self.max_batch:  # keep one static shape for the compiled graph
             pad = x.new_zeros((self.max_batch - n, *x.shape[1:]))
             x = torch.cat([x, pad])
@@ -96,6 +131,9 @@ class StylizeStage(BaseStage):
         for i in range(0, images.shape[0], self.max_batch):
             out.append(self._run(images[i : i + self.max_batch], indices[i : i + self.max_batch]))
         return torch.cat(out) if len(out) > 1 else out[0]
+
+    def close(self) -> None:
+        self._graphs = None  # the graphs' memory pools go with them
 
     def process(self, frame: Frame) -> Frame:
         return self.process_batch([frame])[0]
@@ -114,3 +152,16 @@ class StylizeStage(BaseStage):
         y = self.apply(x, idx)
         ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
         return [f.with_(image=y[i]).timed(self.name, ms) for i, f in enumerate(frames)]
+
+
+def _example_idol(height: int, width: int) -> torch.Tensor:
+    """A deterministic (1, H, W, 4) premultiplied frame with an opaque, textured disc in the
+    middle and a soft edge: what the graph capture is checked on (an empty frame would only
+    exercise the background)."""
+    g = torch.Generator().manual_seed(1)
+    yy, xx = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    r = ((yy - height / 2) ** 2 + (xx - width / 2) ** 2).sqrt()
+    alpha = (1.0 - (r - height / 4).clamp(0, 8) / 8).clamp(0, 1)
+    rgb = torch.rand(height, width, 3, generator=g) * alpha[..., None]
+    img = torch.cat([rgb, alpha[..., None]], -1).mul(255).round().to(torch.uint8)
+    return img[None]

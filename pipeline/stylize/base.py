@@ -142,6 +142,19 @@ class Effect(torch.nn.Module):
             self.empty = e
         return self.empty
 
+    @property
+    def variants(self) -> int:
+        """How many grain variants the frames cycle through (frame g uses variant g % this)."""
+        return self.grain.shape[0]
+
+    def variant(self, x: torch.Tensor, g: int) -> torch.Tensor:
+        """One frame (1, H, W, 4) with grain variant `g` -> (1, H, W, 4): what `forward` does
+        per frame, as a pure function of `x` (on a GPU: no host sync), so StylizeStage can
+        capture it as one CUDA graph per variant."""
+        out = self._empty(x.device)[g : g + 1].clone()
+        self._frame(x[0], out[0], g)
+        return out
+
     def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         empty = self._empty(x.device)
         out = torch.empty_like(x)
