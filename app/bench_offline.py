@@ -133,12 +133,12 @@ _REQUEST_KEYS = (
 
 
 def _request(cfg: dict, out: Path):
-    from app.render_job import RenderRequest
+    from app.render_job import RenderRequest, diffusion_arg
 
     return RenderRequest(
         audio=SONG,
         output=out,
-        diffusion=Path(cfg["diffusion"]) if cfg["diffusion"] else None,
+        diffusion=diffusion_arg(cfg["diffusion"]) if cfg["diffusion"] else None,
         render_size=tuple(cfg["render_size"]) if cfg["render_size"] else None,
         **{key: cfg[key] for key in _REQUEST_KEYS},
     )
@@ -448,6 +448,8 @@ def _command(args: argparse.Namespace, cfg: dict, n: int, m: int) -> str:
 
 
 def _chain(cfg: dict, m: int) -> str:
+    from pipeline.diffusion.kagura_model import KAGURA
+
     req = _request({**cfg, "encoders": 1, "render_workers": m}, Path("x.mp4"))
     render, out = req.sizes() if req.gpu_stages else ((req.width, req.height),) * 2
     who = f"{m} processes" if m > 1 else "1 thread"
@@ -457,7 +459,9 @@ def _chain(cfg: dict, m: int) -> str:
             steps.append("upload")
         steps.append(f"stylize ({cfg['preset']})")
         if req.diffusion_on:
-            kind = cfg["diffusion_random"] or "checkpoint"
+            kind = cfg["diffusion_random"] or (
+                "Kagura's own model" if cfg["diffusion"] == KAGURA else "checkpoint"
+            )
             rnd = ", RANDOM weights" if cfg["diffusion_random"] else ""
             steps.append(f"diffusion ({kind}{rnd})")
         if req.temporal_on:

@@ -33,3 +33,18 @@ def keep_freed_memory(threshold_bytes: int = 1 << 30) -> bool:
         return False
     _done = ok
     return ok
+
+
+def freeze_setup_objects() -> None:
+    """Collect the garbage setup left behind, then move every object alive now into the
+    garbage collector's permanent generation (gc.freeze, Python >= 3.7).
+
+    Why: model loading, graph capture and above all torch.compile leave millions of
+    long-lived objects; the first frames' allocations then trigger a full collection that
+    walks all of them — a pause of tens of ms in the hot path (measured: the compiled chain's
+    first frame took 1.96x the steady wall time). Frozen objects are never scanned again;
+    call this at the end of a setup, before the first frame."""
+    import gc
+
+    gc.collect()
+    gc.freeze()

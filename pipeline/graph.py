@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.frame import Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.stage import Context, Sink, Spec, Stage
@@ -136,6 +137,7 @@ class Graph:
             for part in [*self.stages, self.sink]:
                 part.setup(ctx)
                 prepared.append(part)
+            freeze_setup_objects()
             threads = [threading.Thread(target=feed, name="source", daemon=True)]
             for i, stage in enumerate(self.stages):
                 threads.append(

@@ -56,6 +56,7 @@ from typing import Any
 import torch
 
 from pipeline.avatar import AvatarParams
+from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.frame import Frame
 from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
 from pipeline.quality_control import (
@@ -288,6 +289,7 @@ class GpuChain:
         for st in self.stages:
             st.setup(self.ctx)
         self._warm(stylize)
+        freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
         log.info(
             "live GPU chain ready in %.1f s: %s -> %s, budget %.2f ms, ladder:\n%s",
