@@ -1097,7 +1097,11 @@ class LiveSession:
 
             resampler = soxr.ResampleStream(srate, arate, 1, dtype="float32", quality="HQ")
         reader = src.reader()
-        total_a = 0  # analysis-rate samples pushed so far
+        # The resampler's output lags its input (soxr HQ withholds its filter's group delay:
+        # 341 samples = 21.3 ms at 48 -> 16 kHz), so a hop is time-stamped from the position of
+        # its newest sample in the *input* stream: output sample j is input sample j*srate/arate
+        # of what was pushed (soxr aligns them so), minus the resampler's own delay.
+        pushed = 0  # source-rate samples pushed into the resampler so far
         last_pf = None
         while not self._stop.wait(0.005):
             x = reader.read()
@@ -1114,15 +1118,16 @@ class LiveSession:
                 mono = mono * np.float32(gain)
             y = resampler.resample_chunk(mono) if resampler is not None else mono
             y = np.asarray(y, np.float32)
-            total_a += y.shape[0]
-            end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample analysed
+            pushed += mono.shape[0]
+            end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample pushed
             pfs = pitch.push(y) if pitch is not None else []
             lfs = lips.push(y)
             for i, lf in enumerate(lfs):
                 pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
                 last_pf = pf
-                behind = total_a - (round(lf.t * arate) + 1)  # samples after this hop's end
-                pts = end_pts - behind * NS_PER_S // arate
+                newest_in = round(lf.t * arate) * srate / arate  # this hop's newest sample
+                behind = pushed - 1 - newest_in  # source samples pushed after it
+                pts = end_pts - round(behind * NS_PER_S / srate)
                 level = pf.level_db if pf is not None else lf.level_db
                 voiced = bool(pf.voiced) if pf is not None else not lf.silent
                 f0 = pf.pitch_hz if pf is not None else None
