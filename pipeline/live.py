@@ -1092,15 +1092,18 @@ class LiveSession:
         src = self.source
         srate = src.sample_rate
         resampler = None
+        delay_ns = 0
         if srate != arate:
-            import soxr
+            # a short linear-phase FIR (0.67 ms at 48 kHz), not soxr's HQ stream, which
+            # withholds up to 21 ms of output (audio/live_resample.py)
+            from audio.live_resample import LowDelayResampler
 
-            resampler = soxr.ResampleStream(srate, arate, 1, dtype="float32", quality="HQ")
+            resampler = LowDelayResampler(srate, arate)
+            delay_ns = round(resampler.delay_s * NS_PER_S)
         reader = src.reader()
-        # The resampler's output lags its input (soxr HQ withholds its filter's group delay:
-        # 341 samples = 21.3 ms at 48 -> 16 kHz), so a hop is time-stamped from the position of
-        # its newest sample in the *input* stream: output sample j is input sample j*srate/arate
-        # of what was pushed (soxr aligns them so), minus the resampler's own delay.
+        # A hop is time-stamped from the position of its newest sample in the *input* stream:
+        # output sample j is input sample j*srate/arate of what was pushed, minus the
+        # resampler's group delay (a resampler may also withhold output; this ignores that).
         pushed = 0  # source-rate samples pushed into the resampler so far
         last_pf = None
         while not self._stop.wait(0.005):
@@ -1127,7 +1130,7 @@ class LiveSession:
                 last_pf = pf
                 newest_in = round(lf.t * arate) * srate / arate  # this hop's newest sample
                 behind = pushed - 1 - newest_in  # source samples pushed after it
-                pts = end_pts - round(behind * NS_PER_S / srate)
+                pts = end_pts - round(behind * NS_PER_S / srate) - delay_ns
                 level = pf.level_db if pf is not None else lf.level_db
                 voiced = bool(pf.voiced) if pf is not None else not lf.silent
                 f0 = pf.pitch_hz if pf is not None else None
