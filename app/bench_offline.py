@@ -469,7 +469,8 @@ def _chain(cfg: dict, m: int) -> str:
         if req.upscale != 1:
             steps.append(f"upscale x{req.upscale} → {out[0]}x{out[1]}")
         if req.device == "cuda":
-            steps.append("readback")
+            # assemble_graph: opaque files get I420 planes made on the GPU
+            steps.append("readback" if req.transparent else "RGBA → I420 (GPU) → readback")
     else:
         steps.append(f"stylize ({cfg['preset']})")
     steps.append(f"MP4 (H.264 libx264 {cfg['x264_preset']}, CRF 20, + AAC)")
@@ -539,7 +540,8 @@ def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
             f"{_pair(base.get('render_worker_ms'))} | {_pair(par.get('render_worker_ms'))} |"
         )
     lines.append(
-        f"| encoder wall time per frame: colour conversion + x264 (its own threads) | "
+        f"| encoder wall time per frame: colour conversion (RGBA input) or plane copy (I420 "
+        "input) + x264 (its own threads) | "
         f"{_ms(base.get('encode_ms'))} | "
         f"{_ms((par.get('convert_ms') or 0) + (par.get('encode_ms') or 0))} |"
     )

@@ -5,7 +5,13 @@
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 mkdir -p /tmp/xroot; for f in .gl/x/*.deb; do dpkg -x "$f" /tmp/xroot; done; ldconfig
 export LD_LIBRARY_PATH=/tmp/xroot/usr/lib/x86_64-linux-gnu:/tmp/xroot/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+# The wheels travel either as they are, or (to fit the 64 MiB the device tool carries) unpacked
+# into one folder and packed as .whl/site.tar.xz — the same files, xz compresses them better.
+mkdir -p /tmp/site
+if [ -f .whl/site.tar.xz ]; then tar -xJf .whl/site.tar.xz -C /tmp/site || return 1; fi
+if compgen -G ".whl/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 [ -f .whl/realesr-animevideov3-x4.bin ] && export KAGURA_ANIMEVIDEOV3_BIN=$PWD/.whl/realesr-animevideov3-x4.bin
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -23,6 +23,8 @@ class Cyberpunk(Effect):
         p = self.post
         self.register_buffer("rim1", C.color(p.rim_color or "#00e5ff"), persistent=False)
         self.register_buffer("rim2", C.color(p.rim_color2 or "#ff2bd6"), persistent=False)
+        # the same colours as host floats: reading the buffers per frame would sync with the GPU
+        self.rim_rgb = (self.rim1.tolist(), self.rim2.tolist())
         self.register_buffer("shadow_tint", torch.tensor(SHADOW_TINT), persistent=False)
         self.register_buffer("hi_tint", torch.tensor(HIGHLIGHT_TINT), persistent=False)
         self.register_buffer("scan", C.scanline_map(height, p.scanlines, "cpu"), persistent=False)
@@ -80,7 +82,7 @@ class Cyberpunk(Effect):
             from_right = (a4b - C.shift_x(a4b, -k)).clamp_(0, 1)
             rims = C.upsample(torch.cat([from_left, from_right]), 4, h, w)
             rims.mul_(a * (1.3 * p.rim_light))
-            r1, r2 = self.rim1.tolist(), self.rim2.tolist()
+            r1, r2 = self.rim_rgb
             for j in range(3):
                 light[j].add_(rims[0], alpha=r1[j]).add_(rims[1], alpha=r2[j])
         alpha = a
