@@ -3,7 +3,8 @@
     kagura bench live [--seconds S] [--size WxH] [--preset NAME]          the desktop app
     kagura bench live --headless [--device cpu|cuda] [--diffusion PATH | --diffusion-random
                       sd-turbo|tiny] [--upscale N] [--[no-]temporal] [--budget-ms MS]
-                      [--fps N] [--vsync-hz HZ] [--seconds S] [--size WxH] [--preset NAME]
+                      [--fps N] [--vsync-hz HZ] [--present-lead-ms MS] [--[no-]phase-lock]
+                      [--seconds S] [--size WxH] [--preset NAME]
 
 Desktop app (default): each run is a real `kagura live --audio-file … --quit-after N` in its
 own process: Qt's offscreen platform and, where xvfb-run exists, an X server (what a desktop
@@ -16,16 +17,30 @@ options are given (pipeline/live_gpu.py, the same options as `kagura live`), fed
 `FilePlayback` of the demo song paced in real time on the system clock (play_out=False: the
 sounddevice module is never imported), a pump thread moving frames into the presenter's
 `JitterBuffer` (arrival = master clock now; the first `--warm-up` seconds shown but not
-learnt from, as the app does), and a simulated VSYNC: this thread ticks the jitter buffer at
-`--vsync-hz` (60) on the monotonic clock. It reports:
+learnt from, as the app does), and a simulated display: this thread ticks the jitter buffer
+once per refresh of a `--vsync-hz` (60) display on the monotonic clock. SIMULATED, not real:
+there is no swap chain; VSYNC k is the instant t0 + k · refresh, and the flip is modelled as a
+FIFO swap chain's: a frame presented (handed over) at time t is on screen from the first VSYNC
+after t.
+
+* `--present-lead-ms L` (default 4; what Special K's / RTSS's "latent sync" does on a real
+  display): the tick of VSYNC k fires at t0 + k · refresh − L, so the frame it releases flips
+  at VSYNC k — if the tick and its hand-over finished before it; otherwise at the next one
+  (counted: `present_missed`). L = 0: the tick fires at VSYNC k (as a display timer that
+  follows VSYNC does) and flips at VSYNC k + 1, a whole refresh later.
+* `--phase-lock` (default): the session is told the tick instants
+  (`LiveSession.set_display_timing`, with the jitter buffer's target delay), so each frame
+  starts at the tick that will show it minus the predicted frame time; `--no-phase-lock`:
+  the session's free-running frame timer, whose phase to the ticks is arbitrary.
+
+It reports:
 
 * **audio-to-photon latency** (median / P99 over the frames presented after the warm-up):
       latency = T_flip − t_audio
   T_flip: the master-clock time (the audio-sample clock, pipeline/live.py MasterClock) of the
-  simulated VSYNC that puts the frame on screen: the jitter buffer releases it at a tick (right
-  after a VSYNC, as the app's display timer does), the frame is presented then and a FIFO swap
-  chain flips to it at the NEXT VSYNC (a tick that woke more than a refresh late flips at the
-  first VSYNC after it woke; those missed VSYNCs are counted). t_audio: the master-clock time of the audio the picture's mouth
+  simulated VSYNC that puts the frame on screen (above: the first VSYNC after the tick that
+  released it finished; a tick that woke more than a refresh late skips VSYNCs, counted in
+  `vsync_missed`). t_audio: the master-clock time of the audio the picture's mouth
   was analysed from — the centre of the 12 ms level window that sets the mouth openness
   (newest analysed sample − 6 ms; the lip-sync hop ending there is the newest one the frame
   thread had when it started the frame) — and, through the diffusion stream batch (the picture
@@ -64,6 +79,7 @@ from app.errors import UsageError
 
 UI_GOAL_MS = 2.0
 LATENCY_GOAL_MS = 50.0  # audio-to-photon P99, live (the GPU-pipeline issue)
+PRESENT_LEAD_MS = 4.0  # default --present-lead-ms (see the module docstring)
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -86,6 +102,20 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     )
     h.add_argument("--fps", type=int, default=30, help="frames per second (30)")
     h.add_argument("--vsync-hz", type=float, default=60.0, help="simulated display refresh (60)")
+    h.add_argument(
+        "--present-lead-ms",
+        type=float,
+        default=PRESENT_LEAD_MS,
+        help="the display tick fires this long before each simulated VSYNC and its frame flips "
+        f"at that VSYNC; 0: the tick right after a VSYNC, flipped at the next ({PRESENT_LEAD_MS:g})",
+    )
+    h.add_argument(
+        "--phase-lock",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start each frame at the display tick that shows it minus the predicted frame time "
+        "(LiveSession.set_display_timing); --no-phase-lock: the free-running frame timer",
+    )
     h.add_argument(
         "--warm-up",
         type=float,
@@ -241,6 +271,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
         raise UsageError(f"--fps {args.fps}: expected 1..240")
     if args.vsync_hz <= 0 or args.seconds <= 0:
         raise UsageError("--vsync-hz and --seconds must be positive")
+    if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
+        raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
     gpu = build_live_gpu(args, args.device, size, preset=args.preset)
     src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
@@ -257,7 +289,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     warm_ns = int(args.warm_up * 1e9)
     latency: list[float] = []
     wake_late: list[float] = []
-    ticks = missed_ticks = 0
+    ticks = missed_ticks = present_missed = 0
+    lead_ns = round(args.present_lead_ms * 1e6)
     # as `kagura live` does: hand the GIL over sooner, so the VSYNC thread wakes on time
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)
@@ -265,32 +298,40 @@ def measure_headless(args: argparse.Namespace) -> dict:
     started = session.started_at or time.monotonic()
     pump = _Pump(session, jitter, warm_ns)
     try:
-        period = refresh_ns / 1e9
-        t0 = time.monotonic()
-        k = 1  # the VSYNC this tick belongs to: instant t0 + k * period
-        end = t0 + args.warm_up + args.seconds
+        # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
+        t0 = time.monotonic_ns()
+        if args.phase_lock:
+            session.set_display_timing(
+                t0 + refresh_ns - lead_ns, refresh_ns, lambda: jitter.target_delay_ns
+            )
+        k = 1  # the VSYNC this tick belongs to
+        end = t0 + round((args.warm_up + args.seconds) * 1e9)
         while True:
-            now = time.monotonic()
+            now = time.monotonic_ns()
             if now >= end:
                 break
-            due = t0 + k * period
+            due = t0 + k * refresh_ns - lead_ns
             if due > now:
-                time.sleep(due - now)
-            woke = time.monotonic()
+                time.sleep((due - now) / 1e9)
+            woke = time.monotonic_ns()
             master = session.clock.now_ns()
             frame = jitter.tick(master, refresh_ns)
+            done = time.monotonic_ns()  # the hand-over is done: the frame is presented
             ticks += 1
-            # presented now, on screen at the next VSYNC (a FIFO swap chain)
-            k_next = max(k + 1, math.floor((woke - t0) / period) + 1)
-            missed_ticks += k_next - k - 1
-            t_flip = master + round((t0 + k_next * period - woke) * 1e9)
-            counting = woke - t0 >= args.warm_up
+            # a FIFO swap chain flips to it at the first VSYNC after the present
+            k_flip = (done - t0) // refresh_ns + 1
+            present_missed += k_flip - (k if lead_ns > 0 else k + 1)
+            t_flip = master + (t0 + k_flip * refresh_ns - woke)
+            counting = woke - t0 >= warm_ns
             if counting:
-                wake_late.append((woke - due) * 1000.0)
+                wake_late.append((woke - due) / 1e6)
             if frame is not None and jitter.last_was_new and counting:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
                     latency.append((t_flip - frame.pts_ns) / 1e6 + age)
+            # the next tick still ahead (a tick that woke over a refresh late skips VSYNCs)
+            k_next = max(k + 1, -((t0 - lead_ns - time.monotonic_ns()) // refresh_ns))
+            missed_ticks += k_next - k - 1
             k = k_next
         stats = session.stats()
         events = session.quality_events()
@@ -335,6 +376,12 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "stalled_ticks": stats["stalled_ticks"],
         "vsync_ticks": ticks,
         "vsync_missed": missed_ticks,
+        "present_lead_ms": args.present_lead_ms,
+        "present_missed": present_missed,
+        "phase_lock": bool(args.phase_lock),
+        "frame_lead_ms": stats["frame_lead_ms"],
+        "start_error_ms": stats["start_error_ms"],
+        "lipsync_lag_p99_ms": stats["lipsync_lag_p99_ms"],
         "vsync_wake_late_ms": _pct(wake_late),
         "stage_ms": stats["stage_ms"],
         "quality": stats["quality"],
@@ -363,7 +410,10 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append("--no-ladder")
     if args.size:
         parts.append(f"--size {args.size}")
-    parts += [f"--fps {args.fps}", f"--seconds {args.seconds:g}", f"--preset {args.preset}"]
+    parts += [f"--fps {args.fps}", f"--present-lead-ms {args.present_lead_ms:g}"]
+    if not args.phase_lock:
+        parts.append("--no-phase-lock")
+    parts += [f"--seconds {args.seconds:g}", f"--preset {args.preset}"]
     return " ".join(parts)
 
 
@@ -395,6 +445,20 @@ def headless_report(r: dict, command: str) -> str:
         f"- input: the demo song through FilePlayback at real-time pace, {r['fps']} fps, preset "
         f"{r['preset']}, simulated {r['vsync_hz']:g} Hz VSYNC; {r['seconds']:g} s counted after "
         f"{r['warm_up_s']:g} s warm-up; session setup {r['setup_s']:.1f} s (not counted)",
+        f"- display model: tick {r['present_lead_ms']:g} ms before each VSYNC"
+        + (
+            ", flipped at that VSYNC"
+            if r["present_lead_ms"] > 0
+            else " (i.e. at it), flipped at the next VSYNC"
+        )
+        + f" ({r['present_missed']} presents missed their VSYNC); frame starts "
+        + (
+            f"phase-locked to the ticks (lead {_ms(r['frame_lead_ms'])} ms; start error "
+            f"median / P99 {_ms((r['start_error_ms'] or {}).get('median'))} / "
+            f"{_ms((r['start_error_ms'] or {}).get('p99'))} ms)"
+            if r["phase_lock"]
+            else "on the session's free-running timer"
+        ),
     ]
     if r["analysis_note"]:
         lines.append(f"- audio analysis: lip-sync only — {r['analysis_note']}")
@@ -442,8 +506,9 @@ def headless_report(r: dict, command: str) -> str:
         lines.append("")
     lines.append(
         "audio→photon = T_flip − t_audio: T_flip the master-clock time of the simulated VSYNC "
-        "after the tick that releases the frame (presented at the tick, flipped at the next "
-        "VSYNC); t_audio the centre of the 12 ms lip-sync level window "
+        "that shows the frame (presented at the tick that releases it, flipped by a FIFO swap "
+        "chain at the first VSYNC after that present); t_audio the centre of the 12 ms lip-sync "
+        "level window "
         "the picture's mouth comes from (through the diffusion stream batch: of the frame whose "
         "picture is shown). Excludes capture-device input latency, scan-out and the display. "
         "Stage times on cuda are CUDA-event GPU times (render: CPU wall); 'frame' is the wall "

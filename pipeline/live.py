@@ -101,6 +101,14 @@ LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 m
 # how often the analysis thread looks for new audio: a 1 ms poll (not 5) shortens the
 # lip-sync lag by ~2.5 ms on average (hops are analysed sooner after their block arrives)
 ANALYSIS_POLL_S = 0.001
+# Phase-locked frame starts (LiveSession.set_display_timing): a frame starts at the display
+# tick that will show it minus the lead, lead = max(this percentile of the recent frame times
+# + FRAME_MARGIN_NS, the presenter's release delay) + START_MARGIN_NS (the frame thread's own
+# wake-up lateness, which delays the frame's pts and so its due time).
+FRAME_PREDICT_Q = 95.0
+FRAME_PREDICT_WINDOW = 60  # frames (2 s at 30 fps)
+FRAME_MARGIN_NS = 2_000_000
+START_MARGIN_NS = 2_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
 # `kagura live --device cuda` sets it before the desktop app builds its sessions.
@@ -474,6 +482,13 @@ class _Timings:
         return out
 
 
+def _p50_p99(values: deque[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    a = np.asarray(values)
+    return {"median": round(float(np.median(a)), 3), "p99": round(float(np.percentile(a, 99)), 3)}
+
+
 def _ramp(x: float) -> float:
     return 0.0 if x <= 0 else 1.0 if x >= 1 else x
 
@@ -772,6 +787,11 @@ class LiveSession:
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
         self.late_ticks = 0  # ticks the frame thread started over a period late
         self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
+        # display timing (set_display_timing): (tick_ns, refresh_ns, release_delay) or None
+        self._display: tuple[int, int, Callable[[], int] | None] | None = None
+        self._frame_ms: deque[float] = deque(maxlen=FRAME_PREDICT_WINDOW)
+        self._phase_err: deque[float] = deque(maxlen=300)  # ms, start - planned start
+        self.lead_ms: float | None = None  # the last lead used (phase-locked starts)
         self.hops = 0
         self.audio_overruns = 0
         self.started_at: float | None = None
@@ -972,6 +992,63 @@ class LiveSession:
             )
         return rec.finish()
 
+    # -- display timing -----------------------------------------------------------------------
+
+    def set_display_timing(
+        self,
+        tick_ns: int | None,
+        refresh_ns: int = 0,
+        release_delay_ns: Callable[[], int] | None = None,
+    ) -> None:
+        """Lock frame starts to the display's ticks; `tick_ns=None`: the free-running timer.
+
+        `tick_ns`: the time.monotonic_ns() instant of one display tick (when the presenter takes
+        a frame from its jitter buffer), `refresh_ns` the interval between ticks; ticks are then
+        assumed at tick_ns + n * refresh_ns (call again whenever a better instant is known —
+        one attribute store, any thread). `release_delay_ns()`: the presenter's current
+        pts -> release delay (JitterBuffer.target_delay_ns), read once per frame.
+
+        Frame k then targets the tick nearest to the previous target + 1/fps and starts at
+        that tick minus the lead: max(FRAME_PREDICT_Q percentile of the last
+        FRAME_PREDICT_WINDOW tick -> publication times + FRAME_MARGIN_NS, release delay) +
+        START_MARGIN_NS. The frame is then due (pts + release delay <= tick) and has arrived
+        by the tick that shows it, instead of waiting up to one refresh after being due, as it
+        does with a timer whose phase to the display is arbitrary.
+        """
+        if tick_ns is None:
+            self._display = None
+            return
+        if refresh_ns <= 0:
+            raise ValueError(f"refresh_ns must be positive, got {refresh_ns}")
+        self._display = (int(tick_ns), int(refresh_ns), release_delay_ns)
+
+    def _lead_ns(self, release_delay: Callable[[], int] | None) -> int:
+        lead = 0.0
+        if self._frame_ms:
+            lead = float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6 + FRAME_MARGIN_NS
+        if release_delay is not None:
+            lead = max(lead, float(release_delay()))
+        return int(lead) + START_MARGIN_NS
+
+    def _next_start_ns(self, now: int, target: int | None) -> tuple[int, int, int]:
+        """Phase-locked: (start instant, target tick, late) for the next frame after the one
+        that targeted `target` (None: the first frame). `late` = 1 when a target tick had to be
+        given up because its start time had passed."""
+        tick, refresh, release_delay = self._display  # type: ignore[misc]
+        lead = self._lead_ns(release_delay)
+        self.lead_ms = lead / 1e6
+        period = NS_PER_S / self.fps
+        late = 0
+        if target is not None:
+            k = round((target + period - tick) / refresh)
+            want = tick + k * refresh
+            if want - lead >= now - refresh // 4:
+                return want - lead, want, 0
+            late = 1
+        # the first frame, or behind: the first tick whose start is still ahead
+        k = -((tick - now - lead) // refresh)  # ceil((now + lead - tick) / refresh)
+        return tick + k * refresh - lead, tick + k * refresh, late
+
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -995,6 +1072,9 @@ class LiveSession:
             "lipsync_lag_p99_ms": None if lag is None else round(float(np.percentile(lag, 99)), 2),
             "stage_ms": {**self._timings.summary(), **self._gpu_stage_stats()},
             "gpu_busy_ticks": self.gpu_busy_ticks,
+            "phase_locked": self._display is not None,
+            "frame_lead_ms": None if self.lead_ms is None else round(self.lead_ms, 2),
+            "start_error_ms": _p50_p99(self._phase_err),
             "quality": self._gpu_quality(),
             "size": list(self.size),
             "render_size": list(self.render_size),
@@ -1182,6 +1262,7 @@ class LiveSession:
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)
+        self._frame_ms.append(total)
         frame = frame.timed("frame", total)
         self.frames_produced += 1
         self.last_frame = frame
@@ -1205,17 +1286,30 @@ class LiveSession:
         index = 0
         gpu_look = self._look
         next_t = time.monotonic()
+        target: int | None = None  # phase-locked: the display tick the last frame aimed at
         while True:
-            delay = next_t - time.monotonic()
-            if delay > 0 and self._stop.wait(delay):
-                return
-            if self._stop.is_set():
-                return
-            now = time.monotonic()
-            next_t += period
-            if now - next_t > period:  # more than a period behind: skip, don't catch up
-                self.late_ticks += 1
-                next_t = now + period
+            if self._display is not None:
+                start, target, late = self._next_start_ns(time.monotonic_ns(), target)
+                self.late_ticks += late
+                delay = (start - time.monotonic_ns()) / 1e9
+                if delay > 0 and self._stop.wait(delay):
+                    return
+                if self._stop.is_set():
+                    return
+                self._phase_err.append((time.monotonic_ns() - start) / 1e6)
+                next_t = time.monotonic() + period  # if the display timing goes away
+            else:
+                target = None
+                delay = next_t - time.monotonic()
+                if delay > 0 and self._stop.wait(delay):
+                    return
+                if self._stop.is_set():
+                    return
+                now = time.monotonic()
+                next_t += period
+                if now - next_t > period:  # more than a period behind: skip, don't catch up
+                    self.late_ticks += 1
+                    next_t = now + period
             self._poll_source_state()
             pts = self.source.pts_ns()
             if pts <= last_pts:
