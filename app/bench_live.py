@@ -289,6 +289,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     warm_ns = int(args.warm_up * 1e9)
     latency: list[float] = []
     wake_late: list[float] = []
+    tick_to_flip: list[float] = []  # ms from a tick's wake-up to the VSYNC that flips its frame
     ticks = missed_ticks = present_missed = 0
     lead_ns = round(args.present_lead_ms * 1e6)
     # as `kagura live` does: hand the GIL over sooner, so the VSYNC thread wakes on time
@@ -325,6 +326,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
             counting = woke - t0 >= warm_ns
             if counting:
                 wake_late.append((woke - due) / 1e6)
+                tick_to_flip.append((t0 + k_flip * refresh_ns - woke) / 1e6)
             if frame is not None and jitter.last_was_new and counting:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
@@ -378,6 +380,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "vsync_missed": missed_ticks,
         "present_lead_ms": args.present_lead_ms,
         "present_missed": present_missed,
+        "tick_to_flip_ms": _pct(tick_to_flip),
         "phase_lock": bool(args.phase_lock),
         "frame_lead_ms": stats["frame_lead_ms"],
         "start_error_ms": stats["start_error_ms"],

@@ -208,3 +208,21 @@ def test_bounds_and_validation():
         JitterBuffer(capacity=0)
     with pytest.raises(ValueError):
         JitterBuffer(min_delay_ns=10, max_delay_ns=5)
+
+
+def test_target_delay_follows_a_narrow_lateness_down_to_percentile_plus_margin():
+    """Phase-locked frames arrive with a narrow lateness (pipeline time ± little): the target
+    must come down from the initial delay to that lateness' P99 + the margin, not stay
+    over-provisioned (the live path starts frames at tick − target, so every ms counts)."""
+    rng = random.Random(5)
+    jb = JitterBuffer(capacity=8, initial_delay_ns=40 * NS_PER_MS, margin_ns=3 * NS_PER_MS)
+    t = 0
+    for i in range(30 * 20):  # 20 s at 30 fps
+        pts = i * PERIOD
+        arrival = pts + int((20 + rng.uniform(-0.5, 0.5)) * NS_PER_MS)
+        while t < arrival:
+            jb.tick(t, REFRESH)
+            t += REFRESH
+        jb.push(F(pts, i), arrival)
+    target = jb.target_delay_ns / NS_PER_MS
+    assert 20 + 3 <= target <= 20.5 + 3 + 0.5, target
