@@ -546,6 +546,7 @@ class DiffusionStage(BaseStage):
         from pipeline.diffusion.compile import (
             cache_counters,
             compile_module,
+            release_compile_workers,
             use_compile_cache,
         )
 
@@ -573,6 +574,7 @@ class DiffusionStage(BaseStage):
         self.compile_report = CompileReport.from_counters(
             time.perf_counter() - t0, root, len(shapes), before, cache_counters()
         )
+        release_compile_workers()
 
     # -- life cycle ---------------------------------------------------------------------------
 
