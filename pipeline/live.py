@@ -19,7 +19,12 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
                            LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams
                            ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
                                params are dropped and counted (expected: 100 Hz → fps)
-    kagura-live-frames     at the display fps: pts = audio clock now (newest sample);
+    kagura-live-frames     at the display fps — on a free-running timer, or, once the display
+                           says when it ticks (`set_display_timing`), phase-locked: each frame
+                           starts at the tick that will show it minus the predicted frame time
+                           (so it is due and arrived just before that tick; the app's QTimer
+                           tick and the headless bench's simulated one both tell it);
+                           pts = audio clock now (newest sample);
                            newest params + expression blend → RenderStage → StylizeStage
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted

@@ -913,6 +913,8 @@ class MainWindow(QMainWindow):
             initial_delay_ns=40_000_000,
             max_delay_ns=max_delay_ns,
         )
+        jitter = self.jitter
+        self._release_delay = lambda: jitter.target_delay_ns
         self._pump = _FramePump(self.session, self.jitter)
         if self.vcam is not None:
             self._pump.sinks.append(self.vcam)
@@ -1047,6 +1049,13 @@ class MainWindow(QMainWindow):
         j, s = self.jitter, self.session
         if j is None or s is None:
             return
+        # Phase-lock the session's frame starts to this tick (pipeline/live.py,
+        # set_display_timing): each frame is then due just before the tick that takes it. This
+        # tick is a QTimer, not VSYNC (the raster path has no VSYNC signal), so it is locked to
+        # the timer's own instants and interval; no present-before-VSYNC lead is applied here.
+        s.set_display_timing(
+            time.monotonic_ns(), self._tick_timer.interval() * 1_000_000, self._release_delay
+        )
         t0 = time.perf_counter()
         frame = j.tick(s.clock.now_ns(), self.preview.refresh_ns)
         if frame is not None and j.last_was_new:
