@@ -22,7 +22,7 @@ quality ladder, seeing the GPU times over budget, makes frames cheaper.
 Timing (DESIGN.md rule 6): every stage records CUDA events around its work on that stream;
 nothing in the frame thread synchronises. `GpuChain.poll()` (each tick) reads back the events
 of finished frames with `event.query()` — typically one or two frames later — and feeds the
-QualityControl (pipeline/quality_control.py), whose Control messages are taken by the ladder
+QualityControl (pipeline/ladder/), whose Control messages are taken by the ladder
 stages at the start of the next frame, on the frame thread. One thread issuing everything on
 one stream makes each stage's event interval exactly its own GPU time.
 
@@ -58,8 +58,7 @@ import torch
 from pipeline.avatar import AvatarParams
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.frame import Frame
-from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
-from pipeline.quality_control import (
+from pipeline.ladder import (
     DiffusionLadder,
     LadderPlan,
     PresetChange,
@@ -69,6 +68,7 @@ from pipeline.quality_control import (
     VsrLadder,
     fit_ladder,
 )
+from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
 from pipeline.stage import Context
 
 __all__ = ["GpuChain", "LiveGpu", "shared_upscalers"]

@@ -21,8 +21,7 @@ import torch
 from pipeline.avatar import AvatarParams
 from pipeline.frame import Frame
 from pipeline.graph import Graph
-from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
-from pipeline.quality_control import (
+from pipeline.ladder import (
     DiffusionLadder,
     QualityControl,
     TemporalLadder,
@@ -30,6 +29,7 @@ from pipeline.quality_control import (
     fit_ladder,
     resize_rgba,
 )
+from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
 from pipeline.stage import BaseStage, Context, spec
 
 pytest.importorskip("diffusers")
@@ -216,7 +216,7 @@ def test_vsr_rungs_keep_the_output_size_and_cost_less(one_thread):
 
 def test_motion_resized_as_the_diffusion_stage_does(models, preset):
     from pipeline.diffusion import DiffusionStage
-    from pipeline.quality_control import resize_motion
+    from pipeline.ladder import resize_motion
 
     st = DiffusionStage(models, preset, *RENDER, device="cpu", latent_scale=0.6)
     motion = torch.randn(RENDER[1], RENDER[0], 2)

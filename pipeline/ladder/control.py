@@ -1,0 +1,249 @@
+"""QualityControl: reads the stages' CUDA events without waiting, feeds the controller in
+frame order, and posts each rung change upstream to every ladder stage.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipeline.frame import Frame
+from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
+from pipeline.quality import QosEvent, QualityController, Rung
+
+log = logging.getLogger("kagura.quality")
+
+
+# ---------------------------------------------------------------------------------------------
+# the control loop
+
+
+def _stats(values: Iterable[float]) -> dict[str, float] | None:
+    a = np.fromiter(values, float)
+    if a.size == 0:
+        return None
+    return {
+        "median": round(float(np.median(a)), 3),
+        "p99": round(float(np.percentile(a, 99)), 3),
+        "n": int(a.size),
+    }
+
+
+@dataclass
+class _Pending:
+    index: int
+    pts_ns: int
+    levels: dict[str, float]
+    wall: dict[str, float]
+    events: list = field(default_factory=list)  # (name, start, end, n)
+
+
+class QualityControl:
+    """Measures the costly stages, feeds `controller`, sends rung changes upstream.
+
+    controller  a QualityController whose ladder is the one the stages apply
+                (LadderPlan.rungs)
+    stages      the LadderStages (each gets every Control); `Timed` stages are only timed
+    measure     stage names whose time makes a frame's cost (default: the LadderStages')
+    device      "cuda": CUDA events (see the module doc); anything else: wall times
+    on_event    called with each QosEvent (any thread that calls poll/observe)
+    adaptive    False: measure and report only; the controller is never fed (no changes)
+
+    observe(frame)  where the time is measured (the graph's sink / on_frame, or the live loop
+                    after issuing the frame): queues the frame for measurement and polls
+    poll()          reads back every finished frame's events (event.query(), no waiting), in
+                    order, and feeds the controller; returns the QosEvents it caused
+    """
+
+    def __init__(
+        self,
+        controller: QualityController,
+        stages: Sequence[Any],
+        *,
+        measure: Sequence[str] | None = None,
+        device: str | torch.device = "cpu",
+        history: int = 600,
+        on_event: Callable[[QosEvent], None] | None = None,
+        adaptive: bool = True,
+    ):
+        self.controller = controller
+        self.adaptive = bool(adaptive)
+        self.cuda = torch.device(device).type == "cuda"
+        self.ladder_stages = [s for s in stages if isinstance(s, LadderStage)]
+        self.measure = tuple(
+            measure if measure is not None else [s.name for s in self.ladder_stages]
+        )
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._events: dict[int, list] = {}  # frame index -> [(name, start, end, n)]
+        self._order: collections.deque[_Pending] = collections.deque()
+        self._stage_ms: dict[str, collections.deque[float]] = {}
+        self._cost: collections.deque[float] = collections.deque(maxlen=history)
+        self._history = history
+        self.fed = 0
+        self.transition_frames = 0
+        # every change, with the rung names at the time (a refit renumbers the ladder)
+        self.changes: list[dict[str, Any]] = []
+        # the controller keeps its window length only as its deque's maxlen (for retarget)
+        self._window = int(controller._times.maxlen or 60)
+        for s in stages:
+            if isinstance(s, LadderStage | Timed):
+                s.timer = StageTimer(self, self.cuda)
+        level = controller.level
+        for s in self.ladder_stages:
+            s.apply(level, controller.ladder[level])
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def level(self) -> int:
+        return self.controller.level
+
+    @property
+    def rung(self) -> Rung:
+        return self.controller.rung
+
+    @property
+    def events(self) -> list[QosEvent]:
+        return self.controller.events
+
+    def stage_stats(self) -> dict[str, dict[str, float]]:
+        """Per stage: median / P99 ms (CUDA-event time on CUDA, else wall), over the history."""
+        with self._lock:
+            items = {k: list(v) for k, v in self._stage_ms.items()}
+            costs = list(self._cost)
+        out = {k: s for k, v in items.items() if (s := _stats(v)) is not None}
+        cost = _stats(costs)
+        if cost is not None:
+            out["ladder total"] = cost
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """For the stats overlay and the logs: the rung and the last change."""
+        c = self.controller
+        try:
+            p99 = c.p99()
+        except RuntimeError:  # its window changed under us (another thread feeds it)
+            p99 = None
+        return {
+            "adaptive": self.adaptive,
+            "level": c.level,
+            "rungs": len(c.ladder),
+            "rung": c.rung.name,
+            "budget_ms": round(c.budget_ms, 2),
+            "p99_ms": None if p99 is None else round(p99, 2),
+            "changes": len(self.changes),
+            "last_event": dict(self.changes[-1]) if self.changes else None,
+        }
+
+    # -- measurement ------------------------------------------------------------------------------
+
+    def record(self, name: str, indices: Sequence[int], start: Any, end: Any) -> None:
+        """A stage's event pair around a batch of frames (called on the stage's thread)."""
+        n = max(1, len(indices))
+        with self._lock:
+            for i in indices:
+                self._events.setdefault(i, []).append((name, start, end, n))
+
+    def observe(self, frame: Frame) -> list[QosEvent]:
+        levels = {s.name: frame.timings.get(s.name + RUNG_SUFFIX, -1.0) for s in self.ladder_stages}
+        # stage wall times only: "<stage>.<what>" keys are what a stage applied, not times
+        wall = {k: float(v) for k, v in frame.timings.items() if "." not in k and k != AUDIO_AGE}
+        with self._lock:
+            self._order.append(_Pending(frame.index, frame.pts_ns, levels, wall))
+        return self.poll()
+
+    def poll(self) -> list[QosEvent]:
+        fired: list[QosEvent] = []
+        while True:
+            with self._lock:
+                if not self._order:
+                    break
+                p = self._order[0]
+                evs = self._events.get(p.index, [])
+                if self.cuda and evs and not all(e[2].query() for e in evs):
+                    break  # the GPU has not finished this frame yet: look again later
+                self._order.popleft()
+                self._events.pop(p.index, None)
+            ms = dict(p.wall)
+            for name, start, end, n in evs:
+                ms[name] = start.elapsed_time(end) / n
+            ev = self._feed(p, ms)
+            if ev is not None:
+                fired.append(ev)
+        return fired
+
+    def _feed(self, p: _Pending, ms: dict[str, float]) -> QosEvent | None:
+        with self._lock:
+            for k, v in ms.items():
+                d = self._stage_ms.get(k)
+                if d is None:
+                    d = self._stage_ms[k] = collections.deque(maxlen=self._history)
+                d.append(v)
+            cost = sum(ms.get(k, 0.0) for k in self.measure)
+            self._cost.append(cost)
+        c = self.controller
+        if any(int(v) != c.level for v in p.levels.values()):
+            self.transition_frames += 1  # made (partly) at another rung: says nothing here
+            return None
+        if not self.adaptive:
+            return None
+        self.fed += 1
+        ev = c.feed(cost, p.pts_ns)
+        if ev is not None:
+            self._broadcast(ev)
+        return ev
+
+    def _broadcast(self, ev: QosEvent) -> None:
+        ladder = self.controller.ladder
+        rung = ladder[ev.to_rung]
+        self.changes.append(
+            {
+                "t": time.monotonic(),
+                "pts_ns": ev.pts_ns,
+                "from_rung": ev.from_rung,
+                "to_rung": ev.to_rung,
+                "from": ladder[ev.from_rung].name,
+                "to": rung.name,
+                "direction": "down" if ev.to_rung > ev.from_rung else "up",
+                "reason": ev.reason,
+            }
+        )
+        for s in self.ladder_stages:
+            s.post(Control(ev.to_rung, rung, ev))
+        if self.on_event is not None:
+            try:
+                self.on_event(ev)
+            except Exception:
+                log.exception("quality: on_event callback failed")
+
+    # -- refit ----------------------------------------------------------------------------------
+
+    def retarget(self, ladder: Sequence[Rung], level: int) -> None:
+        """Use a refitted ladder (a preset with other steps): a new controller with the same
+        settings, its events carried over, at `level`; the stages get the rung."""
+        old = self.controller
+        new = QualityController(
+            old.budget_ms,
+            tuple(ladder),
+            start=level,
+            window=self._window,
+            percentile=old.percentile,
+            min_samples=old.min_samples,
+            up_ratio=old.up_ratio,
+            up_frames=old.up_frames,
+            probation=old.probation,
+            max_up_frames=old.max_up_frames,
+        )
+        new.events.extend(old.events)
+        self.controller = new
+        for s in self.ladder_stages:
+            s.post(Control(level, new.ladder[level], None))
