@@ -42,7 +42,7 @@ diffusion → temporal → upscale → readback on one high-priority CUDA stream
                            `output` / the recorder (at most `max_in_flight` frames on the
                            GPU: a tick finding the GPU that busy starts no frame and counts
                            it in `gpu_busy_ticks`)
-The quality ladder (pipeline/quality_control.py) measures the ladder stages with CUDA events
+The quality ladder (pipeline/ladder/) measures the ladder stages with CUDA events
 and changes the rung between frames on the frame thread; `stats()["quality"]` has the rung
 and the last change. Frames then have the output size (render size × upscale): `size` is the
 output size, `render_size` the idol's.
@@ -101,7 +101,8 @@ log = logging.getLogger(__name__)
 EXPRESSIONS: tuple[str, ...] = ("happy", "sad", "surprised", "wink")
 FADE_S = 0.15  # expression blend in / out
 _THREAD_PREFIX = "kagura-live"
-AUDIO_AGE = "audio_age"  # = pipeline.quality_control.AUDIO_AGE (not imported: torch-free here)
+AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free here)
+STARTED = "frame.started"  # frame.timings: time.monotonic() at the frame's start, in ms (dotted: not a stage time)
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
 # how often the analysis thread looks for new audio: a 1 ms poll (not 5) shortens the
 # lip-sync lag by ~2.5 ms on average (hops are analysed sooner after their block arrives)
@@ -1315,6 +1316,7 @@ class LiveSession:
                 if now - next_t > period:  # more than a period behind: skip, don't catch up
                     self.late_ticks += 1
                     next_t = now + period
+            started_ms = time.monotonic_ns() / 1e6
             self._poll_source_state()
             pts = self.source.pts_ns()
             if pts <= last_pts:
@@ -1331,6 +1333,7 @@ class LiveSession:
                 self._lag.append(age)
             # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
             timings = {AUDIO_AGE: age} if self._lag else {}
+            timings[STARTED] = started_ms
             t0 = time.perf_counter()
             p = self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
             look = self._look  # one read: this frame is entirely one look
