@@ -117,6 +117,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(LiveSession.set_display_timing); --no-phase-lock: the free-running frame timer",
     )
     h.add_argument(
+        "--section",
+        default=None,
+        metavar="KEY",
+        help="the BENCHMARKS.md section to replace (default live-headless-<device>): keeps "
+        "runs of other settings side by side",
+    )
+    h.add_argument(
         "--warm-up",
         type=float,
         default=1.0,
@@ -537,5 +544,5 @@ def run_headless(args: argparse.Namespace) -> int:
     print(body)
     print(json.dumps(r, default=str), flush=True)
     if not args.no_write:
-        write_section(args.out, f"live-headless-{args.device}", body)
+        write_section(args.out, args.section or f"live-headless-{args.device}", body)
     return 0
