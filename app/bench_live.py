@@ -418,6 +418,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append(f"--budget-ms {args.budget_ms:g}")
     if args.no_ladder:
         parts.append("--no-ladder")
+    if not getattr(args, "render_process", True):
+        parts.append("--no-render-process")
     if args.size:
         parts.append(f"--size {args.size}")
     parts += [f"--fps {args.fps}", f"--present-lead-ms {args.present_lead_ms:g}"]

@@ -84,3 +84,10 @@ def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True, live: bo
         action="store_true",
         help="stay on the top rung (measure only; never change quality)",
     )
+    g.add_argument(
+        "--render-process",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="GPU sessions draw the idol in a process of their own, beside the analysis and "
+        "GPU threads instead of between them (render/process.py; default on)",
+    )

@@ -118,6 +118,7 @@ def build_live_gpu(
         adaptive=not args.no_ladder,
         controller=dict(controller or {}),
         cuda_graphs=req.graphs_on,
+        render_process=getattr(args, "render_process", True),
         label=label,
         notices=notices,
     )

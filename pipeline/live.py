@@ -427,13 +427,21 @@ class Look:
 
 
 def build_look(
-    preset: Any, size: tuple[int, int], fps: int, transparent: bool, device: str = "cpu"
+    preset: Any,
+    size: tuple[int, int],
+    fps: int,
+    transparent: bool,
+    device: str = "cpu",
+    render_process: bool = False,
 ) -> Look:
     """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
     `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
-    warm-up frame goes through stylize on the GPU)."""
+    warm-up frame goes through stylize on the GPU). `render_process`: the idol is drawn by a
+    worker process of its own (render/process.py: same pixels, no GIL shared with the
+    session's other threads) instead of on the frame thread."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
+    from render.process import RenderProcessStage
     from render.stage import RenderStage
 
     t0 = time.perf_counter()
@@ -441,10 +449,15 @@ def build_look(
     p = load_preset(preset) if isinstance(preset, str) else preset
     w, h = size
     ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
-    render = RenderStage(w, h, p.palette, p.line)
-    render.setup(ctx)
+    make = RenderProcessStage if render_process else RenderStage
+    render = make(w, h, p.palette, p.line)
     stylize = StylizeStage(p, w, h, transparent=transparent)
-    stylize.setup(ctx)
+    try:
+        render.setup(ctx)
+        stylize.setup(ctx)
+    except BaseException:
+        render.close()  # a render process must not outlive a look that was never made
+        raise
     # one real frame through both, so the first live frame pays nothing
     warm = render.process(Frame(0, 0, AvatarParams()))
     if device != "cpu":
@@ -761,7 +774,11 @@ class LiveSession:
         self.error: str | None = None
         share_cores_with_other_stages()
         self._device = gpu.device if gpu is not None else "cpu"
-        self._look = build_look(preset, render_size, self.fps, transparent, self._device)
+        # GPU sessions draw the idol in a process of their own (render/process.py)
+        self._render_process = bool(getattr(gpu, "render_process", False))
+        self._look = build_look(
+            preset, render_size, self.fps, transparent, self._device, self._render_process
+        )
         self._gpu: Any = None
         self._gpu_spec = gpu
         if gpu is not None:
@@ -954,7 +971,14 @@ class LiveSession:
             if same and cur.transparent == transparent:
                 continue
             try:
-                look = build_look(preset, self.render_size, self.fps, transparent, self._device)
+                look = build_look(
+                    preset,
+                    self.render_size,
+                    self.fps,
+                    transparent,
+                    self._device,
+                    self._render_process,
+                )
             except Exception as exc:
                 msg = f"cannot switch to preset {preset!r}: {exc}"
                 self.look_errors.append(msg)
@@ -1265,6 +1289,8 @@ class LiveSession:
     def _publish(self, frame: Frame, look: Look, t0: float) -> None:
         total = (time.perf_counter() - t0) * 1000.0
         self._timings.add("render", frame.timings.get("render", 0.0))
+        if "render_worker" in frame.timings:  # drawn by the render process: its own time
+            self._timings.add("render_worker", frame.timings["render_worker"])
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)

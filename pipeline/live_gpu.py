@@ -150,6 +150,7 @@ class LiveGpu:
     stream_batch: bool = True
     max_in_flight: int = 2
     dtype: str = "float16"
+    render_process: bool = True  # the idol drawn in its own process (render/process.py)
     label: str = ""  # what runs, for reports (e.g. "sd-turbo RANDOM weights")
     notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
 

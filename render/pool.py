@@ -112,12 +112,13 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
                 break
             if msg is None:
                 break
-            frame, slot, mats, prev = msg
+            frame, slot, mats, prev, params = msg
             t0 = time.perf_counter()
             rig.next = mats
             # the previous frame's pixel matrices, computed as IdolRenderer.render computes them
             renderer.prev = None if prev is None else renderer.view[None] @ prev
-            out_frame = renderer.render(track[frame])
+            # offline the worker has the track; live (render.process) the params come along
+            out_frame = renderer.render(track[frame] if params is None else params)
             base = slot * slot_bytes
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
@@ -256,7 +257,7 @@ class PooledRenderStage(BaseStage):
             mats = self._rig.matrices(self.track[j].clamped())
             k = int(np.argmin(self._outstanding))
             try:
-                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats))
+                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats, None))
             except OSError:
                 self._raise_dead(k, j)
             self._outstanding[k] += 1
@@ -289,16 +290,22 @@ class PooledRenderStage(BaseStage):
         raise RenderWorkerError(f"render worker {k} {exit_text(self._procs[k])}{at}")
 
     def _copy_out(self, slot: int):
-        import torch
+        return copy_out_slot(self._arena, slot, self.width, self.height, self.pin)
 
-        image_bytes, slot_bytes = _slot_layout(self.width, self.height)
-        base = slot * slot_bytes
-        img = self._arena.array(base, (self.height, self.width, 4), np.uint8)
-        mot = self._arena.array(base + image_bytes, (self.height, self.width, 2), np.float32)
-        image = torch.empty((self.height, self.width, 4), dtype=torch.uint8, pin_memory=self.pin)
-        motion = torch.empty((self.height, self.width, 2), dtype=torch.float32, pin_memory=self.pin)
-        # numpy's copy: a plain memcpy (torch's CPU copy_ from a numpy-backed tensor is
-        # several times slower on small machines)
-        np.copyto(image.numpy(), img)
-        np.copyto(motion.numpy(), mot)
-        return image, motion
+
+def copy_out_slot(arena: SharedArena, slot: int, width: int, height: int, pin: bool):
+    """Image (uint8 RGBA) and motion (float32) of a result slot, copied into fresh tensors
+    (pinned when a CUDA device consumes them), so the slot can be reused at once."""
+    import torch
+
+    image_bytes, slot_bytes = _slot_layout(width, height)
+    base = slot * slot_bytes
+    img = arena.array(base, (height, width, 4), np.uint8)
+    mot = arena.array(base + image_bytes, (height, width, 2), np.float32)
+    image = torch.empty((height, width, 4), dtype=torch.uint8, pin_memory=pin)
+    motion = torch.empty((height, width, 2), dtype=torch.float32, pin_memory=pin)
+    # numpy's copy: a plain memcpy (torch's CPU copy_ from a numpy-backed tensor is
+    # several times slower on small machines)
+    np.copyto(image.numpy(), img)
+    np.copyto(motion.numpy(), mot)
+    return image, motion

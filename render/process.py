@@ -1,0 +1,165 @@
+"""`RenderProcessStage`: the live idol render in a process of its own, frame by frame.
+
+Why: in a live GPU session the frame thread's idol render shares the GIL with the audio
+analysis, the GPU publisher, the presenter and the display tick. Measured on the H200
+machine (`kagura bench live --headless --device cuda`), the same 640x360 render took 13.2 ms
+median / 18.9 ms P99 there against 7.7 ms alone on one thread: the render is the largest part
+of the frame time, and the frame time's tail sets the jitter buffer's delay. In a process of
+its own the Skia drawing runs beside the other threads instead of between them.
+
+How: the same exact split as `render.pool.PooledRenderStage` (whose worker this reuses). The
+frame thread steps the one `render.rig.Rig` (hair springs, ≈0.3 ms) and sends the worker the
+frame's params with this frame's and the previous frame's part matrices; the worker draws into
+a shared-memory slot and answers; the image and motion are copied out (into pinned memory when
+a CUDA device consumes them). Pixels and motion vectors are identical to `RenderStage`'s
+(tests/test_render_process.py). One frame at a time — a live frame is rendered from the newest
+params, so there is nothing to render ahead. The worker that fails or dies ends the session's
+frames with a one-line `RenderWorkerError`.
+
+`setup()` starts the worker the first time and only resets the rig after that (a live look
+calls it again after its warm-up frame); `close()` stops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from pipeline.frame import Frame
+from pipeline.sinks.workers import (
+    SharedArena,
+    exit_text,
+    ready_workers,
+    spawn_context,
+    start_worker,
+    stop_processes,
+    wait_started,
+)
+from pipeline.stage import BaseStage, Context, spec
+from presets.schema import LineStyle, Palette
+from render.pool import RenderWorkerError, _render_main, _slot_layout, copy_out_slot
+
+__all__ = ["RenderProcessStage"]
+
+
+class RenderProcessStage(BaseStage):
+    """Params in, image + motion out, like `RenderStage`; drawn by one worker process."""
+
+    name = "render"
+    needs = spec("params")
+
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        palette: Palette,
+        line: LineStyle,
+        start_timeout_s: float = 120.0,
+        frame_timeout_s: float = 10.0,
+    ) -> None:
+        self.width, self.height = int(width), int(height)
+        self.palette, self.line = palette, line
+        self.start_timeout_s = start_timeout_s
+        self.frame_timeout_s = frame_timeout_s
+        self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
+        self.pin = False
+        self._proc = None
+        self._task: Connection | None = None
+        self._result: Connection | None = None
+        self._arena: SharedArena | None = None
+        self._rig = None
+        self._prev_mats: np.ndarray | None = None
+
+    def setup(self, ctx: Context) -> None:
+        import torch
+
+        from render.rig import Rig
+
+        self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
+        self._rig = Rig()
+        self._prev_mats = None
+        if self._proc is None:
+            try:
+                self._start()
+            except BaseException:
+                self.close()
+                raise
+
+    def close(self) -> None:
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                self._task.send(None)
+        conns = [c for c in (self._task, self._result) if c is not None]
+        stop_processes([self._proc] if self._proc is not None else [], conns, grace_s=2.0)
+        self._proc, self._task, self._result = None, None, None
+        if self._arena is not None:
+            self._arena.close()
+            self._arena = None
+
+    def process(self, frame: Frame) -> Frame:
+        if self._proc is None:
+            raise RenderWorkerError("render process: process() before setup()")
+        t0 = time.perf_counter()
+        params = frame.params
+        mats = self._rig.matrices(params.clamped())  # as IdolRenderer.render steps its rig
+        try:
+            self._task.send((frame.index, 0, mats, self._prev_mats, params))
+        except OSError:
+            self._raise_dead(frame.index)
+        self._prev_mats = mats
+        worker_ms = self._wait(frame.index)
+        image, motion = copy_out_slot(self._arena, 0, self.width, self.height, self.pin)
+        ms = (time.perf_counter() - t0) * 1000.0
+        out = frame.with_(image=image, motion=motion)
+        return out.timed(self.name, ms).timed("render_worker", worker_ms)
+
+    # ------------------------------------------------------------------ the worker
+
+    def _start(self) -> None:
+        _, slot_bytes = _slot_layout(self.width, self.height)
+        self._arena = SharedArena(slot_bytes, "kagura-live-render")
+        args = (0, None, self.width, self.height, self.palette, self.line, self._arena.handle)
+        self._proc, self._task, self._result = start_worker(
+            spawn_context(), _render_main, args, "kagura-live-render"
+        )
+        late = RenderWorkerError("render process: did not start in time")
+        wait_started({0}, self.start_timeout_s, self._await_ready, late)
+
+    def _await_ready(self, waiting: set[int]) -> None:
+        msg = self._receive(timeout=1.0)
+        if msg is not None and msg[0] == "ready":
+            waiting.discard(0)
+
+    def _wait(self, index: int) -> float:
+        deadline = time.monotonic() + self.frame_timeout_s
+        while time.monotonic() < deadline:
+            msg = self._receive(timeout=0.5, index=index)
+            if msg is not None and msg[0] == "frame":
+                return float(msg[3])
+        raise RenderWorkerError(
+            f"render process: frame {index} took longer than {self.frame_timeout_s:g} s"
+        )
+
+    def _receive(self, timeout: float, index: int | None = None):
+        """The worker's next message within `timeout` (None: none yet); raises when it died or
+        reported an error."""
+        for _, ready in ready_workers([self._proc], [self._result], [0], timeout):
+            if ready is None:
+                self._raise_dead(index)
+            try:
+                msg = ready.recv()
+            except (EOFError, OSError):
+                self._raise_dead(index)
+            if msg[0] == "error":
+                at = f" on frame {msg[2]}" if msg[2] >= 0 else ""
+                raise RenderWorkerError(f"render process failed{at}: {msg[3]}")
+            return msg
+        return None
+
+    def _raise_dead(self, index: int | None) -> None:
+        self._proc.join(2.0)
+        at = f" (frame {index})" if index is not None else ""
+        raise RenderWorkerError(f"render process {exit_text(self._proc)}{at}")
