@@ -117,6 +117,14 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(LiveSession.set_display_timing); --no-phase-lock: the free-running frame timer",
     )
     h.add_argument(
+        "--release",
+        choices=("follow", "adaptive"),
+        default="follow",
+        help="with --phase-lock: 'follow' (default) — the jitter buffer's delay is the one that "
+        "makes each frame due at the tick it was started for (JitterBuffer.follow); "
+        "'adaptive' — its own P99-of-lateness delay, which the session's lead then covers",
+    )
+    h.add_argument(
         "--section",
         default=None,
         metavar="KEY",
@@ -308,7 +316,11 @@ def measure_headless(args: argparse.Namespace) -> dict:
     try:
         # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
         t0 = time.monotonic_ns()
-        if args.phase_lock:
+        if args.phase_lock and args.release == "follow":
+            # the jitter buffer releases each frame at the tick the session started it for
+            session.set_display_timing(t0 + refresh_ns - lead_ns, refresh_ns)
+            jitter.follow(session.release_delay_ns)
+        elif args.phase_lock:  # the buffer keeps its own adaptive delay; the lead covers it
             session.set_display_timing(
                 t0 + refresh_ns - lead_ns, refresh_ns, lambda: jitter.target_delay_ns
             )
@@ -389,6 +401,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "present_missed": present_missed,
         "tick_to_flip_ms": _pct(tick_to_flip),
         "phase_lock": bool(args.phase_lock),
+        "release": args.release if args.phase_lock else "adaptive",
         "frame_lead_ms": stats["frame_lead_ms"],
         "start_error_ms": stats["start_error_ms"],
         "lipsync_lag_p99_ms": stats["lipsync_lag_p99_ms"],
@@ -418,6 +431,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append(f"--budget-ms {args.budget_ms:g}")
     if args.no_ladder:
         parts.append("--no-ladder")
+    if args.phase_lock and args.release != "follow":
+        parts.append(f"--release {args.release}")
     if not getattr(args, "render_process", True):
         parts.append("--no-render-process")
     if args.size:
@@ -467,7 +482,12 @@ def headless_report(r: dict, command: str) -> str:
         + (
             f"phase-locked to the ticks (lead {_ms(r['frame_lead_ms'])} ms; start error "
             f"median / P99 {_ms((r['start_error_ms'] or {}).get('median'))} / "
-            f"{_ms((r['start_error_ms'] or {}).get('p99'))} ms)"
+            f"{_ms((r['start_error_ms'] or {}).get('p99'))} ms); jitter buffer: "
+            + (
+                "releases each frame at the tick it was started for (follows the session)"
+                if r["release"] == "follow"
+                else "its own adaptive delay (P99 of arrival − pts + 3 ms), covered by the lead"
+            )
             if r["phase_lock"]
             else "on the session's free-running timer"
         ),

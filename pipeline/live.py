@@ -109,12 +109,14 @@ LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 m
 ANALYSIS_POLL_S = 0.001
 # Phase-locked frame starts (LiveSession.set_display_timing): a frame starts at the display
 # tick that will show it minus the lead, lead = max(this percentile of the recent frame times
-# + FRAME_MARGIN_NS, the presenter's release delay) + START_MARGIN_NS (the frame thread's own
-# wake-up lateness, which delays the frame's pts and so its due time).
-FRAME_PREDICT_Q = 95.0
-FRAME_PREDICT_WINDOW = 60  # frames (2 s at 30 fps)
-FRAME_MARGIN_NS = 2_000_000
-START_MARGIN_NS = 2_000_000
+# + FRAME_MARGIN_NS, the presenter's own release delay if it has one) + the wake-up allowance:
+# the frame thread's own wake-up lateness (P99 of the recent start errors, at least
+# START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not less: every frame
+# that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
+FRAME_PREDICT_Q = 99.0
+FRAME_PREDICT_WINDOW = 120  # frames (2 s at 60 fps)
+FRAME_MARGIN_NS = 1_000_000
+START_MARGIN_NS = 1_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
 # `kagura live --device cuda` sets it before the desktop app builds its sessions.
@@ -1052,13 +1054,28 @@ class LiveSession:
             raise ValueError(f"refresh_ns must be positive, got {refresh_ns}")
         self._display = (int(tick_ns), int(refresh_ns), release_delay_ns)
 
+    def _wake_ns(self) -> int:
+        """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
+        if len(self._phase_err) < 10:
+            return START_MARGIN_NS
+        return max(START_MARGIN_NS, int(float(np.percentile(self._phase_err, 99)) * 1e6))
+
     def _lead_ns(self, release_delay: Callable[[], int] | None) -> int:
-        lead = 0.0
+        # before any frame was timed: one frame period
+        lead = NS_PER_S / self.fps
         if self._frame_ms:
             lead = float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6 + FRAME_MARGIN_NS
         if release_delay is not None:
             lead = max(lead, float(release_delay()))
-        return int(lead) + START_MARGIN_NS
+        return int(lead) + self._wake_ns()
+
+    def release_delay_ns(self) -> int:
+        """For a presenter that follows this session (JitterBuffer.follow): the pts -> release
+        delay that makes each phase-locked frame due at the tick it was started for — the lead
+        minus the wake-up allowance (a frame's pts is read after its thread woke). Without
+        phase lock: the session's last lead, or one frame period."""
+        lead = self._lead_ns(None)
+        return lead - self._wake_ns()
 
     def _next_start_ns(self, now: int, target: int | None) -> tuple[int, int, int]:
         """Phase-locked: (start instant, target tick, late) for the next frame after the one

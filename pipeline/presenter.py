@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import collections
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -156,6 +157,7 @@ class JitterBuffer(Generic[F]):
         self._errors = _Window(error_window)
         self._target = float(self._clamp(initial_delay_ns))
         self._desired = self._target
+        self._follow: Callable[[], int] | None = None
         self._last_tick_ns: int | None = None
         self._refresh_ns = 0
         self._current: F | None = None
@@ -245,7 +247,24 @@ class JitterBuffer(Generic[F]):
     def _update_desired(self) -> None:
         self._desired = self._clamp(self._lateness.percentile(self.percentile) + self.margin_ns)
 
+    def follow(self, delay_ns: Callable[[], int] | None) -> None:
+        """Take the target delay from `delay_ns()` at every tick instead of from the measured
+        lateness (None: back to adapting). For a phase-locked session
+        (LiveSession.release_delay_ns): it starts every frame so that it arrives just before the
+        tick it is meant for, so the right delay is the one that makes the frame due at that
+        tick — not a percentile of arrival − pts, which also holds how stale the newest audio
+        sample was and a margin on top. Applied at once, without slewing: the session's
+        frames are already tied to ticks. The lateness is still measured for the stats."""
+        with self._lock:
+            self._follow = delay_ns
+            if delay_ns is None and len(self._lateness):
+                self._update_desired()  # adapt again from what was measured meanwhile
+
     def _slew(self, now: int) -> None:
+        if self._follow is not None:
+            self._desired = self._target = self._clamp(float(self._follow()))
+            self._last_tick_ns = now
+            return
         last, self._last_tick_ns = self._last_tick_ns, now
         if last is None or now <= last:
             return

@@ -60,12 +60,19 @@ def test_phase_locked_frames_start_at_their_tick_minus_the_lead(tmp_path):
         phase, stats = _start_phases(tmp_path, offset)
         print(f"tick offset {offset / 1e6:.1f} ms: start after plan (ms) "
               f"{np.percentile(phase, [5, 50, 95]).round(2)}")  # fmt: skip
-        # the wake-up delay of a sleeping thread: ~0.1 ms, a few ms when the 2 cores are busy
-        assert np.mean(phase < 3.0) >= 0.9
+        # the wake-up delay of a sleeping thread: ~0.1 ms, a few ms when the 2 cores are busy;
+        # the lead moves by fractions of a ms during the run (its wake-up allowance adapts),
+        # so a start may also land just before the plan made with the final lead
+        phase = np.where(phase > REFRESH_NS / 1e6 - 1.5, phase - REFRESH_NS / 1e6, phase)
+        assert np.mean((phase > -1.5) & (phase < 3.0)) >= 0.9
         assert stats["phase_locked"]
-        # the lead: the release delay (above every frame time here) + the start margin
-        assert stats["frame_lead_ms"] == pytest.approx(
-            (RELEASE_DELAY_NS + START_MARGIN_NS) / 1e6, abs=0.01
+        # the lead: the release delay (above every frame time here) + the wake-up allowance
+        # (the P99 of the recent start errors, at least START_MARGIN)
+        wake = stats["frame_lead_ms"] - RELEASE_DELAY_NS / 1e6
+        assert (
+            START_MARGIN_NS / 1e6
+            <= wake
+            <= max(START_MARGIN_NS / 1e6, 2 * stats["start_error_ms"]["p99"]) + 0.5
         )
         assert stats["start_error_ms"]["median"] < 1.0
 

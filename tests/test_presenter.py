@@ -226,3 +226,28 @@ def test_target_delay_follows_a_narrow_lateness_down_to_percentile_plus_margin()
         jb.push(F(pts, i), arrival)
     target = jb.target_delay_ns / NS_PER_MS
     assert 20 + 3 <= target <= 20.5 + 3 + 0.5, target
+
+
+def test_follow_takes_the_delay_from_outside_at_once_and_back():
+    """follow(): the target delay is what the callable says at each tick (no slewing, whatever
+    the measured lateness); frames are released at pts + that delay. follow(None) adapts again
+    from the lateness, slewing from where it was."""
+    jb = JitterBuffer(initial_delay_ns=60 * NS_PER_MS, shrink_rate=0.02)
+    delay = {"ns": 21 * NS_PER_MS}
+    jb.follow(lambda: delay["ns"])
+    refresh = 16 * NS_PER_MS
+    for i in range(10):  # frames every 16 ms, arriving 30 ms late: lateness says ~33 ms
+        jb.push(F(i * refresh), i * refresh + 30 * NS_PER_MS)
+    assert jb.tick(0, refresh) is None
+    assert jb.target_delay_ns == 21 * NS_PER_MS  # at once, not slewed down from 60
+    got = jb.tick(2 * refresh + 21 * NS_PER_MS, refresh)  # exactly frame 2's due time
+    assert got is not None and got.pts_ns == 2 * refresh
+    delay["ns"] = 25 * NS_PER_MS
+    assert jb.tick(3 * refresh + 24 * NS_PER_MS, refresh).pts_ns == 2 * refresh  # 3 not due yet
+    assert jb.target_delay_ns == 25 * NS_PER_MS
+    jb.follow(None)
+    jb.tick(3 * refresh + 26 * NS_PER_MS, refresh)
+    jb.tick(4 * refresh + 26 * NS_PER_MS, refresh)
+    # adapting again: growing towards P99 of the lateness + margin (33 ms) at the slew rate
+    assert 25 * NS_PER_MS < jb.target_delay_ns < 33 * NS_PER_MS
+    assert jb.stats().desired_delay_ms == pytest.approx(33.0, abs=0.01)

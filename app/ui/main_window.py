@@ -913,8 +913,9 @@ class MainWindow(QMainWindow):
             initial_delay_ns=40_000_000,
             max_delay_ns=max_delay_ns,
         )
-        jitter = self.jitter
-        self._release_delay = lambda: jitter.target_delay_ns
+        # phase-locked (see _tick): the buffer releases each frame at the tick it was started
+        # for, so its delay follows the session's instead of a percentile of arrival − pts
+        self.jitter.follow(self.session.release_delay_ns)
         self._pump = _FramePump(self.session, self.jitter)
         if self.vcam is not None:
             self._pump.sinks.append(self.vcam)
@@ -1053,9 +1054,7 @@ class MainWindow(QMainWindow):
         # set_display_timing): each frame is then due just before the tick that takes it. This
         # tick is a QTimer, not VSYNC (the raster path has no VSYNC signal), so it is locked to
         # the timer's own instants and interval; no present-before-VSYNC lead is applied here.
-        s.set_display_timing(
-            time.monotonic_ns(), self._tick_timer.interval() * 1_000_000, self._release_delay
-        )
+        s.set_display_timing(time.monotonic_ns(), self._tick_timer.interval() * 1_000_000)
         t0 = time.perf_counter()
         frame = j.tick(s.clock.now_ns(), self.preview.refresh_ns)
         if frame is not None and j.last_was_new:
