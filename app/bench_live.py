@@ -117,6 +117,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(LiveSession.set_display_timing); --no-phase-lock: the free-running frame timer",
     )
     h.add_argument(
+        "--frame-margin-ms",
+        type=float,
+        default=None,
+        help="with --phase-lock: added to the predicted (P99) frame time in the lead "
+        "(default: pipeline.live.FRAME_MARGIN_NS)",
+    )
+    h.add_argument(
         "--release",
         choices=("follow", "adaptive"),
         default="follow",
@@ -316,6 +323,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     try:
         # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
         t0 = time.monotonic_ns()
+        if args.frame_margin_ms is not None:
+            session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
         if args.phase_lock and args.release == "follow":
             # the jitter buffer releases each frame at the tick the session started it for
             session.set_display_timing(t0 + refresh_ns - lead_ns, refresh_ns)
@@ -431,6 +440,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append(f"--budget-ms {args.budget_ms:g}")
     if args.no_ladder:
         parts.append("--no-ladder")
+    if args.frame_margin_ms is not None:
+        parts.append(f"--frame-margin-ms {args.frame_margin_ms:g}")
     if args.phase_lock and args.release != "follow":
         parts.append(f"--release {args.release}")
     if not getattr(args, "render_process", True):

@@ -114,7 +114,7 @@ ANALYSIS_POLL_S = 0.001
 # START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not less: every frame
 # that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
 FRAME_PREDICT_Q = 99.0
-FRAME_PREDICT_WINDOW = 120  # frames (2 s at 60 fps)
+FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
 FRAME_MARGIN_NS = 1_000_000
 START_MARGIN_NS = 1_000_000
 
@@ -817,6 +817,7 @@ class LiveSession:
         self._frame_ms: deque[float] = deque(maxlen=FRAME_PREDICT_WINDOW)
         self._phase_err: deque[float] = deque(maxlen=300)  # ms, start - planned start
         self.lead_ms: float | None = None  # the last lead used (phase-locked starts)
+        self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.hops = 0
         self.audio_overruns = 0
         self.started_at: float | None = None
@@ -1064,7 +1065,8 @@ class LiveSession:
         # before any frame was timed: one frame period
         lead = NS_PER_S / self.fps
         if self._frame_ms:
-            lead = float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6 + FRAME_MARGIN_NS
+            lead = float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6
+            lead += self.frame_margin_ns
         if release_delay is not None:
             lead = max(lead, float(release_delay()))
         return int(lead) + self._wake_ns()

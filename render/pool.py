@@ -94,7 +94,11 @@ def _slot_layout(width: int, height: int) -> tuple[int, int]:
 
 
 def _render_main(index, track, width, height, palette, line, mapping, tasks: Connection, out):
-    """Entry point of a render process (spawned)."""
+    """Entry point of a render process (spawned).
+
+    Offline (a `track`): tasks are (frame, slot, rig matrices, previous matrices) — the pool's
+    main process steps the one rig. Live (`track` None, render.process): tasks are (frame,
+    slot, params) and this worker's renderer steps its own rig; "reset" starts it afresh."""
     ignore_sigint()
     frame = -1
     try:
@@ -102,7 +106,8 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
 
         renderer = IdolRenderer(width, height, palette, line)
         rig = _GivenRig()
-        renderer.rig = rig
+        if track is not None:
+            renderer.rig = rig
         image_bytes, slot_bytes = _slot_layout(width, height)
         out.send(("ready", index))
         while True:
@@ -112,13 +117,19 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
                 break
             if msg is None:
                 break
-            frame, slot, mats, prev, params = msg
+            if msg == "reset":
+                renderer.reset()
+                continue
             t0 = time.perf_counter()
-            rig.next = mats
-            # the previous frame's pixel matrices, computed as IdolRenderer.render computes them
-            renderer.prev = None if prev is None else renderer.view[None] @ prev
-            # offline the worker has the track; live (render.process) the params come along
-            out_frame = renderer.render(track[frame] if params is None else params)
+            if track is None:
+                frame, slot, params = msg
+                out_frame = renderer.render(params)
+            else:
+                frame, slot, mats, prev = msg
+                rig.next = mats
+                # the previous frame's pixel matrices, as IdolRenderer.render computes them
+                renderer.prev = None if prev is None else renderer.view[None] @ prev
+                out_frame = renderer.render(track[frame])
             base = slot * slot_bytes
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
@@ -257,7 +268,7 @@ class PooledRenderStage(BaseStage):
             mats = self._rig.matrices(self.track[j].clamped())
             k = int(np.argmin(self._outstanding))
             try:
-                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats, None))
+                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats))
             except OSError:
                 self._raise_dead(k, j)
             self._outstanding[k] += 1

@@ -7,17 +7,16 @@ median / 18.9 ms P99 there against 7.7 ms alone on one thread: the render is the
 of the frame time, and the frame time's tail sets the jitter buffer's delay. In a process of
 its own the Skia drawing runs beside the other threads instead of between them.
 
-How: the same exact split as `render.pool.PooledRenderStage` (whose worker this reuses). The
-frame thread steps the one `render.rig.Rig` (hair springs, ≈0.3 ms) and sends the worker the
-frame's params with this frame's and the previous frame's part matrices; the worker draws into
-a shared-memory slot and answers; the image and motion are copied out (into pinned memory when
-a CUDA device consumes them). Pixels and motion vectors are identical to `RenderStage`'s
-(tests/test_render_process.py). One frame at a time — a live frame is rendered from the newest
+How: the render pool's worker (`render.pool`) in its live mode: the frame thread sends the
+frame's params; the worker's own `IdolRenderer` (its rig — the hair springs — and its motion
+history included) draws into a shared-memory slot and answers; the image and motion are copied
+out (into pinned memory when a CUDA device consumes them). Pixels and motion vectors are
+identical to `RenderStage`'s (tests/test_render_process.py). One frame at a time — a live frame is rendered from the newest
 params, so there is nothing to render ahead. The worker that fails or dies ends the session's
 frames with a one-line `RenderWorkerError`.
 
-`setup()` starts the worker the first time and only resets the rig after that (a live look
-calls it again after its warm-up frame); `close()` stops it.
+`setup()` starts the worker the first time and only resets its renderer after that (a live
+look calls it again after its warm-up frame); `close()` stops it.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from __future__ import annotations
 import contextlib
 import time
 from multiprocessing.connection import Connection
-
-import numpy as np
 
 from pipeline.frame import Frame
 from pipeline.sinks.workers import (
@@ -70,23 +67,22 @@ class RenderProcessStage(BaseStage):
         self._task: Connection | None = None
         self._result: Connection | None = None
         self._arena: SharedArena | None = None
-        self._rig = None
-        self._prev_mats: np.ndarray | None = None
 
     def setup(self, ctx: Context) -> None:
         import torch
 
-        from render.rig import Rig
-
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
-        self._rig = Rig()
-        self._prev_mats = None
-        if self._proc is None:
+        if self._proc is not None:
             try:
-                self._start()
-            except BaseException:
-                self.close()
-                raise
+                self._task.send("reset")  # the rig and the motion history start afresh
+            except OSError:
+                self._raise_dead(None)
+            return
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self._task is not None:
@@ -103,13 +99,10 @@ class RenderProcessStage(BaseStage):
         if self._proc is None:
             raise RenderWorkerError("render process: process() before setup()")
         t0 = time.perf_counter()
-        params = frame.params
-        mats = self._rig.matrices(params.clamped())  # as IdolRenderer.render steps its rig
         try:
-            self._task.send((frame.index, 0, mats, self._prev_mats, params))
+            self._task.send((frame.index, 0, frame.params))
         except OSError:
             self._raise_dead(frame.index)
-        self._prev_mats = mats
         worker_ms = self._wait(frame.index)
         image, motion = copy_out_slot(self._arena, 0, self.width, self.height, self.pin)
         ms = (time.perf_counter() - t0) * 1000.0
