@@ -115,7 +115,9 @@ ANALYSIS_POLL_S = 0.001
 # that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
 FRAME_PREDICT_Q = 99.0
 FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
-FRAME_MARGIN_NS = 1_000_000
+FRAME_MARGIN_NS = (
+    3_000_000  # measured on the H200 machine: 1 ms missed the P99 goal in 1 run of 2, 3 ms in none
+)
 START_MARGIN_NS = 1_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
