@@ -42,8 +42,9 @@ It reports:
   released it finished; a tick that woke more than a refresh late skips VSYNCs, counted in
   `vsync_missed`). t_audio: the master-clock time of the audio the picture's mouth
   was analysed from — the centre of the 12 ms level window that sets the mouth openness
-  (newest analysed sample − 6 ms; the lip-sync hop ending there is the newest one the frame
-  thread had when it started the frame) — and, through the diffusion stream batch (the picture
+  (newest analysed sample − 6 ms; the lip-sync hop — or the mouth latched between hops,
+  LiveLipSync.latch — ending there is the newest one the frame thread had when it started the
+  frame) — and, through the diffusion stream batch (the picture
   lags k − 1 frames at k steps), that of the frame whose picture is shown. Computed per frame
   as T_flip − pts + timings["audio_age"]. Not included: the input latency of a capture device
   (file playback puts each sample into the ring at its real-time instant, as a zero-latency

@@ -136,6 +136,7 @@ class LiveLipSync:
         self.p = np.zeros(len(VOWELS))
         self.p[0] = 1.0
         self.last_probs: np.ndarray | None = None  # raw classifier output of the last hop
+        self._last_end = -1  # stream position of the last hop's newest sample
         self.stream = MfccStream(self.sample_rate, self.stream.settings)
 
     # ------------------------------------------------------------------------------------
@@ -146,7 +147,35 @@ class LiveLipSync:
             out.append(self._step(end, cep, lev, flat, per))
         return out
 
+    def latch(self) -> LipFrame | None:
+        """The mouth now: a provisional hop ending at the newest sample pushed (its MFCCs,
+        level, tonality and gate decision from the newest window, through the same gate, scale
+        and filter), without changing any state — the next real hop goes on exactly as if this
+        had not been asked. None before the first whole window, or right at a hop's end.
+
+        Why: hops end every `hop_ms` (10 ms), so a video frame started between two hops shows
+        a mouth up to one hop old; latched at the frame's start the mouth is at most as old as
+        the newest audio block. The state machine (noise floor, gate hysteresis, auto gain,
+        vowel smoothing) still moves only at real hops, so its tuning holds."""
+        newest = self.stream.newest()
+        if newest is None or newest[0] == self._last_end:
+            return None
+        state = self._save()
+        try:
+            return self._step(*newest)
+        finally:
+            self._load(state)
+
+    def _save(self) -> tuple:
+        return (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p.copy(),
+                self.last_probs, self._last_end)  # fmt: skip
+
+    def _load(self, state: tuple) -> None:
+        (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p,
+         self.last_probs, self._last_end) = state  # fmt: skip
+
     def _step(self, end: int, cep: np.ndarray, lev: float, flat: float, per: float) -> LipFrame:
+        self._last_end = end
         tonal = flat < 0.12 or per > 0.6
         # --- gate with hysteresis against the tracked floor -------------------------------
         if self.gate:

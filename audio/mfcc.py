@@ -188,6 +188,22 @@ class MfccStream:
     def hop(self) -> int:
         return self.plan.hop
 
+    @property
+    def pushed(self) -> int:
+        """Samples pushed so far."""
+        return self._pos
+
+    def newest(self) -> tuple[int, np.ndarray, float, float, float] | None:
+        """(end, mfcc, level_db, flatness, periodicity) of a frame ending at the newest sample
+        pushed — what `push` would return if a hop ended now — without changing the stream.
+        None before a whole frame has been pushed."""
+        p = self.plan
+        if self._fill < p.win + 1:
+            return None
+        frame = self._buf[self._fill - p.win - 1 : self._fill][None, :]
+        cep, lev, flat, per = p.analyse(frame[:, 1:], frame[:, 0])
+        return self._pos, cep[0], float(lev[0]), float(flat[0]), float(per[0])
+
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
         """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""
         p = self.plan

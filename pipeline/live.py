@@ -16,7 +16,9 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
     kagura-live-analysis   polls every 1 ms; every 10 ms of audio: gain → low-delay resample
                            to the profile rate (audio/live_resample.py) →
-                           LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams
+                           LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams;
+                           between hops, after every block, the mouth latched from the
+                           newest audio (LiveLipSync.latch) with the last hop's motion
                            ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
                                params are dropped and counted (expected: 100 Hz → fps)
     kagura-live-frames     at the display fps — on a free-running timer, or, once the display
@@ -49,7 +51,8 @@ output size, `render_size` the idol's.
 
 Every frame carries `timings["audio_age"]`: ms from the audio its mouth was analysed from
 (the centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample
-minus 6 ms) to the frame's pts — through the diffusion stream batch, of the frame whose
+minus 6 ms — of the last hop, or of the mouth latched after it: LiveLipSync.latch) to the
+frame's pts — through the diffusion stream batch, of the frame whose
 picture it shows. Audio-to-photon = present time − pts + audio_age.
 
 Clock: every `pts_ns` is the time of the newest source sample when the frame was started
@@ -821,6 +824,7 @@ class LiveSession:
         self.lead_ms: float | None = None  # the last lead used (phase-locked starts)
         self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.hops = 0
+        self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
         self.audio_overruns = 0
         self.started_at: float | None = None
 
@@ -1117,6 +1121,7 @@ class LiveSession:
             "stalled_ticks": self.stalled_ticks,
             "late_ticks": self.late_ticks,
             "analysis_hops": self.hops,
+            "analysis_latches": self.latches,
             "audio_overruns": self.audio_overruns,
             "look_switches": self.look_switches,
             "lipsync_lag_ms": None if lag is None else round(float(np.median(lag)), 2),
@@ -1241,6 +1246,7 @@ class LiveSession:
         # resampler's group delay (a resampler may also withhold output; this ignores that).
         pushed = 0  # source-rate samples pushed into the resampler so far
         last_pf = None
+        motion_state = None  # the idle/pitch motion of the last hop
         while not self._stop.wait(ANALYSIS_POLL_S):
             x = reader.read()
             if reader.overruns != self.audio_overruns:
@@ -1260,24 +1266,41 @@ class LiveSession:
             end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample pushed
             pfs = pitch.push(y) if pitch is not None else []
             lfs = lips.push(y)
+
+            def stamp(lf, pushed=pushed, end_pts=end_pts) -> int:
+                """pts of a lip frame's newest sample, on the source clock."""
+                newest_in = round(lf.t * arate) * srate / arate
+                behind = pushed - 1 - newest_in  # source samples pushed after it
+                return end_pts - round(behind * NS_PER_S / srate) - delay_ns
+
             for i, lf in enumerate(lfs):
                 pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
                 last_pf = pf
-                newest_in = round(lf.t * arate) * srate / arate  # this hop's newest sample
-                behind = pushed - 1 - newest_in  # source samples pushed after it
-                pts = end_pts - round(behind * NS_PER_S / srate) - delay_ns
+                pts = stamp(lf)
                 level = pf.level_db if pf is not None else lf.level_db
                 voiced = bool(pf.voiced) if pf is not None else not lf.silent
                 f0 = pf.pitch_hz if pf is not None else None
                 params = to_avatar_params(lf, AvatarParams(pts_ns=pts))
                 if motion is not None and apply is not None:
-                    st = motion.update(pts / NS_PER_S, level, voiced, f0)
-                    params = apply(st, params)
+                    motion_state = motion.update(pts / NS_PER_S, level, voiced, f0)
+                    params = apply(motion_state, params)
                 self.params.put(params)
                 self._level_db = float(lf.level_db)
                 self.hops += 1
-            if lfs:
-                self._timings.add("analysis", (time.perf_counter() - t0) * 1000.0 / len(lfs))
+            # The mouth as of the newest audio, between hops (LiveLipSync.latch: a provisional
+            # hop ending now, no state changed): a frame started before the next hop shows
+            # audio at most one block old instead of up to one hop. Head and body keep the
+            # last hop's motion (100 Hz is plenty for them).
+            lf = lips.latch() if self.hops else None
+            if lf is not None:
+                params = to_avatar_params(lf, AvatarParams(pts_ns=stamp(lf)))
+                if motion_state is not None and apply is not None:
+                    params = apply(motion_state, params)
+                self.params.put(params)
+                self.latches += 1
+            if lfs or lf is not None:
+                n = len(lfs) + (lf is not None)
+                self._timings.add("analysis", (time.perf_counter() - t0) * 1000.0 / n)
 
     def _produce(self) -> None:
         try:

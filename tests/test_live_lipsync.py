@@ -204,3 +204,51 @@ def test_offline_engine_plugs_into_analyze_clip(profile):
 
     live = next(f for f in LiveLipSync(profile).process(x) if f.open >= 0.5).t
     assert np.argmax(mo >= 0.5) / 30 <= live
+
+
+def _with_latches(eng, block_push):
+    """Push in blocks; after each block the hops it completed, then a latch if there is one."""
+
+    def push(block):
+        out = list(block_push(block))
+        lf = eng.latch()
+        return out + ([lf] if lf is not None else [])
+
+    return push
+
+
+def test_latch_is_a_hop_ending_now_that_changes_nothing(profile):
+    """latch(): the real hops come out exactly as without it; the mouth it reports opens
+    sooner after an onset than the hops alone (it is at most one block old, not one hop); and
+    noise never opens it."""
+    from app.bench_lipsync import _run_blocks, noise, onset_lags, onset_stream
+    from audio.live_lipsync import LiveLipSync
+
+    x, on, off, _ = onset_stream([("ja+f5", 60), ("en-us+m5", 50)], levels=(-25.0,))
+    plain = LiveLipSync(profile)
+    hops = [f for i in range(0, len(x), 80) for f in plain.push(x[i : i + 80])]
+    latched = LiveLipSync(profile)
+    mixed = []
+    for i in range(0, len(x), 80):  # 5 ms blocks at 16 kHz
+        mixed += [("hop", f) for f in latched.push(x[i : i + 80])]
+        lf = latched.latch()
+        if lf is not None:
+            mixed.append(("latch", lf))
+    assert latched.latch().t == mixed[-1][1].t  # asked again: the same provisional hop
+    again = [f for kind, f in mixed if kind == "hop"]
+    assert len(again) == len(hops)
+    for a, b in zip(hops, again, strict=True):
+        assert (a.t, a.open, a.silent) == (b.t, b.open, b.silent)
+        assert np.array_equal(a.vowels, b.vowels)
+    assert sum(kind == "latch" for kind, _ in mixed) >= len(hops) * 0.9  # every other block
+    # onset lag (when the mouth first reaches half open, from the block it was made in)
+    lag_hops = onset_lags(*_run_blocks(LiveLipSync(profile).push, x)[::2], on, off)
+    eng = LiveLipSync(profile)
+    lag_latched = onset_lags(*_run_blocks(_with_latches(eng, eng.push), x)[::2], on, off)
+    print(f"median onset lag: hops {np.median(lag_hops) * 1e3:.1f} ms, "
+          f"with latches {np.median(lag_latched) * 1e3:.1f} ms")  # fmt: skip
+    assert np.median(lag_latched) <= np.median(lag_hops) - 0.002
+    eng = LiveLipSync(profile)
+    eng.process(x[: 3 * SR])
+    _, _, op = _run_blocks(_with_latches(eng, eng.push), noise(5.0, -40.0, 3))
+    assert op[40:].max() == 0.0
