@@ -125,6 +125,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(default: pipeline.live.FRAME_MARGIN_NS)",
     )
     h.add_argument(
+        "--latch-mouth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="publish the mouth latched from the newest audio between lip-sync hops "
+        "(LiveLipSync.latch; default on); --no-latch-mouth: only at hops",
+    )
+    h.add_argument(
         "--release",
         choices=("follow", "adaptive"),
         default="follow",
@@ -324,6 +331,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     try:
         # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
         t0 = time.monotonic_ns()
+        session.latch_mouth = args.latch_mouth
         if args.frame_margin_ms is not None:
             session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
         if args.phase_lock and args.release == "follow":
@@ -441,6 +449,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append(f"--budget-ms {args.budget_ms:g}")
     if args.no_ladder:
         parts.append("--no-ladder")
+    if not args.latch_mouth:
+        parts.append("--no-latch-mouth")
     if args.frame_margin_ms is not None:
         parts.append(f"--frame-margin-ms {args.frame_margin_ms:g}")
     if args.phase_lock and args.release != "follow":

@@ -825,6 +825,7 @@ class LiveSession:
         self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.hops = 0
         self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
+        self.latch_mouth = True  # False: the mouth only moves at hops (for comparison)
         self.audio_overruns = 0
         self.started_at: float | None = None
 
@@ -1291,7 +1292,7 @@ class LiveSession:
             # hop ending now, no state changed): a frame started before the next hop shows
             # audio at most one block old instead of up to one hop. Head and body keep the
             # last hop's motion (100 Hz is plenty for them).
-            lf = lips.latch() if self.hops else None
+            lf = lips.latch() if self.hops and self.latch_mouth else None
             if lf is not None:
                 params = to_avatar_params(lf, AvatarParams(pts_ns=stamp(lf)))
                 if motion_state is not None and apply is not None:
