@@ -219,8 +219,15 @@ def stop_processes(procs, conns: list[Connection] | None = None, grace_s: float 
             c.close()
 
 
-def exit_text(proc) -> str:
+def exit_text(proc, settle_s: float = 1.0) -> str:
+    """How `proc` ended, for an error message. Waits up to `settle_s` for its exit code: when
+    two threads poll the same Process (the joiner's sentinel wait and a failed send), the one
+    that reaps the child sets the code an instant after the other has seen "no child"."""
     code = proc.exitcode
+    deadline = time.monotonic() + settle_s
+    while code is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+        code = proc.exitcode
     if code is None:
         return "is still running"
     if code < 0:
