@@ -151,15 +151,19 @@ class Effect(torch.nn.Module):
         """One frame (1, H, W, 4) with grain variant `g` -> (1, H, W, 4): what `forward` does
         per frame, as a pure function of `x` (on a GPU: no host sync), so StylizeStage can
         capture it as one CUDA graph per variant."""
-        out = self._empty(x.device)[g : g + 1].clone()
-        self._frame(x[0], out[0], g)
+        out = torch.empty_like(x)
+        self._one(x[0], out[0], g)
         return out
 
+    def _one(self, x: torch.Tensor, out: torch.Tensor, g: int) -> None:
+        """Frame x (H, W, 4) with grain variant g into `out`: the empty frame, then the idol's
+        window over it."""
+        out.copy_(self._empty(x.device)[g])
+        self._frame(x, out, g)
+
     def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        empty = self._empty(x.device)
         out = torch.empty_like(x)
         # idx stays on the host (StylizeStage passes it so): no device sync to read it
-        for b, g in enumerate((idx.cpu() % empty.shape[0]).tolist()):
-            out[b].copy_(empty[g])
-            self._frame(x[b], out[b], g)
+        for b, g in enumerate((idx.cpu() % self.variants).tolist()):
+            self._one(x[b], out[b], g)
         return out

@@ -21,10 +21,11 @@ class Cyberpunk(Effect):
     def __init__(self, preset, width, height, transparent, seed=0):
         super().__init__(preset, width, height, transparent, seed)
         p = self.post
-        self.register_buffer("rim1", C.color(p.rim_color or "#00e5ff"), persistent=False)
-        self.register_buffer("rim2", C.color(p.rim_color2 or "#ff2bd6"), persistent=False)
-        # the same colours as host floats: reading the buffers per frame would sync with the GPU
-        self.rim_rgb = (self.rim1.tolist(), self.rim2.tolist())
+        # host floats, not buffers: reading a GPU buffer per frame would sync with the GPU
+        self.rim_rgb = (
+            C.color(p.rim_color or "#00e5ff").tolist(),
+            C.color(p.rim_color2 or "#ff2bd6").tolist(),
+        )
         self.register_buffer("shadow_tint", torch.tensor(SHADOW_TINT), persistent=False)
         self.register_buffer("hi_tint", torch.tensor(HIGHLIGHT_TINT), persistent=False)
         self.register_buffer("scan", C.scanline_map(height, p.scanlines, "cpu"), persistent=False)
