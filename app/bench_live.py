@@ -4,6 +4,8 @@
     kagura bench live --headless [--device cpu|cuda] [--diffusion PATH | --diffusion-random
                       sd-turbo|tiny] [--upscale N] [--[no-]temporal] [--budget-ms MS]
                       [--fps N] [--vsync-hz HZ] [--present-lead-ms MS] [--[no-]phase-lock]
+                      [--release follow|adaptive] [--frame-margin-ms MS] [--[no-]latch-mouth]
+                      [--[no-]render-process] [--section KEY]
                       [--seconds S] [--size WxH] [--preset NAME]
 
 Desktop app (default): each run is a real `kagura live --audio-file … --quit-after N` in its
@@ -29,9 +31,11 @@ after t.
   (counted: `present_missed`). L = 0: the tick fires at VSYNC k (as a display timer that
   follows VSYNC does) and flips at VSYNC k + 1, a whole refresh later.
 * `--phase-lock` (default): the session is told the tick instants
-  (`LiveSession.set_display_timing`, with the jitter buffer's target delay), so each frame
-  starts at the tick that will show it minus the predicted frame time; `--no-phase-lock`:
-  the session's free-running frame timer, whose phase to the ticks is arbitrary.
+  (`LiveSession.set_display_timing`), so each frame starts at the tick that will show it minus
+  the predicted frame time, and (`--release follow`, default) the jitter buffer releases it at
+  that tick (`JitterBuffer.follow(session.release_delay_ns)`); `--release adaptive` keeps the
+  buffer's own delay, which the session's lead then covers. `--no-phase-lock`: the session's
+  free-running frame timer, whose phase to the ticks is arbitrary.
 
 It reports:
 
@@ -325,15 +329,15 @@ def measure_headless(args: argparse.Namespace) -> dict:
     # as `kagura live` does: hand the GIL over sooner, so the VSYNC thread wakes on time
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)
+    session.latch_mouth = args.latch_mouth
+    if args.frame_margin_ms is not None:
+        session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
     started = session.started_at or time.monotonic()
     pump = _Pump(session, jitter, warm_ns)
     try:
         # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
         t0 = time.monotonic_ns()
-        session.latch_mouth = args.latch_mouth
-        if args.frame_margin_ms is not None:
-            session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
         if args.phase_lock and args.release == "follow":
             # the jitter buffer releases each frame at the tick the session started it for
             session.set_display_timing(t0 + refresh_ns - lead_ns, refresh_ns)

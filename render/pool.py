@@ -105,9 +105,8 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
         from render.idol import IdolRenderer
 
         renderer = IdolRenderer(width, height, palette, line)
-        rig = _GivenRig()
         if track is not None:
-            renderer.rig = rig
+            rig = renderer.rig = _GivenRig()
         image_bytes, slot_bytes = _slot_layout(width, height)
         out.send(("ready", index))
         while True:

@@ -11,9 +11,9 @@ How: the render pool's worker (`render.pool`) in its live mode: the frame thread
 frame's params; the worker's own `IdolRenderer` (its rig — the hair springs — and its motion
 history included) draws into a shared-memory slot and answers; the image and motion are copied
 out (into pinned memory when a CUDA device consumes them). Pixels and motion vectors are
-identical to `RenderStage`'s (tests/test_render_process.py). One frame at a time — a live frame is rendered from the newest
-params, so there is nothing to render ahead. The worker that fails or dies ends the session's
-frames with a one-line `RenderWorkerError`.
+identical to `RenderStage`'s (tests/test_render_process.py). One frame at a time — a live
+frame is rendered from the newest params, so there is nothing to render ahead. The worker that
+fails or dies ends the session's frames with a one-line `RenderWorkerError`.
 
 `setup()` starts the worker the first time and only resets its renderer after that (a live
 look calls it again after its warm-up frame); `close()` stops it.
