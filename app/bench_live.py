@@ -5,7 +5,7 @@
                       sd-turbo|tiny] [--upscale N] [--[no-]temporal] [--budget-ms MS]
                       [--fps N] [--vsync-hz HZ] [--present-lead-ms MS] [--[no-]phase-lock]
                       [--release follow|adaptive] [--frame-margin-ms MS] [--[no-]latch-mouth]
-                      [--[no-]render-process] [--section KEY]
+                      [--[no-]late-mouth] [--[no-]render-process] [--section KEY]
                       [--seconds S] [--size WxH] [--preset NAME]
 
 Desktop app (default): each run is a real `kagura live --audio-file … --quit-after N` in its
@@ -56,8 +56,11 @@ It reports:
   the display's own processing.
 * per-stage times, median / P99: on cuda the GPU time of each stage from CUDA events
   (upload, stylize, diffusion, temporal, upscale, readback; "ladder total" = what the ladder
-  is fed) and the CPU wall time of the idol render; "frame" = wall time from the tick that
-  started a frame to its publication (render + GPU + readback wait);
+  is fed), the CPU time of the idol render ("render": drawn ahead of the frame's start, off its
+  critical path unless `--no-late-mouth`) and of the late mouth ("mouth": redrawn from the
+  newest audio at the frame's start, the copy out of the render process included); "frame" =
+  wall time from the tick that started a frame to its publication (mouth + GPU + readback
+  wait);
 * drops: frames never started because the GPU had `max_in_flight` frames (gpu-busy ticks),
   ticks the frame thread started more than a period late, frames superseded in the session's
   output queue, frames the jitter buffer dropped late or on overflow, and repeated refreshes;
@@ -134,6 +137,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         default=True,
         help="publish the mouth latched from the newest audio between lip-sync hops "
         "(LiveLipSync.latch; default on); --no-latch-mouth: only at hops",
+    )
+    h.add_argument(
+        "--late-mouth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="draw each frame's idol ahead and redraw its mouth from the newest audio when the "
+        "frame starts (render/stage.py; default on); --no-late-mouth: the whole idol at the start",
     )
     h.add_argument(
         "--release",
@@ -330,6 +340,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)
     session.latch_mouth = args.latch_mouth
+    session.late_mouth = args.late_mouth
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
@@ -455,6 +466,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append("--no-ladder")
     if not args.latch_mouth:
         parts.append("--no-latch-mouth")
+    if not getattr(args, "late_mouth", True):
+        parts.append("--no-late-mouth")
     if args.frame_margin_ms is not None:
         parts.append(f"--frame-margin-ms {args.frame_margin_ms:g}")
     if args.phase_lock and args.release != "follow":
@@ -569,8 +582,9 @@ def headless_report(r: dict, command: str) -> str:
         "level window "
         "the picture's mouth comes from (through the diffusion stream batch: of the frame whose "
         "picture is shown). Excludes capture-device input latency, scan-out and the display. "
-        "Stage times on cuda are CUDA-event GPU times (render: CPU wall); 'frame' is the wall "
-        "time from a frame's tick to its publication."
+        "Stage times on cuda are CUDA-event GPU times (render, mouth: CPU); 'render' is the idol "
+        "drawn ahead of its frame's start, 'mouth' its mouth redrawn from the newest audio at "
+        "the start; 'frame' is the wall time from a frame's tick to its publication."
     )
     return "\n".join(lines)
 

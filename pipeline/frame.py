@@ -26,6 +26,10 @@ from pipeline.avatar import AvatarParams
 if TYPE_CHECKING:
     import torch
 
+# the timing of a live frame's late mouth (render/stage.py `finish`): on its critical path,
+# unlike the idol's "render", which is drawn ahead
+MOUTH_TIMING = "mouth"
+
 
 @dataclass(frozen=True, slots=True)
 class Frame:

@@ -27,7 +27,13 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
                            (so it is due and arrived just before that tick; the app's QTimer
                            tick and the headless bench's simulated one both tell it);
                            pts = audio clock now (newest sample);
-                           newest params + expression blend → RenderStage → StylizeStage
+                           newest params + expression blend → RenderStage → StylizeStage,
+                           the idol in two steps (`late_mouth`, default): right after a
+                           frame is handed on, the next one's idol is drawn from the newest
+                           pose (RenderStage.prepare; in the render process, beside this
+                           thread); when that frame starts, only its mouth is redrawn from
+                           the newest audio (finish, ~0.5 ms) — the whole-idol render is off
+                           the path from audio to photon
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted
                            ──► recorder queue BoundedQueue(8, LATEST) when recording
@@ -84,7 +90,7 @@ from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from pipeline.avatar import AvatarParams
 from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from pipeline.cpu_threads import share_cores_with_other_stages
-from pipeline.frame import Frame
+from pipeline.frame import MOUTH_TIMING, Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.stage import Context
 
@@ -465,8 +471,10 @@ def build_look(
     except BaseException:
         render.close()  # a render process must not outlive a look that was never made
         raise
-    # one real frame through both, so the first live frame pays nothing
-    warm = render.process(Frame(0, 0, AvatarParams()))
+    # one real frame through both, drawn as live frames are (the idol ahead, the mouth late),
+    # so the first live frame pays nothing
+    render.prepare(Frame(0, 0, AvatarParams()))
+    warm = render.finish(Frame(0, 0, AvatarParams()))
     if device != "cpu":
         warm = warm.with_(image=warm.image.to(device), motion=warm.motion.to(device))
     stylize.process(warm)
@@ -822,6 +830,9 @@ class LiveSession:
         self.hops = 0
         self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
         self.latch_mouth = True  # False: the mouth only moves at hops (for comparison)
+        # True: each frame's idol is drawn ahead and its mouth redrawn at the frame's start
+        # (render/stage.py); False: drawn whole at the start (for comparison)
+        self.late_mouth = True
         self.audio_overruns = 0
         self.started_at: float | None = None
 
@@ -1334,8 +1345,8 @@ class LiveSession:
     def _publish(self, frame: Frame, look: Look, t0: float) -> None:
         total = (time.perf_counter() - t0) * 1000.0
         self._timings.add("render", frame.timings.get("render", 0.0))
-        if "render_worker" in frame.timings:  # drawn by the render process: its own time
-            self._timings.add("render_worker", frame.timings["render_worker"])
+        if MOUTH_TIMING in frame.timings:  # the late mouth, on the frame's critical path
+            self._timings.add(MOUTH_TIMING, frame.timings[MOUTH_TIMING])
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)
@@ -1359,12 +1370,30 @@ class LiveSession:
     def _produce_loop(self) -> None:
         period = 1.0 / self.fps
         params = AvatarParams()
+        fresh = False  # params arrived since the last frame started
         last_pts = -1
         index = 0
         gpu_look = self._look
         next_t = time.monotonic()
         target: int | None = None  # phase-locked: the display tick the last frame aimed at
+        prepared: tuple[Look, int] | None = None  # the look and frame whose idol is drawn
+
+        def newest() -> AvatarParams:
+            nonlocal params, fresh
+            while len(self.params):  # single consumer: never blocks
+                params = self.params.get()
+                fresh = True
+            return params
+
         while True:
+            look = self._look
+            if self.late_mouth and prepared != (look, index):
+                # the next frame's idol, drawn now (in the render process: beside this thread)
+                # from the newest pose; its mouth is redrawn when the frame starts
+                pts = self.source.pts_ns()
+                p = self._expr.apply(dataclasses.replace(newest(), pts_ns=pts), pts)
+                look.render.prepare(Frame(pts, index, p))
+                prepared = (look, index)
             if self._display is not None:
                 start, target, late = self._next_start_ns(time.monotonic_ns(), target)
                 self.late_ticks += late
@@ -1394,14 +1423,12 @@ class LiveSession:
                 self.stalled_ticks += 1
                 continue
             last_pts = pts
-            fresh = False
-            while len(self.params):  # single consumer: never blocks
-                params = self.params.get()
-                fresh = True
+            params = newest()
             # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
             age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
             if fresh or self._lag:
                 self._lag.append(age)
+            fresh = False
             # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
             timings = {AUDIO_AGE: age} if self._lag else {}
             timings[STARTED] = started_ms
@@ -1417,17 +1444,18 @@ class LiveSession:
                 if gpu.busy():
                     self.gpu_busy_ticks += 1
                     continue
-                frame = look.render.process(Frame(pts, index, p, timings=timings))
+            frame = Frame(pts, index, p, timings=timings)
+            # the late mouth: the prepared idol (or, after a look switch, one drawn now)
+            frame = look.render.finish(frame) if self.late_mouth else look.render.process(frame)
+            index += 1
+            if gpu is not None:
                 frame, done = gpu.submit(frame, look.stylize)
-                index += 1
                 if done is None:
                     self._publish(frame, look, t0)
                 else:
                     self._inflight.put((frame, done, look, t0))
                 continue
-            frame = look.render.process(Frame(pts, index, p, timings=timings))
             frame = look.stylize.process(frame)
-            index += 1
             self._publish(frame, look, t0)
 
     def _record(self, frame: Frame, look: Look) -> None:

@@ -30,7 +30,27 @@ from pipeline.avatar import VOWELS, AvatarParams
 from presets.schema import LineStyle, Palette, rgb
 from render import idol_parts as ip
 from render.motion import MotionField
-from render.rig import PARTS, Rig
+from render.rig import INDEX, PARTS, Rig
+
+MOUTH_PART = INDEX["mouth"]  # parts from here on are drawn again by a late mouth
+
+
+def _mouth_bounds() -> tuple[float, float, float, float]:
+    """Design-unit bounds (l, t, r, b) of every mouth shape: each vowel alone, shut and wide
+    open, with full frown and full smile (the shapes are blends of these, so they lie inside),
+    plus one unit for the splines between the sampled shapes."""
+    bounds = skia.Rect.MakeEmpty()
+    for v in range(len(VOWELS)):
+        w = np.eye(len(VOWELS))[v]
+        for open_ in (0.0, 1.0):
+            for form in (-1.0, 1.0):
+                pts = ip.mouth_points(w, open_, form)
+                bounds.join(ip.mouth_path(pts).computeTightBounds())
+                bounds.join(ip.mouth_line(pts).computeTightBounds())
+    return bounds.left() - 1, bounds.top() - 1, bounds.right() + 1, bounds.bottom() + 1
+
+
+MOUTH_BOUNDS = _mouth_bounds()
 
 # bust-shot framing box in design units (x: -BOX_W/2..BOX_W/2, y: BOX_TOP..BOX_TOP+BOX_H)
 BOX_W, BOX_TOP, BOX_H = 540.0, -238.0, 580.0
@@ -90,11 +110,14 @@ class IdolRenderer:
         self.rig = Rig()
         self.motion = MotionField(self.w, self.h, 4)
         self.prev: np.ndarray | None = None
+        self._late: tuple | None = None  # what redraw_mouth needs, kept by render_base
+        self._mouth_box = (0, 0, 0, 0)
         self._build()
 
     def reset(self) -> None:
         self.rig.reset()
         self.prev = None
+        self._late = None
 
     # ------------------------------------------------------------------ static resources
 
@@ -231,7 +254,43 @@ class IdolRenderer:
     # ------------------------------------------------------------------ frame
 
     def render(self, params: AvatarParams) -> RenderedFrame:
-        p = params.clamped()
+        """The whole frame of `params`."""
+        return self._render(params, keep_mouth=False)
+
+    def render_base(self, params: AvatarParams) -> RenderedFrame:
+        """The same frame as `render(params)`, and what `redraw_mouth` needs to give it a later
+        mouth: the pixels of the mouth box as they were before the mouth was drawn."""
+        return self._render(params, keep_mouth=True)
+
+    def redraw_mouth(self, rgba: np.ndarray, params: AvatarParams) -> tuple[int, int, int, int]:
+        """Gives the frame that `render_base` drew (in `rgba`, which may be a copy) the mouth of
+        `params` — lip sync as of now, not as of the base render. Inside the mouth box only:
+        the pixels go back to what they were before the mouth, then the mouth and every part
+        in front of it are drawn again, clipped to the box. Everything else (pose, eyes, the
+        motion vectors) stays the base's. Returns the box (x0, y0, x1, y1) that changed;
+        `params` equal to the base's give back the base's pixels exactly (tested)."""
+        if self._late is None:
+            raise RuntimeError("redraw_mouth() without a render_base() before it")
+        skm, p, look, snapshot = self._late
+        x0, y0, x1, y1 = self._mouth_box
+        late, vowels, mouth_open = self._face_look(params.clamped())
+        look = dict(look, form=late["form"])  # only the mouth takes the new values
+        rgba[y0:y1, x0:x1] = snapshot
+        surface = skia.Surface(
+            rgba, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
+        )
+        c = surface.getCanvas()
+        c.clipRect(skia.Rect.MakeLTRB(x0, y0, x1, y1))
+        for i in range(MOUTH_PART, len(PARTS)):
+            c.save()
+            c.concat(skm[i])
+            self._draw_part(c, PARTS[i].name, p, look, vowels, mouth_open)
+            c.restore()
+        del surface
+        return self._mouth_box
+
+    def _face_look(self, p: AvatarParams) -> tuple[dict[str, float], np.ndarray, float]:
+        """The face's expression-dependent values, the vowel weights and the mouth opening."""
         ex = p.expressions
         happy, sad = ex.get("happy", 0.0), ex.get("sad", 0.0)
         surprised, angry = ex.get("surprised", 0.0), ex.get("angry", 0.0)
@@ -251,6 +310,26 @@ class IdolRenderer:
             mouth_open = max(mouth_open, 0.45 * surprised)
             vowels[VOWELS.index("O")] += 1.5 * surprised
             vowels[VOWELS.index("N")] *= 1.0 - surprised
+        return look, vowels, mouth_open
+
+    def _box_of_mouth(self, mat: np.ndarray) -> tuple[int, int, int, int]:
+        """The pixel box that holds every mouth the part can draw under pixel matrix `mat`:
+        the design-unit bounds of all mouth shapes (MOUTH_BOUNDS) widened by the mouth's
+        outline and two pixels of anti-aliasing, clamped to the image."""
+        left, top, right, bottom = MOUTH_BOUNDS
+        pad = max(self.lw * 0.6, 1.9)
+        xs, ys = (left - pad, right + pad), (top - pad, bottom + pad)
+        corners = np.array([[x, y, 1.0] for x in xs for y in ys])
+        xy = corners @ mat.T
+        x0 = max(0, int(np.floor(xy[:, 0].min())) - 2)
+        y0 = max(0, int(np.floor(xy[:, 1].min())) - 2)
+        x1 = min(self.w, int(np.ceil(xy[:, 0].max())) + 2)
+        y1 = min(self.h, int(np.ceil(xy[:, 1].max())) + 2)
+        return x0, y0, max(x0, x1), max(y0, y1)
+
+    def _render(self, params: AvatarParams, keep_mouth: bool) -> RenderedFrame:
+        p = params.clamped()
+        look, vowels, mouth_open = self._face_look(p)
 
         mats = self.view[None] @ self.rig.matrices(p)  # design units -> pixels, per part
         skm = [
@@ -265,7 +344,11 @@ class IdolRenderer:
         c = surface.getCanvas()
         ids = self.motion.begin(self.lw * self.px)
         sil: list[tuple[int, skia.Path]] = []
+        self._late = None
         for i, part in enumerate(PARTS):
+            if keep_mouth and i == MOUTH_PART:
+                self._mouth_box = x0, y0, x1, y1 = self._box_of_mouth(mats[i])
+                self._late = (skm, p, look, rgba[y0:y1, x0:x1].copy())
             c.save()
             c.concat(skm[i])
             sil.extend((i, s) for s in self._draw_part(c, part.name, p, look, vowels, mouth_open))

@@ -97,8 +97,10 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
     """Entry point of a render process (spawned).
 
     Offline (a `track`): tasks are (frame, slot, rig matrices, previous matrices) — the pool's
-    main process steps the one rig. Live (`track` None, render.process): tasks are (frame,
-    slot, params) and this worker's renderer steps its own rig; "reset" starts it afresh."""
+    main process steps the one rig. Live (`track` None, render.process): tasks are
+    ("base", frame, params) — the whole idol into slot 0, this worker's renderer stepping its
+    own rig — and ("mouth", frame, params) — the late mouth (IdolRenderer.redraw_mouth) on the
+    worker's copy of that frame, its box written after slot 0; "reset" starts the rig afresh."""
     ignore_sigint()
     frame = -1
     try:
@@ -108,6 +110,7 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
         if track is not None:
             rig = renderer.rig = _GivenRig()
         image_bytes, slot_bytes = _slot_layout(width, height)
+        base_rgba = None  # live: the worker's copy of the frame the next mouth goes on
         out.send(("ready", index))
         while True:
             try:
@@ -120,9 +123,19 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
                 renderer.reset()
                 continue
             t0 = time.perf_counter()
+            if track is None and msg[0] == "mouth":
+                _, frame, params = msg
+                x0, y0, x1, y1 = box = renderer.redraw_mouth(base_rgba, params)
+                dst = mapping.array(slot_bytes, (y1 - y0, x1 - x0, 4), np.uint8)
+                dst[...] = base_rgba[y0:y1, x0:x1]
+                del dst
+                out.send(("mouth", frame, box, (time.perf_counter() - t0) * 1e3))
+                continue
             if track is None:
-                frame, slot, params = msg
-                out_frame = renderer.render(params)
+                _, frame, params = msg
+                slot = 0
+                out_frame = renderer.render_base(params)
+                base_rgba = out_frame.rgba
             else:
                 frame, slot, mats, prev = msg
                 rig.next = mats

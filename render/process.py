@@ -7,13 +7,17 @@ median / 18.9 ms P99 there against 7.7 ms alone on one thread: the render is the
 of the frame time, and the frame time's tail sets the jitter buffer's delay. In a process of
 its own the Skia drawing runs beside the other threads instead of between them.
 
-How: the render pool's worker (`render.pool`) in its live mode: the frame thread sends the
-frame's params; the worker's own `IdolRenderer` (its rig — the hair springs — and its motion
-history included) draws into a shared-memory slot and answers; the image and motion are copied
-out (into pinned memory when a CUDA device consumes them). Pixels and motion vectors are
-identical to `RenderStage`'s (tests/test_render_process.py). One frame at a time — a live
-frame is rendered from the newest params, so there is nothing to render ahead. The worker that
-fails or dies ends the session's frames with a one-line `RenderWorkerError`.
+How: the render pool's worker (`render.pool`) in its live mode, in two steps per frame, as
+`RenderStage` does them (render/stage.py): `prepare` sends the frame's params and returns at
+once; the worker's own `IdolRenderer` (its rig — the hair springs — and its motion history
+included) draws the whole idol into a shared-memory slot while the frame thread waits for the
+frame's start. `finish` sends the newest params: the worker redraws the mouth on its copy of
+the frame and writes back only the mouth's box; meanwhile the frame thread copies the slot out
+(into pinned memory when a CUDA device consumes it) and then pastes the box in. Pixels and
+motion vectors are identical to `RenderStage`'s (tests/test_render_process.py). One frame at a
+time — a live frame is drawn from the newest params, so there is nothing to render further
+ahead. The worker that fails or dies ends the session's frames with a one-line
+`RenderWorkerError`.
 
 `setup()` starts the worker the first time and only resets its renderer after that (a live
 look calls it again after its warm-up frame); `close()` stops it.
@@ -25,7 +29,9 @@ import contextlib
 import time
 from multiprocessing.connection import Connection
 
-from pipeline.frame import Frame
+import numpy as np
+
+from pipeline.frame import MOUTH_TIMING, Frame
 from pipeline.sinks.workers import (
     SharedArena,
     exit_text,
@@ -67,11 +73,13 @@ class RenderProcessStage(BaseStage):
         self._task: Connection | None = None
         self._result: Connection | None = None
         self._arena: SharedArena | None = None
+        self._prepared: int | None = None  # the frame the worker was asked to draw
 
     def setup(self, ctx: Context) -> None:
         import torch
 
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
+        self._prepared = None
         if self._proc is not None:
             try:
                 self._task.send("reset")  # the rig and the motion history start afresh
@@ -96,24 +104,41 @@ class RenderProcessStage(BaseStage):
             self._arena = None
 
     def process(self, frame: Frame) -> Frame:
+        self.prepare(frame)
+        return self.finish(frame)
+
+    def prepare(self, frame: Frame) -> None:
+        """The worker starts drawing frame `frame.index` from `frame.params`; returns at once."""
         if self._proc is None:
-            raise RenderWorkerError("render process: process() before setup()")
+            raise RenderWorkerError("render process: prepare() before setup()")
+        self._send(("base", frame.index, frame.params), frame.index)
+        self._prepared = frame.index
+
+    def finish(self, frame: Frame) -> Frame:
+        """The prepared frame with the mouth of `frame.params` (prepared now if it was not)."""
         t0 = time.perf_counter()
-        try:
-            self._task.send((frame.index, 0, frame.params))
-        except OSError:
-            self._raise_dead(frame.index)
-        worker_ms = self._wait(frame.index)
+        if self._prepared != frame.index:
+            self.prepare(frame)
+        self._prepared = None
+        self._send(("mouth", frame.index, frame.params), frame.index)
+        base_ms = float(self._wait(frame.index, "frame")[3])
+        # the worker redraws the mouth on its own copy meanwhile: slot 0 is not touched
         image, motion = copy_out_slot(self._arena, 0, self.width, self.height, self.pin)
+        x0, y0, x1, y1 = self._wait(frame.index, "mouth")[2]
+        _, box_at = _slot_layout(self.width, self.height)
+        box = self._arena.array(box_at, (y1 - y0, x1 - x0, 4), np.uint8)
+        image.numpy()[y0:y1, x0:x1] = box
+        del box
         ms = (time.perf_counter() - t0) * 1000.0
         out = frame.with_(image=image, motion=motion)
-        return out.timed(self.name, ms).timed("render_worker", worker_ms)
+        return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms)
 
     # ------------------------------------------------------------------ the worker
 
     def _start(self) -> None:
-        _, slot_bytes = _slot_layout(self.width, self.height)
-        self._arena = SharedArena(slot_bytes, "kagura-live-render")
+        image_bytes, slot_bytes = _slot_layout(self.width, self.height)
+        # slot 0, then room for the mouth's box (at most a whole image)
+        self._arena = SharedArena(slot_bytes + image_bytes, "kagura-live-render")
         args = (0, None, self.width, self.height, self.palette, self.line, self._arena.handle)
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"
@@ -126,12 +151,19 @@ class RenderProcessStage(BaseStage):
         if msg is not None and msg[0] == "ready":
             waiting.discard(0)
 
-    def _wait(self, index: int) -> float:
+    def _send(self, task, index: int) -> None:
+        try:
+            self._task.send(task)
+        except OSError:
+            self._raise_dead(index)
+
+    def _wait(self, index: int, kind: str) -> tuple:
+        """The worker's `kind` message ("frame": the base is drawn, "mouth") for frame `index`."""
         deadline = time.monotonic() + self.frame_timeout_s
         while time.monotonic() < deadline:
             msg = self._receive(timeout=0.5, index=index)
-            if msg is not None and msg[0] == "frame":
-                return float(msg[3])
+            if msg is not None and msg[0] == kind and msg[1] == index:
+                return msg
         raise RenderWorkerError(
             f"render process: frame {index} took longer than {self.frame_timeout_s:g} s"
         )

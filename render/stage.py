@@ -1,4 +1,11 @@
-"""`RenderStage`: the built-in idol as a pipeline stage (params in, image + motion out)."""
+"""`RenderStage`: the built-in idol as a pipeline stage (params in, image + motion out).
+
+Live sessions draw each frame in two steps, so the mouth shows the newest audio: `prepare`
+draws the whole idol from one set of params (off the frame's critical path, while the frame
+before is still on the GPU), `finish` redraws only the mouth, from the params the frame thread
+holds when the frame must start (render/idol.py `redraw_mouth`, ~0.4 ms against ~5-10 ms for
+the whole idol). `process` draws a frame in one go, as offline rendering does.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import time
 
 import torch
 
-from pipeline.frame import Frame
+from pipeline.frame import MOUTH_TIMING, Frame
 from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 from render.idol import IdolRenderer
@@ -21,24 +28,49 @@ class RenderStage(BaseStage):
         self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
         self.renderer = IdolRenderer(self.width, self.height, palette, line)
         self.pin = False
+        self._base: tuple[int, torch.Tensor, torch.Tensor, float] | None = None
 
     def setup(self, ctx: Context) -> None:
         # Pinned host memory makes the later host->GPU copy asynchronous; only worth it (and
         # only possible) when a CUDA device will consume the frames.
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
         self.renderer.reset()
+        self._base = None
 
     def process(self, frame: Frame) -> Frame:
         t0 = time.perf_counter()
         out = self.renderer.render(frame.params)
+        image, motion = self._tensors(out)
+        ms = (time.perf_counter() - t0) * 1000.0
+        return frame.with_(image=image, motion=motion).timed(self.name, ms)
+
+    def prepare(self, frame: Frame) -> None:
+        """Draws frame `frame.index` from `frame.params`; `finish` gives it its mouth."""
+        t0 = time.perf_counter()
+        image, motion = self._tensors(self.renderer.render_base(frame.params))
+        self._base = (frame.index, image, motion, (time.perf_counter() - t0) * 1000.0)
+
+    def finish(self, frame: Frame) -> Frame:
+        """The prepared frame with the mouth of `frame.params` (prepared now if it was not)."""
+        t0 = time.perf_counter()
+        if self._base is None or self._base[0] != frame.index:
+            self.prepare(frame)
+        _, image, motion, base_ms = self._base
+        self._base = None
+        self.renderer.redraw_mouth(image.numpy(), frame.params)
+        ms = (time.perf_counter() - t0) * 1000.0
+        out = frame.with_(image=image, motion=motion)
+        return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms)
+
+    def _tensors(self, out) -> tuple[torch.Tensor, torch.Tensor]:
         # the renderer allocates fresh arrays every frame, so wrapping them without a copy is
         # safe even while earlier frames still wait in downstream queues
         image = torch.from_numpy(out.rgba)
         motion = torch.from_numpy(out.motion)
         if self.pin:
             image, motion = image.pin_memory(), motion.pin_memory()
-        ms = (time.perf_counter() - t0) * 1000.0
-        return frame.with_(image=image, motion=motion).timed(self.name, ms)
+        return image, motion
 
     def close(self) -> None:
         self.renderer.reset()
+        self._base = None

@@ -1,8 +1,10 @@
 """The live idol render in its own process: the same pixels and motion vectors as the
-in-process RenderStage, frame by frame, and a dead worker is one clear error."""
+in-process RenderStage, frame by frame — drawn whole, and drawn ahead with the mouth redrawn
+late from newer params —, and a dead worker is one clear error."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 
@@ -26,28 +28,82 @@ def preset():
     return load_preset("cyberpunk")
 
 
+def _later_mouth(f: Frame, k: int) -> Frame:
+    """`f` with another mouth (as the newest audio gives at the frame's start), pose kept."""
+    p = f.params
+    vowels = tuple(np.roll(np.asarray(p.vowels), 1 + k % 5))
+    late = dataclasses.replace(
+        p, mouth_open=1.0 - p.mouth_open, vowels=vowels, mouth_form=-p.mouth_form
+    )
+    return f.with_(params=late)
+
+
 def test_same_frames_as_in_process(preset):
+    """Whole frames (process) and late-mouth frames (prepare, then finish with a newer
+    mouth) are identical in and out of process, and a late-mouth frame is exactly the frame
+    drawn whole from the base's pose and the late mouth."""
     frames = list(track_frames(synthetic_track(24, FPS, seed=3)))
     ctx = Context(W, H, FPS, 48000, mode="live")
     here = RenderStage(W, H, preset.palette, preset.line)
     there = RenderProcessStage(W, H, preset.palette, preset.line)
-    here.setup(ctx)
-    there.setup(ctx)
+    whole = RenderStage(W, H, preset.palette, preset.line)  # the reference for late mouths
+    for stage in (here, there, whole):
+        stage.setup(ctx)
     try:
         for run in range(2):  # the second setup() resets the rig and the motion history only
             pid = there._proc.pid
             for f in frames[:12] if run == 0 else frames[12:]:
-                a, b = here.process(f), there.process(f)
+                if f.index % 3 == 0:
+                    a, b = here.process(f), there.process(f)
+                    c = whole.process(f)
+                else:
+                    late = _later_mouth(f, f.index)
+                    assert not np.array_equal(late.params.vowels, f.params.vowels)
+                    here.prepare(f)
+                    there.prepare(f)
+                    a, b = here.finish(late), there.finish(late)
+                    c = whole.process(late)
+                    assert b.timings["mouth"] > 0 and a.timings["mouth"] > 0
                 assert np.array_equal(a.image.numpy(), b.image.numpy()), f.index
                 assert np.array_equal(a.motion.numpy(), b.motion.numpy()), f.index
-                assert b.timings["render"] >= b.timings["render_worker"] > 0
+                assert np.array_equal(a.image.numpy(), c.image.numpy()), f.index
+                # the motion vectors are the base's: its mouth marked the part-ID map (4x4
+                # blocks), so they may differ from the whole frame's inside the mouth box only
+                x0, y0, x1, y1 = here.renderer._mouth_box
+                differ = np.argwhere((a.motion.numpy() != c.motion.numpy()).any(axis=2))
+                if len(differ):
+                    assert y0 - 4 <= differ[:, 0].min() and differ[:, 0].max() < y1 + 4
+                    assert x0 - 4 <= differ[:, 1].min() and differ[:, 1].max() < x1 + 4
+                assert b.timings["render"] > 0
             assert np.abs(b.motion.numpy()).max() > 0.5  # the idol moved: motion was compared
-            here.setup(ctx)
-            there.setup(ctx)
+            for stage in (here, there, whole):
+                stage.setup(ctx)
             assert there._proc.pid == pid  # one worker for the stage's whole life
     finally:
         there.close()
     assert there._proc is None
+
+
+def test_the_late_mouth_changes_only_the_mouth_box(preset):
+    """The late mouth redraws the mouth box alone: outside it the pixels are the base's;
+    inside, the mouth drawn from the base's own params gives the base back exactly."""
+    from render.idol import IdolRenderer
+
+    r = IdolRenderer(W, H, preset.palette, preset.line)
+    f = next(iter(track_frames(synthetic_track(1, FPS, seed=5))))
+    base = r.render_base(f.params)
+    same = base.rgba.copy()
+    r.redraw_mouth(same, f.params)
+    assert np.array_equal(same, base.rgba)
+    later = base.rgba.copy()
+    x0, y0, x1, y1 = r.redraw_mouth(later, _later_mouth(f, 2).params)
+    assert 0 < x1 - x0 < W // 4 and 0 < y1 - y0 < H // 4
+    changed = np.argwhere((later != base.rgba).any(axis=2))
+    assert len(changed) > 20  # the mouth did change
+    assert changed[:, 0].min() >= y0 and changed[:, 0].max() < y1
+    assert changed[:, 1].min() >= x0 and changed[:, 1].max() < x1
+    with pytest.raises(RuntimeError, match="render_base"):
+        IdolRenderer(W, H, preset.palette, preset.line).redraw_mouth(later, f.params)
 
 
 def test_a_dead_worker_is_one_clear_error(preset):
@@ -76,7 +132,7 @@ def test_a_live_look_can_draw_in_its_own_process():
         proc = look.render._proc
         assert proc.is_alive()
         f = look.render.process(next(iter(track_frames(synthetic_track(1, FPS)))))
-        assert f.image.shape == (H, W, 4) and f.timings["render_worker"] > 0
+        assert f.image.shape == (H, W, 4) and f.timings["render"] > 0
     finally:
         look.close()
     proc.join(5.0)
