@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 # the timing of a live frame's late mouth (render/stage.py `finish`): on its critical path,
 # unlike the idol's "render", which is drawn ahead
 MOUTH_TIMING = "mouth"
+# how long that step waited for the idol drawn ahead (render/process.py): its share of the tail
+RENDER_WAIT = "render_wait"
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,7 @@ from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from pipeline.avatar import AvatarParams
 from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from pipeline.cpu_threads import share_cores_with_other_stages
-from pipeline.frame import MOUTH_TIMING, Frame
+from pipeline.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.stage import Context
 
@@ -1345,8 +1345,9 @@ class LiveSession:
     def _publish(self, frame: Frame, look: Look, t0: float) -> None:
         total = (time.perf_counter() - t0) * 1000.0
         self._timings.add("render", frame.timings.get("render", 0.0))
-        if MOUTH_TIMING in frame.timings:  # the late mouth, on the frame's critical path
-            self._timings.add(MOUTH_TIMING, frame.timings[MOUTH_TIMING])
+        for key in (MOUTH_TIMING, RENDER_WAIT):  # the late mouth, on the critical path
+            if key in frame.timings:
+                self._timings.add(key, frame.timings[key])
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)
@@ -1376,7 +1377,6 @@ class LiveSession:
         gpu_look = self._look
         next_t = time.monotonic()
         target: int | None = None  # phase-locked: the display tick the last frame aimed at
-        prepared: tuple[Look, int] | None = None  # the look and frame whose idol is drawn
 
         def newest() -> AvatarParams:
             nonlocal params, fresh
@@ -1387,13 +1387,12 @@ class LiveSession:
 
         while True:
             look = self._look
-            if self.late_mouth and prepared != (look, index):
-                # the next frame's idol, drawn now (in the render process: beside this thread)
-                # from the newest pose; its mouth is redrawn when the frame starts
+            if self.late_mouth and look.render.prepared_index != index:
+                # the next frame's idol, drawn now from the newest pose (a render process asks
+                # for it in `finish`, beside this thread); its mouth is redrawn when it starts
                 pts = self.source.pts_ns()
                 p = self._expr.apply(dataclasses.replace(newest(), pts_ns=pts), pts)
                 look.render.prepare(Frame(pts, index, p))
-                prepared = (look, index)
             if self._display is not None:
                 start, target, late = self._next_start_ns(time.monotonic_ns(), target)
                 self.late_ticks += late
@@ -1446,7 +1445,12 @@ class LiveSession:
                     continue
             frame = Frame(pts, index, p, timings=timings)
             # the late mouth: the prepared idol (or, after a look switch, one drawn now)
-            frame = look.render.finish(frame) if self.late_mouth else look.render.process(frame)
+            if not self.late_mouth:
+                frame = look.render.process(frame)
+            elif look.render.draws_beside:  # and the next frame's idol drawn meanwhile
+                frame = look.render.finish(frame, then=p)
+            else:
+                frame = look.render.finish(frame)
             index += 1
             if gpu is not None:
                 frame, done = gpu.submit(frame, look.stylize)

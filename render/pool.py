@@ -52,6 +52,7 @@ from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 
 MAX_RENDER_WORKERS = 64
+LIVE_SLOTS = 2  # live (render.process): a frame is copied out of one while the next is drawn
 
 
 class RenderWorkerError(WorkerProcessError):
@@ -98,9 +99,10 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
 
     Offline (a `track`): tasks are (frame, slot, rig matrices, previous matrices) — the pool's
     main process steps the one rig. Live (`track` None, render.process): tasks are
-    ("base", frame, params) — the whole idol into slot 0, this worker's renderer stepping its
-    own rig — and ("mouth", frame, params) — the late mouth (IdolRenderer.redraw_mouth) on the
-    worker's copy of that frame, its box written after slot 0; "reset" starts the rig afresh."""
+    ("base", frame, slot, params) — the whole idol into `slot`, this worker's renderer stepping
+    its own rig — and ("mouth", frame, offset, params) — the late mouth
+    (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
+    `offset`; "reset" starts the rig afresh."""
     ignore_sigint()
     frame = -1
     try:
@@ -124,16 +126,15 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
                 continue
             t0 = time.perf_counter()
             if track is None and msg[0] == "mouth":
-                _, frame, params = msg
+                _, frame, offset, params = msg
                 x0, y0, x1, y1 = box = renderer.redraw_mouth(base_rgba, params)
-                dst = mapping.array(slot_bytes, (y1 - y0, x1 - x0, 4), np.uint8)
+                dst = mapping.array(offset, (y1 - y0, x1 - x0, 4), np.uint8)
                 dst[...] = base_rgba[y0:y1, x0:x1]
                 del dst
                 out.send(("mouth", frame, box, (time.perf_counter() - t0) * 1e3))
                 continue
             if track is None:
-                _, frame, params = msg
-                slot = 0
+                _, frame, slot, params = msg
                 out_frame = renderer.render_base(params)
                 base_rgba = out_frame.rgba
             else:

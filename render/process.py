@@ -10,10 +10,13 @@ its own the Skia drawing runs beside the other threads instead of between them.
 How: the render pool's worker (`render.pool`) in its live mode, in two steps per frame, as
 `RenderStage` does them (render/stage.py): `prepare` sends the frame's params and returns at
 once; the worker's own `IdolRenderer` (its rig — the hair springs — and its motion history
-included) draws the whole idol into a shared-memory slot while the frame thread waits for the
-frame's start. `finish` sends the newest params: the worker redraws the mouth on its copy of
-the frame and writes back only the mouth's box; meanwhile the frame thread copies the slot out
-(into pinned memory when a CUDA device consumes it) and then pastes the box in. Pixels and
+included) draws the whole idol into one of two shared-memory slots while the frame thread
+waits for the frame's start. `finish` sends the newest params: the worker redraws the mouth on
+its copy of the frame and writes back only the mouth's box; meanwhile the frame thread copies
+the slot out (into pinned memory when a CUDA device consumes it) and then pastes the box in.
+`finish(then=params)` asks for the next frame's idol right behind the mouth, so the worker
+draws it (into the other slot) while this frame goes on: a whole period for a 7-12 ms render
+instead of what is left of it after the GPU submission. Pixels and
 motion vectors are identical to `RenderStage`'s (tests/test_render_process.py). One frame at a
 time — a live frame is drawn from the newest params, so there is nothing to render further
 ahead. The worker that fails or dies ends the session's frames with a one-line
@@ -31,7 +34,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from pipeline.frame import MOUTH_TIMING, Frame
+from pipeline.avatar import AvatarParams
+from pipeline.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from pipeline.sinks.workers import (
     SharedArena,
     exit_text,
@@ -43,7 +47,13 @@ from pipeline.sinks.workers import (
 )
 from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
-from render.pool import RenderWorkerError, _render_main, _slot_layout, copy_out_slot
+from render.pool import (
+    LIVE_SLOTS,
+    RenderWorkerError,
+    _render_main,
+    _slot_layout,
+    copy_out_slot,
+)
 
 __all__ = ["RenderProcessStage"]
 
@@ -103,42 +113,62 @@ class RenderProcessStage(BaseStage):
             self._arena.close()
             self._arena = None
 
+    draws_beside = True  # its prepare() returns at once: the idol is drawn in the worker
+
     def process(self, frame: Frame) -> Frame:
         self.prepare(frame)
         return self.finish(frame)
+
+    @property
+    def prepared_index(self) -> int | None:
+        """The frame whose idol the worker was asked to draw (None: none)."""
+        return self._prepared
 
     def prepare(self, frame: Frame) -> None:
         """The worker starts drawing frame `frame.index` from `frame.params`; returns at once."""
         if self._proc is None:
             raise RenderWorkerError("render process: prepare() before setup()")
-        self._send(("base", frame.index, frame.params), frame.index)
+        slot = frame.index % LIVE_SLOTS
+        self._send(("base", frame.index, slot, frame.params), frame.index)
         self._prepared = frame.index
 
-    def finish(self, frame: Frame) -> Frame:
-        """The prepared frame with the mouth of `frame.params` (prepared now if it was not)."""
+    def finish(self, frame: Frame, then: AvatarParams | None = None) -> Frame:
+        """The prepared frame with the mouth of `frame.params` (prepared now if it was not).
+        `then`: the next frame's idol is drawn from these params, asked for right behind this
+        frame's mouth — the worker draws it while this frame is copied out and goes on to the
+        GPU (a frame's idol then has the pose of the frame before's start)."""
         t0 = time.perf_counter()
-        if self._prepared != frame.index:
+        i = frame.index
+        if self._prepared != i:
             self.prepare(frame)
         self._prepared = None
-        self._send(("mouth", frame.index, frame.params), frame.index)
-        base_ms = float(self._wait(frame.index, "frame")[3])
-        # the worker redraws the mouth on its own copy meanwhile: slot 0 is not touched
-        image, motion = copy_out_slot(self._arena, 0, self.width, self.height, self.pin)
-        x0, y0, x1, y1 = self._wait(frame.index, "mouth")[2]
-        _, box_at = _slot_layout(self.width, self.height)
+        _, slot_bytes = _slot_layout(self.width, self.height)
+        box_at = LIVE_SLOTS * slot_bytes
+        self._send(("mouth", i, box_at, frame.params), i)
+        if then is not None:
+            self.prepare(Frame(then.pts_ns, i + 1, then))
+        base_ms = float(self._wait(i, "frame")[3])
+        waited = (time.perf_counter() - t0) * 1000.0
+        # the worker redraws the mouth on its own copy meanwhile (and then draws the next
+        # frame into the other slot): this frame's slot is not touched
+        image, motion = copy_out_slot(
+            self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
+        )
+        x0, y0, x1, y1 = self._wait(i, "mouth")[2]
         box = self._arena.array(box_at, (y1 - y0, x1 - x0, 4), np.uint8)
         image.numpy()[y0:y1, x0:x1] = box
         del box
         ms = (time.perf_counter() - t0) * 1000.0
         out = frame.with_(image=image, motion=motion)
-        return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms)
+        return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms).timed(RENDER_WAIT, waited)
 
     # ------------------------------------------------------------------ the worker
 
     def _start(self) -> None:
         image_bytes, slot_bytes = _slot_layout(self.width, self.height)
-        # slot 0, then room for the mouth's box (at most a whole image)
-        self._arena = SharedArena(slot_bytes + image_bytes, "kagura-live-render")
+        # a slot per frame in flight (one copied out while the next is drawn), then room for
+        # the mouth's box (at most a whole image)
+        self._arena = SharedArena(LIVE_SLOTS * slot_bytes + image_bytes, "kagura-live-render")
         args = (0, None, self.width, self.height, self.palette, self.line, self._arena.handle)
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"

@@ -37,6 +37,13 @@ class RenderStage(BaseStage):
         self.renderer.reset()
         self._base = None
 
+    draws_beside = False  # prepare() draws on the caller's thread
+
+    @property
+    def prepared_index(self) -> int | None:
+        """The frame whose idol `prepare` drew (None: none)."""
+        return None if self._base is None else self._base[0]
+
     def process(self, frame: Frame) -> Frame:
         t0 = time.perf_counter()
         out = self.renderer.render(frame.params)

@@ -60,8 +60,14 @@ def test_same_frames_as_in_process(preset):
                     late = _later_mouth(f, f.index)
                     assert not np.array_equal(late.params.vowels, f.params.vowels)
                     here.prepare(f)
-                    there.prepare(f)
-                    a, b = here.finish(late), there.finish(late)
+                    if there.prepared_index != f.index:  # not asked for by the last finish
+                        there.prepare(f)
+                    # as a live session does: the next frame's idol asked for right behind
+                    # this one's mouth (drawn into the other slot while this one is copied)
+                    nxt = frames[f.index + 1] if f.index % 3 == 1 else None
+                    a = here.finish(late)
+                    b = there.finish(late, then=nxt.params if nxt else None)
+                    assert there.prepared_index == (nxt.index if nxt else None)
                     c = whole.process(late)
                     assert b.timings["mouth"] > 0 and a.timings["mouth"] > 0
                 assert np.array_equal(a.image.numpy(), b.image.numpy()), f.index
