@@ -308,7 +308,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from app.live_gpu import build_live_gpu
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
-    from pipeline.live import AUDIO_AGE, FilePlayback, LiveSession
+    from pipeline.live import AUDIO_AGE, LEAD, FilePlayback, LiveSession
     from pipeline.presenter import JitterBuffer
 
     if args.fps <= 0 or args.fps > 240:
@@ -332,6 +332,10 @@ def measure_headless(args: argparse.Namespace) -> dict:
     )
     warm_ns = int(args.warm_up * 1e9)
     latency: list[float] = []
+    # its parts, per shown frame: pts -> flip, the mouth's audio age at pts, the frame's lead
+    after_pts: list[float] = []
+    ages: list[float] = []
+    leads: list[float] = []
     wake_late: list[float] = []
     tick_to_flip: list[float] = []  # ms from a tick's wake-up to the VSYNC that flips its frame
     ticks = missed_ticks = present_missed = 0
@@ -383,6 +387,10 @@ def measure_headless(args: argparse.Namespace) -> dict:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
                     latency.append((t_flip - frame.pts_ns) / 1e6 + age)
+                    after_pts.append((t_flip - frame.pts_ns) / 1e6)
+                    ages.append(age)
+                    if LEAD in frame.timings:
+                        leads.append(frame.timings[LEAD])
             # the next tick still ahead (a tick that woke over a refresh late skips VSYNCs)
             k_next = max(k + 1, -((t0 - lead_ns - time.monotonic_ns()) // refresh_ns))
             missed_ticks += k_next - k - 1
@@ -415,6 +423,12 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "render_size": stats["render_size"],
         "size": stats["size"],
         "audio_to_photon_ms": _pct(latency),
+        "latency_parts_ms": {
+            "pts_to_flip": _pct(after_pts),
+            "audio_age": _pct(ages),
+            "lead": _pct(leads),
+            "max": round(max(latency), 2) if latency else None,
+        },
         "jitter_estimate_ms": round(js.audio_to_photon_ms, 1),
         "target_delay_ms": round(js.target_delay_ms, 1),
         "lipsync_lag_ms": stats["lipsync_lag_ms"],
@@ -487,6 +501,20 @@ def _ms(v) -> str:
     return "–" if v is None else f"{v:.2f}"
 
 
+def _parts_line(parts: dict | None) -> str:
+    """The shown frames' audio→photon split into what the display side and the audio side
+    added (median / P99 of each, over the same frames), and the leads they were started with."""
+    if not parts or not parts["pts_to_flip"]["n"]:
+        return "Latency parts: none measured."
+    a, b, c = parts["pts_to_flip"], parts["audio_age"], parts["lead"]
+    lead = f"{_ms(c['median'])} / {_ms(c['p99'])} ms" if c["n"] else "– (not phase-locked)"
+    return (
+        f"Latency parts, median / P99 over the same frames: pts → flip {_ms(a['median'])} / "
+        f"{_ms(a['p99'])} ms, the mouth's audio age at pts {_ms(b['median'])} / "
+        f"{_ms(b['p99'])} ms; the frames' lead {lead}; worst audio→photon {_ms(parts['max'])} ms."
+    )
+
+
 def headless_report(r: dict, command: str) -> str:
     lat = r["audio_to_photon_ms"]
     q = r["quality"]
@@ -540,6 +568,8 @@ def headless_report(r: dict, command: str) -> str:
         "|---|---|---|---|---|",
         f"| {_ms(lat['median'])} | {_ms(lat['p99'])}{verdict} | {lat['n']} | "
         f"{r['target_delay_ms']:.1f} | {_ms(r['lipsync_lag_ms'])} |",
+        "",
+        _parts_line(r.get("latency_parts_ms")),
         "",
         "| produced / expected | shown | output-queue drops | late drops | overflow | repeated "
         "| GPU-busy ticks | late ticks | VSYNC ticks missed |",

@@ -113,6 +113,7 @@ _THREAD_PREFIX = "kagura-live"
 AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free here)
 # frame.timings: time.monotonic() at the frame's start, in ms (dotted: not a stage time)
 STARTED = "frame.started"
+LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
 # how often the analysis thread looks for new audio: a 1 ms poll (not 5) shortens the
 # lip-sync lag by ~2.5 ms on average (hops are analysed sooner after their block arrives)
@@ -1431,6 +1432,8 @@ class LiveSession:
             # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
             timings = {AUDIO_AGE: age} if self._lag else {}
             timings[STARTED] = started_ms
+            if target is not None and self.lead_ms is not None:
+                timings[LEAD] = self.lead_ms
             t0 = time.perf_counter()
             p = self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
             look = self._look  # one read: this frame is entirely one look
