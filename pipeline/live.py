@@ -128,6 +128,13 @@ FRAME_PREDICT_Q = 99.0
 FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
 # measured on the H200 machine: 1 ms missed the 50 ms P99 goal in 1 run of 2, 3 ms in none
 FRAME_MARGIN_NS = 3_000_000
+# The session's first frames are slow (cold caches, the first graph replays, the first idol of
+# a fresh render process): frames started in its first FRAME_LEARN_AFTER_S are not learnt
+# from, or their outliers would hold the lead (a P99 over 5 s) high for five seconds (measured
+# on the H200: lead median 13-14 ms, P99 30-42 ms over a run). Until FRAME_LEARN_MIN frames are
+# learnt the predicted frame time is one frame period.
+FRAME_LEARN_AFTER_S = 0.5
+FRAME_LEARN_MIN = 10
 START_MARGIN_NS = 1_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
@@ -1070,6 +1077,13 @@ class LiveSession:
             raise ValueError(f"refresh_ns must be positive, got {refresh_ns}")
         self._display = (int(tick_ns), int(refresh_ns), release_delay_ns)
 
+    def _learning(self, started_ms: float | None) -> bool:
+        """Whether a frame started at `started_ms` (monotonic, ms) is past the session's first
+        FRAME_LEARN_AFTER_S, whose frame times and start errors are not learnt from."""
+        if started_ms is None or self.started_at is None:
+            return True
+        return started_ms / 1000.0 >= self.started_at + FRAME_LEARN_AFTER_S
+
     def _wake_ns(self) -> int:
         """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
         if len(self._phase_err) < 10:
@@ -1079,7 +1093,7 @@ class LiveSession:
     def _predicted_frame_ns(self) -> int:
         """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
         publication times + `frame_margin_ns`; one frame period before any frame was timed."""
-        if not self._frame_ms:
+        if len(self._frame_ms) < FRAME_LEARN_MIN:
             return NS_PER_S // self.fps
         return int(float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6) + int(
             self.frame_margin_ns
@@ -1352,7 +1366,8 @@ class LiveSession:
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)
-        self._frame_ms.append(total)
+        if self._learning(frame.timings.get(STARTED)):
+            self._frame_ms.append(total)
         frame = frame.timed("frame", total)
         self.frames_produced += 1
         self.last_frame = frame
@@ -1402,7 +1417,9 @@ class LiveSession:
                     return
                 if self._stop.is_set():
                     return
-                self._phase_err.append((time.monotonic_ns() - start) / 1e6)
+                woke = time.monotonic_ns()
+                if self._learning(woke / 1e6):
+                    self._phase_err.append((woke - start) / 1e6)
                 next_t = time.monotonic() + period  # if the display timing goes away
             else:
                 target = None

@@ -10,7 +10,15 @@ import wave
 import numpy as np
 import pytest
 
-from pipeline.live import START_MARGIN_NS, STARTED, FilePlayback, LiveSession
+from pipeline.clock import NS_PER_S
+from pipeline.live import (
+    FRAME_LEARN_AFTER_S,
+    FRAME_LEARN_MIN,
+    START_MARGIN_NS,
+    STARTED,
+    FilePlayback,
+    LiveSession,
+)
 
 REFRESH_NS = 16_666_667
 RELEASE_DELAY_NS = 40_000_000  # a presenter's pts -> release delay (above any frame time here)
@@ -75,6 +83,25 @@ def test_phase_locked_frames_start_at_their_tick_minus_the_lead(tmp_path):
             <= max(START_MARGIN_NS / 1e6, 2 * stats["start_error_ms"]["p99"]) + 0.5
         )
         assert stats["start_error_ms"]["median"] < 1.0
+
+
+def test_the_first_frames_are_not_learnt_from(tmp_path):
+    """Frames that started in the session's first FRAME_LEARN_AFTER_S (cold caches, the first
+    graph replays) set neither the predicted frame time nor the wake-up allowance; the lead
+    uses one frame period until FRAME_LEARN_MIN frames are learnt, then their P99 + margin."""
+    wav = tmp_path / "tone.wav"
+    _tone(wav, 1.0)
+    session = LiveSession(FilePlayback(wav, start=False), "studio", size=(320, 180), fps=30)
+    try:
+        session.started_at = 1000.0
+        assert not session._learning((1000.0 + FRAME_LEARN_AFTER_S) * 1e3 - 1.0)
+        assert session._learning((1000.0 + FRAME_LEARN_AFTER_S) * 1e3)
+        session._frame_ms.extend([5.0] * (FRAME_LEARN_MIN - 1))
+        assert session._predicted_frame_ns() == NS_PER_S // 30
+        session._frame_ms.append(5.0)
+        assert session._predicted_frame_ns() == 5_000_000 + session.frame_margin_ns
+    finally:
+        session.stop()
 
 
 def _bench_args(*extra: str) -> argparse.Namespace:
