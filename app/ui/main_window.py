@@ -1096,7 +1096,10 @@ class MainWindow(QMainWindow):
 
         lines = [
             f"<b style='color:#e6e6ef'>{st['preset']}</b> · {s.fps} fps · {s.size[0]}×{s.size[1]}",
-            f"render {ms('render')} ms · stylize {ms('stylize')} ms",
+            # with the late mouth the idol is drawn ahead; only its mouth is on the frame's path
+            f"idol {ms('render')} ms ahead · mouth {ms('mouth')} ms · stylize {ms('stylize')} ms"
+            if "mouth" in stage
+            else f"render {ms('render')} ms · stylize {ms('stylize')} ms",
         ]
         if js is not None:
             lines.append(
