@@ -135,6 +135,9 @@ FRAME_MARGIN_NS = 3_000_000
 # learnt the predicted frame time is one frame period.
 FRAME_LEARN_AFTER_S = 0.5
 FRAME_LEARN_MIN = 10
+# the idol drawn ahead is copied out of the render process while the frame thread waits for
+# the frame's start, but not later than this before it (the copy takes ~1 ms)
+COLLECT_SPARE_NS = 2_000_000
 START_MARGIN_NS = 1_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
@@ -1412,6 +1415,7 @@ class LiveSession:
             if self._display is not None:
                 start, target, late = self._next_start_ns(time.monotonic_ns(), target)
                 self.late_ticks += late
+                self._collect_idol(look, start)
                 delay = (start - time.monotonic_ns()) / 1e9
                 if delay > 0 and self._stop.wait(delay):
                     return
@@ -1423,6 +1427,7 @@ class LiveSession:
                 next_t = time.monotonic() + period  # if the display timing goes away
             else:
                 target = None
+                self._collect_idol(look, round(next_t * NS_PER_S))
                 delay = next_t - time.monotonic()
                 if delay > 0 and self._stop.wait(delay):
                     return
@@ -1481,6 +1486,15 @@ class LiveSession:
                 continue
             frame = look.stylize.process(frame)
             self._publish(frame, look, t0)
+
+    def _collect_idol(self, look: Look, start_ns: int) -> None:
+        """While the frame thread waits for a frame's start: copy its idol out of the render
+        process as soon as it is drawn (RenderProcessStage.collect), so the start has only the
+        mouth left — but stop COLLECT_SPARE_NS before the start: the copy must not delay it."""
+        if self.late_mouth and look.render.draws_beside:
+            wait = (start_ns - COLLECT_SPARE_NS - time.monotonic_ns()) / 1e9
+            if wait > 0:
+                look.render.collect(wait)
 
     def _record(self, frame: Frame, look: Look) -> None:
         if self._pending_recorder is not None and self._recorder is None:

@@ -84,12 +84,13 @@ class RenderProcessStage(BaseStage):
         self._result: Connection | None = None
         self._arena: SharedArena | None = None
         self._prepared: int | None = None  # the frame the worker was asked to draw
+        self._collected: tuple | None = None  # (frame, image, motion, ms): copied out early
 
     def setup(self, ctx: Context) -> None:
         import torch
 
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
-        self._prepared = None
+        self._prepared = self._collected = None
         if self._proc is not None:
             try:
                 self._task.send("reset")  # the rig and the motion history start afresh
@@ -132,6 +133,20 @@ class RenderProcessStage(BaseStage):
         self._send(("base", frame.index, slot, frame.params), frame.index)
         self._prepared = frame.index
 
+    def collect(self, timeout_s: float) -> None:
+        """Copies the prepared idol out of its slot once the worker has drawn it, waiting at
+        most `timeout_s` for that — what a live session does while it waits for the frame's
+        start, so that `finish` has only the mouth left to wait for and copy."""
+        i = self._prepared
+        if i is None or (self._collected is not None and self._collected[0] == i):
+            return
+        msg = self._wait(i, "frame", timeout_s)
+        if msg is not None:
+            image, motion = copy_out_slot(
+                self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
+            )
+            self._collected = (i, image, motion, float(msg[3]))
+
     def finish(self, frame: Frame, then: AvatarParams | None = None) -> Frame:
         """The prepared frame with the mouth of `frame.params` (prepared now if it was not).
         `then`: the next frame's idol is drawn from these params, asked for right behind this
@@ -141,19 +156,24 @@ class RenderProcessStage(BaseStage):
         i = frame.index
         if self._prepared != i:
             self.prepare(frame)
-        self._prepared = None
+        collected = self._collected if self._collected and self._collected[0] == i else None
+        self._prepared = self._collected = None
         _, slot_bytes = _slot_layout(self.width, self.height)
         box_at = LIVE_SLOTS * slot_bytes
         self._send(("mouth", i, box_at, frame.params), i)
         if then is not None:
             self.prepare(Frame(then.pts_ns, i + 1, then))
-        base_ms = float(self._wait(i, "frame")[3])
-        waited = (time.perf_counter() - t0) * 1000.0
-        # the worker redraws the mouth on its own copy meanwhile (and then draws the next
-        # frame into the other slot): this frame's slot is not touched
-        image, motion = copy_out_slot(
-            self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
-        )
+        if collected is not None:
+            _, image, motion, base_ms = collected
+            waited = 0.0
+        else:
+            base_ms = float(self._wait(i, "frame")[3])
+            waited = (time.perf_counter() - t0) * 1000.0
+            # the worker redraws the mouth on its own copy meanwhile (and then draws the next
+            # frame into the other slot): this frame's slot is not touched
+            image, motion = copy_out_slot(
+                self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
+            )
         x0, y0, x1, y1 = self._wait(i, "mouth")[2]
         box = self._arena.array(box_at, (y1 - y0, x1 - x0, 4), np.uint8)
         image.numpy()[y0:y1, x0:x1] = box
@@ -187,13 +207,21 @@ class RenderProcessStage(BaseStage):
         except OSError:
             self._raise_dead(index)
 
-    def _wait(self, index: int, kind: str) -> tuple:
-        """The worker's `kind` message ("frame": the base is drawn, "mouth") for frame `index`."""
-        deadline = time.monotonic() + self.frame_timeout_s
-        while time.monotonic() < deadline:
-            msg = self._receive(timeout=0.5, index=index)
+    def _wait(self, index: int, kind: str, timeout_s: float | None = None) -> tuple | None:
+        """The worker's `kind` message ("frame": the idol is drawn, "mouth") for frame `index`;
+        None when `timeout_s` is given and passes first. Without it, a frame that takes over
+        `frame_timeout_s` is an error."""
+        limit = self.frame_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            msg = self._receive(timeout=min(0.5, left), index=index)
             if msg is not None and msg[0] == kind and msg[1] == index:
                 return msg
+        if timeout_s is not None:
+            return None
         raise RenderWorkerError(
             f"render process: frame {index} took longer than {self.frame_timeout_s:g} s"
         )

@@ -62,6 +62,9 @@ def test_same_frames_as_in_process(preset):
                     here.prepare(f)
                     if there.prepared_index != f.index:  # not asked for by the last finish
                         there.prepare(f)
+                    collected = f.index % 2 == 0
+                    if collected:  # copied out before the start, as a live session does
+                        there.collect(5.0)
                     # as a live session does: the next frame's idol asked for right behind
                     # this one's mouth (drawn into the other slot while this one is copied)
                     nxt = frames[f.index + 1] if f.index % 3 == 1 else None
@@ -70,6 +73,7 @@ def test_same_frames_as_in_process(preset):
                     assert there.prepared_index == (nxt.index if nxt else None)
                     c = whole.process(late)
                     assert b.timings["mouth"] > 0 and a.timings["mouth"] > 0
+                    assert (b.timings["render_wait"] == 0) == collected
                 assert np.array_equal(a.image.numpy(), b.image.numpy()), f.index
                 assert np.array_equal(a.motion.numpy(), b.motion.numpy()), f.index
                 assert np.array_equal(a.image.numpy(), c.image.numpy()), f.index
