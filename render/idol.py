@@ -111,6 +111,7 @@ class IdolRenderer:
         self.motion = MotionField(self.w, self.h, 4)
         self.prev: np.ndarray | None = None
         self._late: tuple | None = None  # what redraw_mouth needs, kept by render_base
+        self._scratch: np.ndarray | None = None  # redraw_mouth's canvas
         self._mouth_box = (0, 0, 0, 0)
         self._build()
 
@@ -264,30 +265,57 @@ class IdolRenderer:
 
     def redraw_mouth(self, rgba: np.ndarray, params: AvatarParams) -> tuple[int, int, int, int]:
         """Gives the frame that `render_base` drew (in `rgba`, which may be a copy) the mouth of
-        `params` — lip sync as of now, not as of the base render. Inside the mouth box only:
-        the pixels go back to what they were before the mouth, then the mouth and every part
-        in front of it are drawn again, clipped to the box. Everything else (pose, eyes, the
-        motion vectors) stays the base's. Returns the box (x0, y0, x1, y1) that changed;
-        `params` equal to the base's give back the base's pixels exactly (tested)."""
+        `params` — lip sync as of now, not as of the base render. Only the mouth box changes:
+        on a scratch image whose box holds the pixels from before the mouth, the mouth and the
+        parts in front of it that reach into the box are drawn as the whole render draws them
+        (not clipped: Skia rasterises a clipped path differently, by a level or two), and the
+        box is copied back. Everything else (pose, eyes, the motion vectors) stays the base's.
+        The result equals `render` of the base's pose with this mouth, bit for bit (tested).
+        Returns the box (x0, y0, x1, y1)."""
         if self._late is None:
             raise RuntimeError("redraw_mouth() without a render_base() before it")
-        skm, p, look, snapshot = self._late
+        skm, p, look, snapshot, parts = self._late
         x0, y0, x1, y1 = self._mouth_box
         late, vowels, mouth_open = self._face_look(params.clamped())
         look = dict(look, form=late["form"])  # only the mouth takes the new values
-        rgba[y0:y1, x0:x1] = snapshot
+        if self._scratch is None:
+            self._scratch = np.zeros((self.h, self.w, 4), np.uint8)
+        scratch = self._scratch  # outside the box it holds leftovers: never read
+        scratch[y0:y1, x0:x1] = snapshot
         surface = skia.Surface(
-            rgba, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
+            scratch, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
         )
         c = surface.getCanvas()
-        c.clipRect(skia.Rect.MakeLTRB(x0, y0, x1, y1))
-        for i in range(MOUTH_PART, len(PARTS)):
+        for i in parts:
             c.save()
             c.concat(skm[i])
             self._draw_part(c, PARTS[i].name, p, look, vowels, mouth_open)
             c.restore()
         del surface
+        rgba[y0:y1, x0:x1] = scratch[y0:y1, x0:x1]
         return self._mouth_box
+
+    def _parts_over_mouth(self, skm: list, sil: list[tuple[int, skia.Path]]) -> list[int]:
+        """The mouth and the parts drawn after it whose pixels can reach the mouth box: their
+        silhouettes' bounds in pixels, widened by the outline, the brush offset and the strands
+        drawn along them (three outline widths) and two pixels of anti-aliasing."""
+        x0, y0, x1, y1 = self._mouth_box
+        pad = 3.0 * self.lw * self.px + 2.0
+        reach: dict[int, skia.Rect] = {}
+        for i, path in sil:
+            if i > MOUTH_PART:
+                r = skm[i].mapRect(path.computeTightBounds())
+                reach.setdefault(i, skia.Rect.MakeEmpty()).join(r)
+        parts = [MOUTH_PART]
+        for i in range(MOUTH_PART + 1, len(PARTS)):
+            r = reach.get(i)
+            if r is None:  # a part with no silhouette: assume it may reach the box
+                parts.append(i)
+                continue
+            across = r.left() - pad < x1 and r.right() + pad > x0
+            if across and r.top() - pad < y1 and r.bottom() + pad > y0:
+                parts.append(i)
+        return parts
 
     def _face_look(self, p: AvatarParams) -> tuple[dict[str, float], np.ndarray, float]:
         """The face's expression-dependent values, the vowel weights and the mouth opening."""
@@ -345,15 +373,18 @@ class IdolRenderer:
         ids = self.motion.begin(self.lw * self.px)
         sil: list[tuple[int, skia.Path]] = []
         self._late = None
+        snapshot = None
         for i, part in enumerate(PARTS):
             if keep_mouth and i == MOUTH_PART:
                 self._mouth_box = x0, y0, x1, y1 = self._box_of_mouth(mats[i])
-                self._late = (skm, p, look, rgba[y0:y1, x0:x1].copy())
+                snapshot = rgba[y0:y1, x0:x1].copy()
             c.save()
             c.concat(skm[i])
             sil.extend((i, s) for s in self._draw_part(c, part.name, p, look, vowels, mouth_open))
             c.restore()
         del surface
+        if snapshot is not None:
+            self._late = (skm, p, look, snapshot, self._parts_over_mouth(skm, sil))
 
         # part-ID map for the motion vectors
         for i, path in sil:
