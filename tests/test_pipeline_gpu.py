@@ -132,3 +132,43 @@ def test_compiled_unet_matches_eager_and_beats_plain_graphs():
     assert cm < gm
     for st in (eager, graphs, compiled):
         st.close()
+
+
+def test_aot_unet_is_built_then_loaded_and_matches_eager(tmp_path):
+    """compile_unet="aot": the first stage builds the AOTInductor packages (the tiny
+    architecture, so the test stays short), a second stage — a restart — loads them without
+    compiling; both paint what the eager stage paints (fp16 tolerance), inside CUDA graphs."""
+    from app.pipeline_benchmark import build_setup
+    from pipeline.diffusion import DiffusionStage
+
+    args = _args("--device", "cuda", "--random-weights", "tiny", "--frames", "2")
+    s, _, _ = build_setup(args)
+    w, h = s.size
+
+    def make(**kw):
+        st = DiffusionStage(s.models, s.preset, w, h, device="cuda", stream_batch=True, **kw)
+        st.setup(None)
+        return st
+
+    eager = make()
+    built = make(cuda_graph=True, compile_unet="aot", compile_cache=tmp_path)
+    loaded = make(cuda_graph=True, compile_unet="aot", compile_cache=tmp_path)
+    a, b = built.compile_report, loaded.compile_report
+    print(f"\nfirst start: {a}\nrestart: {b}")
+    assert a.mode == b.mode == "aot"
+    assert a.built == a.shapes and not a.cache_hit
+    assert b.built == 0 and b.loaded == b.shapes and b.cache_hit
+    assert len(list((tmp_path / "aoti").glob("unet-*.pt2"))) == a.shapes
+
+    g = torch.Generator().manual_seed(7)
+    img = torch.randint(0, 256, (h, w, 4), dtype=torch.uint8, generator=g)
+    img[..., 3] = 255
+    outs = []
+    for st in (eager, built, loaded):
+        st.reset()
+        outs.append(st.apply(img.cuda()).cpu().int())
+    for got in outs[1:]:
+        assert (got - outs[0]).abs().float().mean().item() <= 2.0
+    assert torch.equal(outs[1], outs[2])  # the loaded package runs the built one's kernels
+    for st in (eager, built, loaded):
+        st.close()
