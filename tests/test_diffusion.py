@@ -345,12 +345,19 @@ def test_compile_cache_settings_and_report(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/nonexistent-before")
     monkeypatch.setenv("TRITON_CACHE_DIR", "/nonexistent-before")
-    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
-    monkeypatch.setattr(functorch_config, "enable_autograd_cache", False)
-    root = use_compile_cache(tmp_path / "ind")
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root) == str(tmp_path / "ind")
-    assert os.environ["TRITON_CACHE_DIR"] == str(root / "triton") and (root / "triton").is_dir()
-    assert inductor_config.fx_graph_cache and functorch_config.enable_autograd_cache
+    # saved and put back by hand: monkeypatch's undo deletes these config entries (torch's
+    # config modules are not plain modules), and a later compile in this process needs them
+    saved = inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache
+    inductor_config.fx_graph_cache = False
+    functorch_config.enable_autograd_cache = False
+    try:
+        root = use_compile_cache(tmp_path / "ind")
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(root) == str(tmp_path / "ind")
+        assert os.environ["TRITON_CACHE_DIR"] == str(root / "triton")
+        assert (root / "triton").is_dir()
+        assert inductor_config.fx_graph_cache and functorch_config.enable_autograd_cache
+    finally:
+        inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = saved
     assert default_compile_cache().parts[-2:] == ("kagura", "inductor")
     before = {"fx_hit": 0, "fx_miss": 0, "fx_bypass": 0, "aot_hit": 0, "aot_miss": 0}
     cold = CompileReport.from_counters(70.0, root, 1, before, {**before, "fx_miss": 1})
