@@ -34,20 +34,16 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--batch", type=int, default=8, help="offline batch (default 8)")
     b.add_argument(
         "--compile-unet",
-        nargs="?",
-        const="jit",
-        default=None,
-        choices=("jit", "aot"),
-        help="also a third chain: CUDA graphs with the UNet compiled first — 'jit' (default): "
-        "torch.compile with inductor's caches; 'aot': AOTInductor packages, loaded without "
-        "tracing on later runs (CUDA only; the first run compiles for about a minute)",
+        action="store_true",
+        help="also a third chain: CUDA graphs with the UNet compiled by torch.compile first "
+        "(CUDA only; the first run compiles for about a minute, later runs load the cache)",
     )
     b.add_argument(
         "--compile-cache",
         type=Path,
         default=None,
-        help="inductor's cache folder for --compile-unet, AOTInductor packages in its aoti/ "
-        "(default: the user cache dir, kagura/inductor)",
+        help="inductor's cache folder for --compile-unet (default: the user cache dir, "
+        "kagura/inductor)",
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")

@@ -15,11 +15,10 @@ UpscaleStage with cuda_graph=True; the temporal stage stays eager in both) built
 on the same models. The CPU render is timed apart with the wall clock (it runs on its own thread
 in the app and is not GPU time).
 
-Compiled UNet (`--compile-unet [jit|aot] [--compile-cache DIR]`): a third chain, "CUDA graphs +
-compiled UNet" — the same graphs, but the UNet inside them compiled first: `jit` (the default)
-by torch.compile (inductor, default mode) with inductor's caches in DIR (default
-platformdirs.user_cache_dir("kagura")/inductor); `aot` as AOTInductor packages in DIR/aoti
-(pipeline/diffusion/aot.py: a later run loads them without tracing). Its setup time includes the compile; each run appends that compile time and whether
+Compiled UNet (`--compile-unet [--compile-cache DIR]`): a third chain, "CUDA graphs + compiled
+UNet" — the same graphs, but the UNet inside them compiled by torch.compile (inductor, default
+mode) first, with inductor's caches in DIR (default platformdirs.user_cache_dir("kagura")/
+inductor). Its setup time includes the compile; each run appends that compile time and whether
 it was a cache hit to DIR/kagura_bench_compile.jsonl, and the section lists those runs — run the
 command twice with the same DIR to see the cold (first) against the warm (cached) start.
 
@@ -206,12 +205,11 @@ def run_live(
     frames: int,
     cuda_graph: bool,
     start_index: int = 0,
-    compile_unet: bool | str = False,
+    compile_unet: bool = False,
     compile_cache: Path | None = None,
 ) -> LiveResult:
     """Build one chain, set it up, time its first frame, then `frames` frames in a loop.
-    compile_unet: the diffusion UNet compiled ("jit": torch.compile, "aot": AOTInductor)
-    before its graph capture."""
+    compile_unet: the diffusion UNet compiled (torch.compile) before its graph capture."""
     from pipeline.accel import Readback
     from pipeline.cpu_memory import freeze_setup_objects
     from pipeline.diffusion import DiffusionStage
@@ -244,13 +242,7 @@ def run_live(
     if cuda:
         torch.cuda.synchronize()
     freeze_setup_objects()
-    mode = (
-        (COMPILED + (" (AOTInductor)" if compile_unet == "aot" else ""))
-        if compile_unet
-        else "CUDA graphs"
-        if cuda_graph
-        else "eager"
-    )
+    mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph else "eager"
     res = LiveResult(mode, time.perf_counter() - t0, compile_report=diff.compile_report)
     res.stage_ms = {k: [] for k in STAGES}
     clock = Clock(cuda)
@@ -553,7 +545,6 @@ def report(
         + f" --size {w}x{h} --out-size {ow}x{oh} --frames {args.frames} --steps {args.steps}"
         + (f" --offline --batch {args.batch}" if args.offline else "")
         + (" --compile-unet" if compiled is not None else "")
-        + (" aot" if compiled is not None and args.compile_unet == "aot" else "")
         + (f" --compile-cache {args.compile_cache}" if compiled and args.compile_cache else "")
     )
     timer = (
@@ -649,30 +640,25 @@ def report(
     ]
     if cg is not None and cg.compile_report is not None:
         rep = cg.compile_report
-        how = (
-            "AOTInductor packages (pipeline/diffusion/aot.py: torch.export, inductor ahead of "
-            "time, the weights not in the package), built or loaded before the CUDA-graph "
-            f"capture, in `{rep.cache_dir}`"
-            if rep.mode == "aot"
-            else "torch.compile (inductor, default mode, fullgraph, dynamic=False) before the "
-            "CUDA-graph capture; inductor's FX-graph, AOTAutograd and triton caches in "
-            f"`{rep.cache_dir}`"
-        )
-        lines += ["", f"Compiled UNet: {how}. This run: {rep}."]
+        lines += [
+            "",
+            "Compiled UNet: torch.compile (inductor, default mode, fullgraph, dynamic=False) "
+            "before the CUDA-graph capture; inductor's FX-graph, AOTAutograd and triton caches "
+            f"in `{rep.cache_dir}`. This run: {rep}.",
+        ]
         if history:
             lines += [
                 "",
                 "Compile at setup, every run logged in that cache folder (the first run on an "
                 "empty folder is the cold start):",
                 "",
-                "| run | date | size | mode | compile s | cache | chain setup s (incl. compile) |",
-                "|---|---|---|---|---|---|---|",
+                "| run | date | size | compile s | cache | chain setup s (incl. compile) |",
+                "|---|---|---|---|---|---|",
             ]
             for i, e in enumerate(history[-8:], start=max(1, len(history) - 7)):
                 hit = "hit (warm)" if e.get("cache_hit") else "miss (cold)"
                 lines.append(
                     f"| {i} | {e.get('date', '?')} | {e.get('size', '?')} | "
-                    f"{e.get('mode', 'jit')} | "
                     f"{e.get('seconds', float('nan')):.1f} | {hit} | "
                     f"{e.get('chain_setup_s', float('nan')):.1f} |"
                 )
@@ -735,7 +721,7 @@ def run(args: argparse.Namespace) -> int:
                     s,
                     args.frames,
                     cuda_graph=True,
-                    compile_unet=args.compile_unet,
+                    compile_unet=True,
                     compile_cache=args.compile_cache,
                 )
                 print(f"bench pipeline: {compiled.compile_report}", file=sys.stderr)

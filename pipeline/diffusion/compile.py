@@ -128,9 +128,7 @@ def _reason(exc: BaseException) -> str:
 class CompileReport:
     """What compiling the UNet cost at setup. `seconds`: wall time of the first calls of every
     compiled shape (tracing + inductor, or loading from the cache), minus nothing; `cache_hit`:
-    every compiled graph came from the on-disk cache (no miss). `mode` "jit": torch.compile
-    and inductor's caches (the counters); "aot": AOTInductor packages (pipeline/diffusion/
-    aot.py; `built` / `loaded` packages)."""
+    every compiled graph came from the on-disk cache (no miss)."""
 
     seconds: float
     cache_dir: Path
@@ -140,9 +138,6 @@ class CompileReport:
     fx_bypass: int = 0
     aot_hit: int = 0
     aot_miss: int = 0
-    mode: str = "jit"
-    built: int = 0
-    loaded: int = 0
 
     @classmethod
     def from_counters(
@@ -153,17 +148,10 @@ class CompileReport:
 
     @property
     def cache_hit(self) -> bool:
-        if self.mode == "aot":
-            return self.built == 0 and self.loaded > 0
         return self.fx_miss == 0 and self.aot_miss == 0 and (self.fx_hit + self.aot_hit) > 0
 
     def __str__(self) -> str:
         state = "cache hit" if self.cache_hit else "cache miss (compiled)"
-        if self.mode == "aot":
-            return (
-                f"UNet AOTInductor {self.seconds:.1f} s, {state}: {self.shapes} shape(s); "
-                f"{self.built} package(s) built, {self.loaded} loaded; cache {self.cache_dir}"
-            )
         return (
             f"UNet compile {self.seconds:.1f} s, {state}: {self.shapes} shape(s); FX graph cache "
             f"{self.fx_hit} hit / {self.fx_miss} miss / {self.fx_bypass} bypass, AOTAutograd "
@@ -176,12 +164,9 @@ class CompileReport:
             "cache_hit": self.cache_hit,
             "cache_dir": str(self.cache_dir),
             "shapes": self.shapes,
-            "mode": self.mode,
             "fx_hit": self.fx_hit,
             "fx_miss": self.fx_miss,
             "fx_bypass": self.fx_bypass,
             "aot_hit": self.aot_hit,
             "aot_miss": self.aot_miss,
-            "built": self.built,
-            "loaded": self.loaded,
         }

@@ -11,9 +11,8 @@
                  with cuda_graph=True on CUDA, captures one CUDA graph per reachable step shape
                  (see below) and checks each replay against eager; a failed capture or check
                  raises GraphCaptureError with the reason (never a silent slow path).
-                 With compile_unet=True / "jit" or "aot" (CUDA, with cuda_graph=True) the UNet
-                 is compiled first (torch.compile / AOTInductor), then captured (see
-                 "Compiled UNet" below).
+                 With compile_unet=True (CUDA, with cuda_graph=True) the UNet is compiled by
+                 torch.compile first, then captured (see "Compiled UNet" below).
         compile_report: a CompileReport after setup with compile_unet (seconds, cache hit),
                  else None.
         process(frame) / process_batch(frames): one stream step per frame, in order.
@@ -79,17 +78,15 @@ over black, an ordinary opaque picture) and the painted RGB is clamped to 0 <= r
 the way out, so it is valid premultiplied again; the alpha channel is the input's (resized
 only when the work size differs): transparent pixels stay exactly transparent.
 
-Compiled UNet (compile_unet=True or "jit"; pipeline/diffusion/compile.py). At setup, before
-the CUDA graphs are captured, the UNet forward is wrapped with torch.compile (inductor, default
-mode, fullgraph=True, dynamic=False) and called once for every shape the graphs will use (one
-per stream-batch size k <= max_steps, and the CFG batch when allow_cfg), so the captured graphs
+Compiled UNet (compile_unet=True; pipeline/diffusion/compile.py). At setup, before the CUDA
+graphs are captured, the UNet forward is wrapped with torch.compile (inductor, default mode,
+fullgraph=True, dynamic=False) and called once for every shape the graphs will use (one per
+stream-batch size k <= max_steps, and the CFG batch when allow_cfg), so the captured graphs
 replay inductor's fused kernels (H200, SD-Turbo-size UNet: 9.1 ms graphed -> 5.1 ms compiled
 then graphed). Inductor's FX-graph, AOTAutograd and triton caches live in `compile_cache`
 (default platformdirs.user_cache_dir("kagura")/inductor): the first start pays the compile
-(~70 s on the H200), later starts load it (Dynamo still traces: ~10 s). compile_unet="aot":
-the same shapes as AOTInductor packages in `compile_cache`/aoti (pipeline/diffusion/aot.py),
-built at the first start and loaded, without tracing, at later ones; the weights are not in
-the packages. `compile_report` says how long it took and whether it was a cache hit. A failed compile raises CompileError with the reason — never a silent
+(~70 s on the H200), later starts load it. `compile_report` says how long it took and whether
+it was a cache hit. A failed compile raises CompileError with the reason — never a silent
 eager fallback. compile_unet needs device="cuda" and cuda_graph=True: on the CPU (or without
 graphs) the constructor raises ValueError (a compiled UNet is only worth its start-up cost
 inside a replayed CUDA graph). The models are not modified: the compiled wrapper belongs to
@@ -164,19 +161,6 @@ def _diffusion_of(preset: Any):
     return d
 
 
-def _compile_mode(compile_unet: bool | str | None) -> str:
-    """compile_unet as a mode: "" (off), "jit" (True: torch.compile) or "aot" (AOTInductor)."""
-    if compile_unet in (None, False, ""):
-        return ""
-    if compile_unet is True or compile_unet == "jit":
-        return "jit"
-    if compile_unet == "aot":
-        return "aot"
-    raise ValueError(
-        f"diffusion: compile_unet must be False, True, 'jit' or 'aot', got {compile_unet!r}"
-    )
-
-
 class DiffusionStage(BaseStage):
     name = "diffusion"
     needs = spec("image")
@@ -197,7 +181,7 @@ class DiffusionStage(BaseStage):
         allow_cfg: bool | None = None,
         cuda_graph: bool = False,
         latent_scale: float = 1.0,
-        compile_unet: bool | str = False,
+        compile_unet: bool = False,
         compile_cache: Path | str | None = None,
     ):
         from pipeline.diffusion.models import _dtype
@@ -226,7 +210,7 @@ class DiffusionStage(BaseStage):
         self.image_residual = self.image_cond and models.image_residual
         self.allow_cfg = bool(allow_cfg if allow_cfg is not None else self._wants_cfg(d))
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
-        self.compile_unet = _compile_mode(compile_unet)
+        self.compile_unet = bool(compile_unet)
         if self.compile_unet and self.device.type != "cuda":
             raise ValueError(
                 f"diffusion: compile_unet=True is CUDA-only (device is {self.device.type!r}); "
@@ -557,9 +541,8 @@ class DiffusionStage(BaseStage):
 
     @torch.no_grad()
     def _compile(self) -> None:
-        """Compile the UNet ("jit": torch.compile; "aot": AOTInductor packages) and call it
-        once per shape the graphs will capture (the compile or the package load happens at
-        those first calls); fills compile_report. Raises CompileError."""
+        """torch.compile the UNet and call it once per shape the graphs will capture (the
+        compile happens at those first calls); fills compile_report. Raises CompileError."""
         from pipeline.diffusion.compile import (
             cache_counters,
             compile_module,
@@ -571,16 +554,9 @@ class DiffusionStage(BaseStage):
         shapes = self._shapes()
         before = cache_counters()
         state = self._state()
-        aot = None
         t0 = time.perf_counter()
         try:
-            if self.compile_unet == "aot":
-                from pipeline.diffusion.aot import AotUnet
-
-                aot = AotUnet(self.models.unet, root / "aoti")
-                self._unet_fn = aot
-            else:
-                self._unet_fn = compile_module(self.models.unet, shapes=len(shapes))
+            self._unet_fn = compile_module(self.models.unet, shapes=len(shapes))
             for k, cfg in shapes:
                 self._restore(state)
                 self._run(k, cfg)
@@ -588,8 +564,6 @@ class DiffusionStage(BaseStage):
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             self._unet_fn = self.models.unet
-            if isinstance(exc, CompileError):
-                raise
             raise CompileError(
                 f"diffusion: torch.compile of the UNet failed at "
                 f"{self.work_size[0]}x{self.work_size[1]} (cache {root}): "
@@ -597,15 +571,9 @@ class DiffusionStage(BaseStage):
             ) from exc
         finally:
             self._restore(state)
-        seconds = time.perf_counter() - t0
-        if aot is not None:
-            self.compile_report = CompileReport(
-                seconds, aot.cache_dir, len(shapes), mode="aot", built=aot.built, loaded=aot.loaded
-            )
-        else:
-            self.compile_report = CompileReport.from_counters(
-                seconds, root, len(shapes), before, cache_counters()
-            )
+        self.compile_report = CompileReport.from_counters(
+            time.perf_counter() - t0, root, len(shapes), before, cache_counters()
+        )
         release_compile_workers()
 
     # -- life cycle ---------------------------------------------------------------------------
