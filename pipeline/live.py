@@ -1413,31 +1413,15 @@ class LiveSession:
                 p = self._expr.apply(dataclasses.replace(newest(), pts_ns=pts), pts)
                 look.render.prepare(Frame(pts, index, p))
             if self._display is not None:
-                start, target, late = self._next_start_ns(time.monotonic_ns(), target)
-                self.late_ticks += late
-                self._collect_idol(look, start)
-                delay = (start - time.monotonic_ns()) / 1e9
-                if delay > 0 and self._stop.wait(delay):
+                target = self._wait_phase_locked(look, target)
+                if target is None:
                     return
-                if self._stop.is_set():
-                    return
-                woke = time.monotonic_ns()
-                if self._learning(woke / 1e6):
-                    self._phase_err.append((woke - start) / 1e6)
                 next_t = time.monotonic() + period  # if the display timing goes away
             else:
                 target = None
-                self._collect_idol(look, round(next_t * NS_PER_S))
-                delay = next_t - time.monotonic()
-                if delay > 0 and self._stop.wait(delay):
+                next_t = self._wait_free_running(look, next_t, period)
+                if next_t is None:
                     return
-                if self._stop.is_set():
-                    return
-                now = time.monotonic()
-                next_t += period
-                if now - next_t > period:  # more than a period behind: skip, don't catch up
-                    self.late_ticks += 1
-                    next_t = now + period
             started_ms = time.monotonic_ns() / 1e6
             self._poll_source_state()
             pts = self.source.pts_ns()
@@ -1468,14 +1452,7 @@ class LiveSession:
                 if gpu.busy():
                     self.gpu_busy_ticks += 1
                     continue
-            frame = Frame(pts, index, p, timings=timings)
-            # the late mouth: the prepared idol (or, after a look switch, one drawn now)
-            if not self.late_mouth:
-                frame = look.render.process(frame)
-            elif look.render.draws_beside:  # and the next frame's idol drawn meanwhile
-                frame = look.render.finish(frame, then=p)
-            else:
-                frame = look.render.finish(frame)
+            frame = self._draw_idol(look, Frame(pts, index, p, timings=timings))
             index += 1
             if gpu is not None:
                 frame, done = gpu.submit(frame, look.stylize)
@@ -1486,6 +1463,46 @@ class LiveSession:
                 continue
             frame = look.stylize.process(frame)
             self._publish(frame, look, t0)
+
+    def _wait_phase_locked(self, look: Look, target: int | None) -> int | None:
+        """Sleep until the start of the frame after the one that targeted `target` (copying
+        the idol drawn ahead out meanwhile); returns the display tick it targets, None when
+        the session stops."""
+        start, target, late = self._next_start_ns(time.monotonic_ns(), target)
+        self.late_ticks += late
+        self._collect_idol(look, start)
+        delay = (start - time.monotonic_ns()) / 1e9
+        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
+            return None
+        woke = time.monotonic_ns()
+        if self._learning(woke / 1e6):
+            self._phase_err.append((woke - start) / 1e6)
+        return target
+
+    def _wait_free_running(self, look: Look, next_t: float, period: float) -> float | None:
+        """Sleep until `next_t` (time.monotonic s) on the free-running timer; returns the next
+        frame's time, None when the session stops. More than a period behind: skip, don't
+        catch up."""
+        self._collect_idol(look, round(next_t * NS_PER_S))
+        delay = next_t - time.monotonic()
+        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
+            return None
+        now = time.monotonic()
+        next_t += period
+        if now - next_t > period:
+            self.late_ticks += 1
+            next_t = now + period
+        return next_t
+
+    def _draw_idol(self, look: Look, frame: Frame) -> Frame:
+        """The frame's image and motion. Late mouth: the idol prepared ahead (or, after a look
+        switch, one drawn now) with its mouth from `frame.params`; a render process is asked
+        for the next frame's idol right behind it, from the same pose."""
+        if not self.late_mouth:
+            return look.render.process(frame)
+        if look.render.draws_beside:
+            return look.render.finish(frame, then=frame.params)
+        return look.render.finish(frame)
 
     def _collect_idol(self, look: Look, start_ns: int) -> None:
         """While the frame thread waits for a frame's start: copy its idol out of the render
