@@ -287,10 +287,7 @@ class IdolRenderer:
         )
         c = surface.getCanvas()
         for i in parts:
-            c.save()
-            c.concat(skm[i])
-            self._draw_part(c, PARTS[i].name, p, look, vowels, mouth_open)
-            c.restore()
+            self._draw_at(c, skm, i, p, look, vowels, mouth_open)
         del surface
         rgba[y0:y1, x0:x1] = scratch[y0:y1, x0:x1]
         return self._mouth_box
@@ -374,14 +371,11 @@ class IdolRenderer:
         sil: list[tuple[int, skia.Path]] = []
         self._late = None
         snapshot = None
-        for i, part in enumerate(PARTS):
+        for i in range(len(PARTS)):
             if keep_mouth and i == MOUTH_PART:
                 self._mouth_box = x0, y0, x1, y1 = self._box_of_mouth(mats[i])
                 snapshot = rgba[y0:y1, x0:x1].copy()
-            c.save()
-            c.concat(skm[i])
-            sil.extend((i, s) for s in self._draw_part(c, part.name, p, look, vowels, mouth_open))
-            c.restore()
+            sil.extend((i, s) for s in self._draw_at(c, skm, i, p, look, vowels, mouth_open))
         del surface
         if snapshot is not None:
             self._late = (skm, p, look, snapshot, self._parts_over_mouth(skm, sil))
@@ -398,6 +392,14 @@ class IdolRenderer:
             motion = self.motion.flow(self.prev, mats)
         self.prev = mats
         return RenderedFrame(rgba=rgba, motion=motion)
+
+    def _draw_at(self, c, skm, i, p, look, vowels, mouth_open) -> list[skia.Path]:
+        """Part `i` drawn under its matrix skm[i]; returns its silhouettes (_draw_part)."""
+        c.save()
+        c.concat(skm[i])
+        sil = self._draw_part(c, PARTS[i].name, p, look, vowels, mouth_open)
+        c.restore()
+        return sil
 
     def _draw_part(self, c, name, p, look, vowels, mouth_open) -> list[skia.Path]:
         """Draws one part in its local design units; returns its silhouettes for the ID map."""

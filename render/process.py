@@ -85,6 +85,7 @@ class RenderProcessStage(BaseStage):
         self._arena: SharedArena | None = None
         self._prepared: int | None = None  # the frame the worker was asked to draw
         self._collected: tuple | None = None  # (frame, image, motion, ms): copied out early
+        self._box_at = 0  # where the worker writes the mouth's box in the arena
 
     def setup(self, ctx: Context) -> None:
         import torch
@@ -142,10 +143,7 @@ class RenderProcessStage(BaseStage):
             return
         msg = self._wait(i, "frame", timeout_s)
         if msg is not None:
-            image, motion = copy_out_slot(
-                self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
-            )
-            self._collected = (i, image, motion, float(msg[3]))
+            self._collected = self._copy_base(i, msg)
 
     def finish(self, frame: Frame, then: AvatarParams | None = None) -> Frame:
         """The prepared frame with the mouth of `frame.params` (prepared now if it was not).
@@ -158,29 +156,31 @@ class RenderProcessStage(BaseStage):
             self.prepare(frame)
         collected = self._collected if self._collected and self._collected[0] == i else None
         self._prepared = self._collected = None
-        _, slot_bytes = _slot_layout(self.width, self.height)
-        box_at = LIVE_SLOTS * slot_bytes
-        self._send(("mouth", i, box_at, frame.params), i)
+        self._send(("mouth", i, self._box_at, frame.params), i)
         if then is not None:
             self.prepare(Frame(then.pts_ns, i + 1, then))
-        if collected is not None:
-            _, image, motion, base_ms = collected
-            waited = 0.0
-        else:
-            base_ms = float(self._wait(i, "frame")[3])
+        waited = 0.0
+        if collected is None:
+            msg = self._wait(i, "frame")
             waited = (time.perf_counter() - t0) * 1000.0
             # the worker redraws the mouth on its own copy meanwhile (and then draws the next
             # frame into the other slot): this frame's slot is not touched
-            image, motion = copy_out_slot(
-                self._arena, i % LIVE_SLOTS, self.width, self.height, self.pin
-            )
+            collected = self._copy_base(i, msg)
+        _, image, motion, base_ms = collected
         x0, y0, x1, y1 = self._wait(i, "mouth")[2]
-        box = self._arena.array(box_at, (y1 - y0, x1 - x0, 4), np.uint8)
+        box = self._arena.array(self._box_at, (y1 - y0, x1 - x0, 4), np.uint8)
         image.numpy()[y0:y1, x0:x1] = box
         del box
         ms = (time.perf_counter() - t0) * 1000.0
         out = frame.with_(image=image, motion=motion)
         return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms).timed(RENDER_WAIT, waited)
+
+    def _copy_base(self, index: int, msg: tuple) -> tuple:
+        """(frame, image, motion, worker ms) of the idol the worker's `msg` says is drawn,
+        copied out of its slot."""
+        slot = index % LIVE_SLOTS
+        image, motion = copy_out_slot(self._arena, slot, self.width, self.height, self.pin)
+        return index, image, motion, float(msg[3])
 
     # ------------------------------------------------------------------ the worker
 
@@ -188,7 +188,8 @@ class RenderProcessStage(BaseStage):
         image_bytes, slot_bytes = _slot_layout(self.width, self.height)
         # a slot per frame in flight (one copied out while the next is drawn), then room for
         # the mouth's box (at most a whole image)
-        self._arena = SharedArena(LIVE_SLOTS * slot_bytes + image_bytes, "kagura-live-render")
+        self._box_at = LIVE_SLOTS * slot_bytes
+        self._arena = SharedArena(self._box_at + image_bytes, "kagura-live-render")
         args = (0, None, self.width, self.height, self.palette, self.line, self._arena.handle)
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"

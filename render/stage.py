@@ -4,7 +4,8 @@ Live sessions draw each frame in two steps, so the mouth shows the newest audio:
 draws the whole idol from one set of params (off the frame's critical path, while the frame
 before is still on the GPU), `finish` redraws only the mouth, from the params the frame thread
 holds when the frame must start (render/idol.py `redraw_mouth`: 0.25 ms median, 0.8 ms P99 at
-640x360 on a 2-core CPU, against 5-10 ms for the whole idol). `process` draws a frame in one go, as offline rendering does.
+640x360 on a 2-core CPU, against 5-10 ms for the whole idol). `process` draws a frame in one
+go, as offline rendering does.
 """
 
 from __future__ import annotations
