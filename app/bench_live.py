@@ -480,7 +480,7 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append("--no-ladder")
     if not args.latch_mouth:
         parts.append("--no-latch-mouth")
-    if not getattr(args, "late_mouth", True):
+    if not args.late_mouth:
         parts.append("--no-late-mouth")
     if args.frame_margin_ms is not None:
         parts.append(f"--frame-margin-ms {args.frame_margin_ms:g}")

@@ -28,12 +28,13 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
                            tick and the headless bench's simulated one both tell it);
                            pts = audio clock now (newest sample);
                            newest params + expression blend → RenderStage → StylizeStage,
-                           the idol in two steps (`late_mouth`, default): right after a
-                           frame is handed on, the next one's idol is drawn from the newest
-                           pose (RenderStage.prepare; in the render process, beside this
-                           thread); when that frame starts, only its mouth is redrawn from
-                           the newest audio (finish, ~0.5 ms) — the whole-idol render is off
-                           the path from audio to photon
+                           the idol in two steps (`late_mouth`, default): the next frame's
+                           idol is drawn ahead — right after a frame is handed on, from the
+                           newest pose (RenderStage.prepare), or, by a render process, beside
+                           this thread, asked for behind the frame before's mouth with its
+                           pose; when that frame starts, only its mouth is redrawn from the
+                           newest audio (finish, ~0.5 ms) — the whole-idol render is off the
+                           path from audio to photon
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted
                            ──► recorder queue BoundedQueue(8, LATEST) when recording
@@ -1095,7 +1096,8 @@ class LiveSession:
 
     def _predicted_frame_ns(self) -> int:
         """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
-        publication times + `frame_margin_ns`; one frame period before any frame was timed."""
+        publication times + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
+        were learnt from."""
         if len(self._frame_ms) < FRAME_LEARN_MIN:
             return NS_PER_S // self.fps
         return int(float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6) + int(
@@ -1410,8 +1412,7 @@ class LiveSession:
                 # the next frame's idol, drawn now from the newest pose (a render process asks
                 # for it in `finish`, beside this thread); its mouth is redrawn when it starts
                 pts = self.source.pts_ns()
-                p = self._expr.apply(dataclasses.replace(newest(), pts_ns=pts), pts)
-                look.render.prepare(Frame(pts, index, p))
+                look.render.prepare(Frame(pts, index, self._posed(newest(), pts)))
             if self._display is not None:
                 target = self._wait_phase_locked(look, target)
                 if target is None:
@@ -1441,7 +1442,7 @@ class LiveSession:
             if target is not None and self.lead_ms is not None:
                 timings[LEAD] = self.lead_ms
             t0 = time.perf_counter()
-            p = self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
+            p = self._posed(params, pts)
             look = self._look  # one read: this frame is entirely one look
             gpu = self._gpu
             if gpu is not None:
@@ -1463,6 +1464,10 @@ class LiveSession:
                 continue
             frame = look.stylize.process(frame)
             self._publish(frame, look, t0)
+
+    def _posed(self, params: AvatarParams, pts: int) -> AvatarParams:
+        """`params` as of `pts`, with the triggered expressions blended in."""
+        return self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
 
     def _wait_phase_locked(self, look: Look, target: int | None) -> int | None:
         """Sleep until the start of the frame after the one that targeted `target` (copying
