@@ -59,6 +59,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from pipeline.frame import MOUTH_TIMING
+
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "live_app.json"
@@ -1097,8 +1099,8 @@ class MainWindow(QMainWindow):
         lines = [
             f"<b style='color:#e6e6ef'>{st['preset']}</b> · {s.fps} fps · {s.size[0]}×{s.size[1]}",
             # with the late mouth the idol is drawn ahead; only its mouth is on the frame's path
-            f"idol {ms('render')} ms ahead · mouth {ms('mouth')} ms · stylize {ms('stylize')} ms"
-            if "mouth" in stage
+            f"idol ahead {ms('render')} · mouth {ms(MOUTH_TIMING)} · stylize {ms('stylize')} ms"
+            if MOUTH_TIMING in stage
             else f"render {ms('render')} ms · stylize {ms('stylize')} ms",
         ]
         if js is not None:
