@@ -1,7 +1,7 @@
 """The temporal alignment stage: stylized history warped by the renderer's exact motion vectors.
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
-                  interp="bicubic", max_batch=4)
+                  interp="bicubic", clamp_margin=0.06, smooth=3, max_batch=4)
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
             *output*, also inside one batch); images stay on `device`.
@@ -14,19 +14,42 @@
     warp(prev, motion) -> (warped, inside)      backward warp, see below
     flicker(frames, motions) -> float           mean |frame - warped predecessor| (0..255)
     sharpness(frames) -> float                  mean gradient magnitude of luminance (0..255)
+    laplacian_rms(frames) -> float              RMS of the luminance Laplacian (0..255)
+    ghosting(frames, references, motions) -> float
+                                                mean |frame - reference| beside moving edges
 
 Method. `Frame.motion[p]` says the surface point under pixel p was at p - motion[p] one frame
 ago, so the previous output is sampled there (`grid_sample`, pixel centres at i + 0.5,
 `align_corners=False`) and mixed with the current stylized frame:
 
-    out = cur + w * (warped - cur),   w = blend * inside * agree_alpha * agree_colour
+    out = cur + box_smooth(w * (clamp(warped) - cur)),
+    w = blend * inside * agree_alpha * agree_colour
 
 `inside` is 0 where the source point lies outside the previous frame; `agree_alpha` falls from
 1 to 0 as |warped alpha - current alpha| grows from alpha_tol/2 to alpha_tol (disocclusion: the
 silhouette uncovered or covered something); `agree_colour` does the same for the largest RGB
 difference against color_tol (shape changes *inside* a part that are not motion — blinks, mouth
 shapes — would otherwise leave ghosts; stylizer flicker is far below that tolerance). There the
-current frame is used alone. Everything is premultiplied RGBA in float32 0..1; the history is
+current frame is used alone.
+
+Neighbourhood clamp. Before the blend the warped history is clamped, channel by channel, to the
+range the *current* frame spans in the 3x3 pixels around each pixel, widened by `clamp_margin`
+(the colour-box clamp of temporal anti-aliasing; None: no clamp). Where the motion vectors miss — a thin hair strand whose spring bends
+it inside its part, part boundaries that the 4x4 part-ID blocks round off, a picture that lags
+its vectors — the history holds a line where the current frame has none; unclamped, the 0.7
+blend kept 0.7, 0.49, 0.34 ... of that line for frames: parallel echo lines beside every moving
+edge (the ghost trails). A history colour the current neighbourhood cannot explain is pulled
+to the nearest colour it can, so a stale line disappears within one frame; the margin lets
+low-amplitude flicker (a stylizer's colour jitter of a few levels, which moves the whole range)
+still be averaged away.
+
+Detail from the current frame. The correction w * (history - current) is smoothed by a
+`smooth` x `smooth` box (1: not smoothed) before it is added: what the history fixes is
+flicker of colour and shading, which is smooth; the lines, eyes and highlights of the picture
+come from the current frame as it is. Resampling the history every frame softens its edges
+(bicubic at fractional offsets), and adding that history at full resolution cost the idol's
+edges about a seventh of their Laplacian energy; smoothed, the correction leaves them nearly
+untouched (figures in docs/BENCHMARKS.md, "temporal"). Everything is premultiplied RGBA in float32 0..1; the history is
 kept in float32 (no 8-bit rounding accumulates), the output is rounded to uint8 with
 0 <= rgb <= alpha. The history is resampled every frame, so the kernel matters: bilinear blurs
 it cumulatively (an unstylized 640x360 clip lost 12 % of its gradient through the stage at
@@ -122,6 +145,8 @@ class TemporalStage(BaseStage):
         alpha_tol: float = 0.25,
         color_tol: float | None = 0.35,
         interp: str = "bicubic",
+        clamp_margin: float | None = 0.06,
+        smooth: int = 3,
         max_batch: int = 4,
     ):
         if not 0.0 <= blend < 1.0:
@@ -133,6 +158,14 @@ class TemporalStage(BaseStage):
         if interp not in ("bilinear", "bicubic"):
             raise ValueError(f"temporal: interp must be 'bilinear' or 'bicubic', got {interp!r}")
         self.interp = interp
+        if clamp_margin is not None and not 0.0 <= clamp_margin <= 1.0:
+            raise ValueError(
+                f"temporal: clamp_margin must be in [0, 1] or None, got {clamp_margin}"
+            )
+        self.clamp_margin = clamp_margin
+        if smooth < 1 or smooth % 2 == 0:
+            raise ValueError(f"temporal: smooth must be an odd box size >= 1, got {smooth}")
+        self.smooth = int(smooth)
         self.device = torch.device(device)
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"temporal: device must be 'cpu' or 'cuda', got {device!r}")
@@ -173,12 +206,21 @@ class TemporalStage(BaseStage):
 
     def _blend(self, cur: torch.Tensor, hist: torch.Tensor, motion: torch.Tensor) -> torch.Tensor:
         warped, inside = warp(hist, motion, self.interp)
+        # the agreement tests look at the history as warped; the blend uses it clamped
         w = _ramp((warped[:, 3:] - cur[:, 3:]).abs_(), self.alpha_tol).mul_(inside)
         if self.color_tol is not None:
             cdiff = (warped[:, :3] - cur[:, :3]).abs_().amax(dim=1, keepdim=True)
             w.mul_(_ramp(cdiff, self.color_tol))
         w.mul_(self.blend)
-        return torch.lerp(cur, warped, w)
+        if self.clamp_margin is not None:
+            hi = F.max_pool2d(cur, 3, stride=1, padding=1).add_(self.clamp_margin)
+            lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_().sub_(self.clamp_margin)
+            warped = torch.minimum(torch.maximum(warped, lo), hi)
+        if self.smooth == 1:
+            return torch.lerp(cur, warped, w)
+        k = self.smooth
+        fix = warped.sub_(cur).mul_(w)
+        return cur + F.avg_pool2d(fix, k, stride=1, padding=k // 2, count_include_pad=False)
 
     def apply(self, image: torch.Tensor, motion: torch.Tensor, index: int | None = None):
         """One frame: uint8 (H, W, 4) premultiplied + motion (H, W, 2) -> uint8 (H, W, 4) on
@@ -276,3 +318,62 @@ def sharpness(frames: Sequence[torch.Tensor] | torch.Tensor) -> float:
             mask = f[:, 3, :-1, :-1] > 0
             vals.append(float(mag[mask].mean()) if bool(mask.any()) else 0.0)
     return 255.0 * sum(vals) / len(vals)
+
+
+def _luma(f: torch.Tensor) -> torch.Tensor:
+    return 0.299 * f[:, 0] + 0.587 * f[:, 1] + 0.114 * f[:, 2]
+
+
+def laplacian_rms(frames: Sequence[torch.Tensor] | torch.Tensor) -> float:
+    """RMS of the 4-neighbour Laplacian of the luminance (0..255 scale), over pixels that are
+    not transparent, averaged over the frames: how much fine detail (lines, grain, edges) a
+    picture has. uint8 (N, H, W, 4) premultiplied or (N, H, W, 3)."""
+    x = _stack(frames)
+    if x.ndim == 3:
+        x = x.unsqueeze(0)
+    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
+    vals = []
+    with torch.inference_mode():
+        for i in range(x.shape[0]):
+            f = x[i].permute(2, 0, 1)[None].float().div_(255.0)
+            lap = F.conv2d(_luma(f)[:, None], k.to(f.device))[0, 0]
+            mask = f[0, 3, 1:-1, 1:-1] > 0 if f.shape[1] == 4 else torch.ones_like(lap, dtype=bool)
+            vals.append(float(lap[mask].square().mean().sqrt()) if bool(mask.any()) else 0.0)
+    return 255.0 * sum(vals) / len(vals)
+
+
+def ghosting(
+    frames: Sequence[torch.Tensor] | torch.Tensor,
+    references: Sequence[torch.Tensor] | torch.Tensor,
+    motions: Sequence[torch.Tensor] | torch.Tensor,
+    band: int = 8,
+    min_motion: float = 0.5,
+) -> float:
+    """Mean |frame - reference| (RGB, 0..255) in the band up to `band` pixels beside the
+    reference's *moving* edges, excluding the edges themselves: where echo lines of a moving
+    part appear when history is blended in at the wrong place. Compare a stage's output with
+    its input (or with the reference painter's frames) against the same measure without the
+    stage: ghost trails raise it, clean smoothing lowers it.
+
+    frames, references uint8 (N, H, W, 4) or (N, H, W, 3); motions float (N, H, W, 2)."""
+    x, r, m = _stack(frames), _stack(references), _stack(motions)
+    if x.shape[:3] != r.shape[:3]:
+        raise ValueError(f"ghosting: frames {tuple(x.shape)} and references {tuple(r.shape)}")
+    total, count = 0.0, 0
+    with torch.inference_mode():
+        for i in range(1, x.shape[0]):
+            f = x[i].permute(2, 0, 1)[None, :3].float()
+            g = r[i].permute(2, 0, 1)[None, :3].float()
+            y = _luma(g / 255.0)[:, None]
+            gx = F.pad((y[..., :, 1:] - y[..., :, :-1]).abs(), (0, 1, 0, 0))
+            gy = F.pad((y[..., 1:, :] - y[..., :-1, :]).abs(), (0, 0, 0, 1))
+            edge = (gx + gy) > 0.1
+            moving = m[i].to(f.device).float().norm(dim=-1)[None, None] > min_motion
+            src = (edge & moving).float()
+            near = F.max_pool2d(src, 2 * band + 1, stride=1, padding=band) > 0
+            on_edge = F.max_pool2d(edge.float(), 3, stride=1, padding=1) > 0
+            sel = near & ~on_edge
+            diff = (f - g).abs().mean(dim=1, keepdim=True)
+            total += float(diff[sel].sum())
+            count += int(sel.sum())
+    return total / max(1, count)
