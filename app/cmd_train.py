@@ -52,6 +52,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--eval-poses", type=int, default=12, help="held-out poses per preset")
     p.add_argument("--clip-frames", type=int, default=240, help="held-out clip frames")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--init",
+        type=Path,
+        default=None,
+        help="start from this weights folder (its train_state.json continues the step count "
+        "and the data stream): a fresh machine carries on from the last exported model",
+    )
+    p.add_argument("--gan-start", type=int, default=None, help="patch discriminator from step N")
+    p.add_argument("--no-gan", action="store_true", help="no patch discriminator")
+    p.add_argument("--design-poses", type=int, default=4, help="poses per held-out design")
     p.add_argument("--bench-out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--docs-img", type=Path, default=DOCS_IMG)
     p.set_defaults(func=run)
@@ -81,6 +91,14 @@ def config_from(args: argparse.Namespace):
             setattr(cfg, key, getattr(args, key))
     if args.ae_steps is not None:
         cfg.ae_steps = args.ae_steps
+    if args.init is not None:
+        if not (args.init / "unet").is_dir():
+            raise UsageError(f"--init {args.init}: not a Kagura weights folder (no unet/)")
+        cfg.init = str(args.init)
+    if args.gan_start is not None:
+        cfg.gan_start = args.gan_start
+    if args.no_gan:
+        cfg.loss_weights = {**cfg.loss_weights, "gan": 0.0}
     cfg.ae_steps = min(cfg.ae_steps, cfg.steps // 2)
     cfg.bank = max(cfg.bank, cfg.batch)
     cfg.refresh_every = max(1, min(cfg.refresh_every, cfg.steps))
@@ -125,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
         if getattr(trainer, "stopped_early", False) and not args.export_partial:
             print(f"stopped at step {trainer.step}/{cfg.steps}; run the same command to resume")
             return 0
-        evaluate.export(trainer.ema_models(), export_dir)
+        state = {
+            "steps_total": cfg.step0 + trainer.step,
+            "samples_made": trainer.samples_made,
+        }
+        evaluate.export(trainer.ema_models(), export_dir, state)
         print(f"exported {evaluate.weights_bytes(export_dir) / 1e6:.1f} MB to {export_dir}")
     finalize(args, cfg, export_dir)
     return 0
@@ -143,6 +165,7 @@ def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
     t0 = time.monotonic()
     pics = evaluate.heldout_pictures(models, cfg.size, cfg.device, args.eval_poses)
     metrics = evaluate.heldout_metrics(models, cfg.size, cfg.device, pictures=pics)
+    metrics["designs"] = evaluate.design_metrics(models, cfg.size, cfg.device, args.design_poses)
     metrics["flicker"] = evaluate.clip_flicker(models, cfg.size, cfg.device, args.clip_frames)
     metrics["eval_seconds"] = round(time.monotonic() - t0, 1)
     metrics["weights_bytes"] = evaluate.weights_bytes(export_dir)
@@ -150,6 +173,7 @@ def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
     steps, _ = read_log(log)
     metrics["train"] = {
         "steps": steps[-1]["step"] if steps else None,
+        "steps_before": cfg.step0,
         "train_seconds": steps[-1]["elapsed_s"] if steps else None,
         "samples_made": steps[-1]["samples_made"] if steps else None,
         "final_loss": steps[-1]["loss"] if steps else None,

@@ -33,25 +33,28 @@ from training.poses import PRESETS, Framing, SampleSpec, sample_spec
 
 # -- raw renders (CPU workers) ---------------------------------------------------------------
 
-_RENDERERS: dict[tuple[str, int, int], Any] = {}
+_RENDERERS: dict[tuple[str, int, int, int], Any] = {}
 
 
-def _renderer(preset: str, w: int, h: int):
-    key = (preset, w, h)
+def _renderer(preset: str, w: int, h: int, design: int = 0):
+    key = (preset, w, h, design)
     r = _RENDERERS.get(key)
     if r is None:
         from presets.loader import load_preset
         from render.idol import IdolRenderer
+        from training.designs import design_look
 
         p = load_preset(preset)
-        r = _RENDERERS[key] = IdolRenderer(w, h, p.palette, p.line)
+        r = _RENDERERS[key] = IdolRenderer(w, h, *design_look(p.palette, p.line, design))
+        while len(_RENDERERS) > 64:  # designs come and go: keep the worker's memory bounded
+            _RENDERERS.pop(next(iter(_RENDERERS)))
     return r
 
 
 def render_spec(spec: SampleSpec, w: int, h: int) -> np.ndarray:
     """The raw idol (premultiplied RGBA, transparent around her) for one sample. The renderer
     is reset first: hair springs start at rest, so a sample depends on its spec alone."""
-    r = _renderer(spec.preset, w, h)
+    r = _renderer(spec.preset, w, h, spec.design)
     r.reset()
     return r.render(spec.params).rgba
 

@@ -7,10 +7,14 @@ heldout_targets(size, device, n) / paint_targets(models, targets, device)
     the held-out (fast, reference) pictures, made once; the model's paintings of them
 heldout_metrics(models, size, device, n_per_preset, pictures=None) -> dict
     PSNR / SSIM of the model and of the procedural input against the reference painter, per
-    preset, on held-out poses (training/poses.heldout_specs)
+    preset, on held-out poses (training/poses.heldout_specs), and the sharpness (Laplacian RMS,
+    pipeline/temporal.laplacian_rms) of fast look, model and reference
+design_metrics(models, size, device, n_per_design) -> dict
+    the same on designs training never drew (training/designs.HELDOUT_DESIGNS), all pooled
 clip_flicker(models, size, device, frames) -> dict
     the temporal stage's flicker metric (pipeline/temporal/stage.flicker) on the held-out
-    audio-driven clip: fast look, reference painter, model, model + temporal stage
+    audio-driven clip: fast look, reference painter, model, model + temporal stage; and the
+    ghosting measure (pipeline/temporal.ghosting) of the model with and without the stage
 image_grid(models, size, device, png, poses=2) -> Path
     rows = held-out poses x presets; columns = fast render | model | reference
 export(models, folder) -> Path
@@ -73,9 +77,9 @@ def psnr_ssim(a_u8: torch.Tensor, b_u8: torch.Tensor) -> tuple[float, float]:
 
 
 @torch.no_grad()
-def heldout_targets(size, device, n_per_preset: int) -> dict:
-    """{preset: (fast, reference)} uint8 (n, 3, H, W) on the held-out poses."""
-    specs = heldout_specs(n_per_preset)
+def heldout_targets(size, device, n_per_preset: int, designs: tuple[int, ...] = (0,)) -> dict:
+    """{preset: (fast, reference)} uint8 (n, 3, H, W) on the held-out poses, of each design."""
+    specs = [s for d in designs for s in heldout_specs(n_per_preset, d)]
     maker = PairMaker(size, device)
     raw = torch.from_numpy(render_specs(specs, *size))
     fast, ref = maker.make(raw, specs)
@@ -95,13 +99,31 @@ def heldout_pictures(models, size, device, n_per_preset: int) -> dict:
     return paint_targets(models, heldout_targets(size, device, n_per_preset), device)
 
 
+def lap_rms(x_u8: torch.Tensor) -> float:
+    """Laplacian RMS of uint8 (n, 3, H, W) pictures (pipeline/temporal.laplacian_rms)."""
+    from pipeline.temporal import laplacian_rms
+
+    return laplacian_rms(x_u8.permute(0, 2, 3, 1).cpu())
+
+
 def heldout_metrics(models, size, device, n_per_preset: int = 12, pictures=None) -> dict:
     pics = pictures or heldout_pictures(models, size, device, n_per_preset)
-    res: dict[str, dict] = {"psnr": {}, "ssim": {}, "fast_psnr": {}, "fast_ssim": {}}
+    res: dict[str, dict] = {"psnr": {}, "ssim": {}, "fast_psnr": {}, "fast_ssim": {}, "lap": {}}
     for preset, (f, m, r) in pics.items():
         res["psnr"][preset], res["ssim"][preset] = psnr_ssim(m, r)
         res["fast_psnr"][preset], res["fast_ssim"][preset] = psnr_ssim(f, r)
+        res["lap"][preset] = {"fast": lap_rms(f), "model": lap_rms(m), "reference": lap_rms(r)}
     res["poses_per_preset"] = int(next(iter(pics.values()))[0].shape[0])
+    return res
+
+
+def design_metrics(models, size, device, n_per_design: int = 4) -> dict:
+    """heldout_metrics on the held-out designs (every one, n_per_design poses each, pooled)."""
+    from training.designs import HELDOUT_DESIGNS
+
+    targets = heldout_targets(size, device, n_per_design, tuple(HELDOUT_DESIGNS))
+    res = heldout_metrics(None, size, device, pictures=paint_targets(models, targets, device))
+    res["designs"] = list(HELDOUT_DESIGNS)
     return res
 
 
@@ -110,7 +132,7 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
     """Flicker (mean |frame - warped previous|, 0..255, covered pixels) on the held-out clip."""
     from pipeline.reference import make_reference
     from pipeline.stylize import make_effect
-    from pipeline.temporal.stage import TemporalStage, flicker
+    from pipeline.temporal.stage import TemporalStage, flicker, ghosting
     from presets.loader import load_preset
     from render.idol import IdolRenderer
 
@@ -146,6 +168,9 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
             "reference": flicker(ref, motion),
             "model": flicker(model, motion),
             "model_temporal": flicker(smoothed, motion),
+            # beside moving edges, against the reference painter: echo lines raise it
+            "ghost_model": ghosting(model, ref, motion),
+            "ghost_model_temporal": ghosting(smoothed, ref, motion),
         }
     res["frames"] = n
     return res
@@ -176,8 +201,10 @@ def image_grid(pictures: dict, png: Path, poses: int = 2, scale: float = 0.5) ->
     return png
 
 
-def export(models, folder: Path) -> Path:
-    """float16 weights in diffusers layout; writes into a fresh temp folder, then swaps."""
+def export(models, folder: Path, train_state: dict | None = None) -> Path:
+    """float16 weights in diffusers layout; writes into a fresh temp folder, then swaps.
+    `train_state` ({"steps_total", "samples_made"}) goes beside them as train_state.json:
+    what a later `kagura train --init FOLDER` continues from."""
     import copy
 
     from pipeline.diffusion import save_models
@@ -190,7 +217,10 @@ def export(models, folder: Path) -> Path:
     m.vae = copy.deepcopy(models.vae).to("cpu", torch.float16)
     m.text_encoder = copy.deepcopy(models.text_encoder).to("cpu", torch.float16)
     save_models(m, tmp)
-    keep = [p for p in folder.glob("*") if p.is_file()] if folder.is_dir() else []
+    if train_state is not None:
+        write_json(tmp / "train_state.json", train_state)
+    keep = [p for p in folder.glob("*") if p.is_file() and not (tmp / p.name).exists()]
+    keep = keep if folder.is_dir() else []
     for p in keep:  # the model card, metrics and the like travel with the weights
         shutil.copy2(p, tmp / p.name)
     old = folder.with_name(folder.name + ".old")

@@ -3,7 +3,8 @@
     random_params(rng) -> AvatarParams        one pose/viseme/expression/gaze/blink draw
     random_framing(rng) -> Framing            zoom, offset and mirror of the bust shot
     sample_spec(seed, index) -> SampleSpec    the whole draw for training sample `index`
-    heldout_specs(n_per_preset) -> list        fixed poses that training never draws
+    heldout_specs(n_per_preset, design=0)      fixed poses that training never draws (of the
+                                              built-in design, or of a held-out design)
     load_heldout_clip() -> AvatarTrack         an audio-driven clip (the demo song, 8 s)
 
 Training draws from the stream `seed` and held-out poses from a separate stream (HELDOUT_SEED),
@@ -48,6 +49,7 @@ class SampleSpec:
     params: AvatarParams
     framing: Framing
     background: int  # make_background seed
+    design: int = 0  # training/designs.py: 0 the preset's own idol, else a recoloured one
 
 
 def _clip(name: str, value: float) -> float:
@@ -105,24 +107,36 @@ def random_framing(rng: np.random.Generator) -> Framing:
 
 
 def sample_spec(seed: int, index: int) -> SampleSpec:
+    from training.designs import TRAIN_DESIGNS
+
     rng = np.random.default_rng([int(seed), int(index)])
-    return SampleSpec(
+    spec = SampleSpec(
         preset=PRESETS[int(rng.integers(len(PRESETS)))],
         params=random_params(rng),
         framing=random_framing(rng),
         background=int(rng.integers(N_BACKGROUNDS)),
     )
+    # a separate stream, so the poses above stay what they were before designs existed
+    drng = np.random.default_rng([int(seed), int(index), 1])
+    if drng.random() < DESIGN_SHARE:
+        design = TRAIN_DESIGNS[int(drng.integers(len(TRAIN_DESIGNS)))]
+        spec = SampleSpec(spec.preset, spec.params, spec.framing, spec.background, design)
+    return spec
 
 
-def heldout_specs(n_per_preset: int = 12) -> list[SampleSpec]:
+DESIGN_SHARE = 0.6  # of training samples that show another design than the built-in idol
+
+
+def heldout_specs(n_per_preset: int = 12, design: int = 0) -> list[SampleSpec]:
     """Fixed evaluation poses: the default framing and background 0 (what a user sees), every
-    preset with the same poses, drawn from a stream training never uses."""
+    preset with the same poses, drawn from a stream training never uses; `design` 0 is the
+    built-in idol, a training/designs.HELDOUT_DESIGNS id one training never saw."""
     out = []
     for i in range(n_per_preset):
         rng = np.random.default_rng([HELDOUT_SEED, i])
         params = random_params(rng)
         for preset in PRESETS:
-            out.append(SampleSpec(preset, params, Framing(), 0))
+            out.append(SampleSpec(preset, params, Framing(), 0, design))
     return out
 
 

@@ -8,16 +8,27 @@ The run, on one GPU (or, slowly, the CPU for tests):
    visemes, expressions, framings and backgrounds; on the device the preset's procedural look
    (the model's input) and its reference look (the target) — a PairBank of `bank` pairs of which
    `fresh` per step are replaced (`fresh * refresh_every` at a time, so the painters run batched).
-2. Autoencoder first (`ae_steps`): L1 + edge loss reconstructing fast and reference pictures.
+2. Autoencoder first (`ae_steps`): the guided decoder (pipeline/diffusion/kagura_model.py)
+   reconstructs the reference picture from its latent onto the fast picture, and the fast
+   picture from its own latent (L1 + multi-scale gradient losses).
 3. Then the denoiser (encoder frozen, decoder keeps learning): a timestep t from the DDPM
    schedule (half the draws at the timesteps the presets use live), a noisy latent
    x_t = sqrt(a_t) z_src + sqrt(1 - a_t) eps where z_src is the fast render's latent (what the
    stage's first stream slot sees) or the reference's (what later slots see), and the UNet,
    given x_t, the fast render's clean latent and the preset's prompt embedding, predicts the
-   reference latent z_ref as z_fast + its output (the stage's "image_residual") — an x0 (rectified) objective valid from any noise level,
-   so one or two steps paint a frame. Losses: latent MSE to z_ref, pixel L1 + edge L1 of the
-   decoded prediction against the reference picture, and the decoder's reconstruction of z_ref.
+   reference latent z_ref as z_fast + its output (the stage's "image_residual") — an x0
+   (rectified) objective valid from any noise level, so one or two steps paint a frame. Losses
+   on the decoded prediction (decoded onto the fast picture) against the reference picture:
+   pixel L1, gradient L1 at full, half and quarter size ("edge": lines and texture must be
+   where the reference has them, not averaged away), and from `gan_start` a patch
+   discriminator's hinge loss ("gan", a small PatchGAN that judges 35-pixel patches: blur is
+   what it learns to spot); plus latent MSE to z_ref and the decoder's reconstruction of z_ref.
 4. An exponential moving average of the weights is what gets evaluated and exported.
+
+Runs go on across machines: `init` names a weights folder (e.g. the shipped one) whose
+weights start the run — every tensor whose name and shape match, the UNet and the encoder
+included — and whose `train_state.json` (written by every export) continues the step count and
+the data stream, so a fresh GPU machine carries on from the last exported model.
 
 Seeded (torch, numpy and the data stream: sample i is a pure function of (seed, i)); resumable
 from `out/last.pt` (written every `ckpt_every` steps and when `max_minutes` runs out); every step
@@ -72,8 +83,11 @@ class TrainConfig:
     eval_poses: int = 4  # held-out poses per preset for the running evaluation
     log_every: int = 25
     loss_weights: dict[str, float] = field(
-        default_factory=lambda: {"pix": 1.0, "edge": 0.5, "lat": 0.25, "rec": 0.5}
+        default_factory=lambda: {"pix": 1.0, "edge": 1.0, "lat": 0.25, "rec": 0.5, "gan": 0.05}
     )
+    gan_start: int = 1500  # discriminator from this step on (after the decoder has settled)
+    init: str | None = None  # weights folder to start from (see module doc)
+    step0: int = 0  # steps done before this run (from init's train_state.json)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -108,6 +122,37 @@ def edge_l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.l1_loss(ax, bx) + F.l1_loss(ay, by)
 
 
+def multiscale_edge_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 3) -> torch.Tensor:
+    """edge_l1 at full, half and quarter size: thin lines and broad strokes alike."""
+    total = edge_l1(a, b)
+    for _ in range(scales - 1):
+        a, b = F.avg_pool2d(a, 2), F.avg_pool2d(b, 2)
+        total = total + edge_l1(a, b)
+    return total / scales
+
+
+class PatchDiscriminator(torch.nn.Module):
+    """A small PatchGAN: (B, 3, H, W) in [-1, 1] -> (B, 1, H/8, W/8) realism logits, each
+    judging a ~35-pixel patch. Spectral norm keeps it from overpowering the generator."""
+
+    def __init__(self, ch: int = 32):
+        super().__init__()
+        sn = torch.nn.utils.parametrizations.spectral_norm
+        act = torch.nn.LeakyReLU(0.2)
+        self.net = torch.nn.Sequential(
+            sn(torch.nn.Conv2d(3, ch, 4, 2, 1)),
+            act,
+            sn(torch.nn.Conv2d(ch, ch * 2, 4, 2, 1)),
+            act,
+            sn(torch.nn.Conv2d(ch * 2, ch * 4, 4, 2, 1)),
+            act,
+            sn(torch.nn.Conv2d(ch * 4, 1, 3, 1, 1)),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def prompt_embeddings(models, device) -> torch.Tensor:
     """(len(PRESETS), tokens, dim) — exactly what the diffusion stage feeds the UNet."""
     from pipeline.diffusion.kagura_model import style_prompts
@@ -137,6 +182,7 @@ class Trainer:
         if self.dev.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("kagura train: --device cuda but torch sees no CUDA device")
         torch.manual_seed(cfg.seed)
+        self.samples_made = 0  # data stream position (sample index)
         self.models = build_kagura(cfg.seed)
         m = self.models
         m.unet.to(self.dev).train().requires_grad_(True)
@@ -151,19 +197,54 @@ class Trainer:
         live_t, first_t = live_timesteps()
         self.live_t = torch.tensor(live_t, device=self.dev)
         self.first_t = torch.tensor(first_t, device=self.dev)
+        self.frozen_encoder = False
+        if cfg.init:
+            self.frozen_encoder = self._init_from(Path(cfg.init))
         self.opt = torch.optim.AdamW(
             [*m.unet.parameters(), *m.vae.parameters()], lr=cfg.lr, weight_decay=0.01
+        )
+        self.disc = PatchDiscriminator().to(self.dev)
+        self.opt_d = torch.optim.AdamW(
+            self.disc.parameters(), lr=cfg.lr, betas=(0.5, 0.9), weight_decay=0.0
         )
         from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
         self.ema_unet = AveragedModel(m.unet, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
         self.ema_vae = AveragedModel(m.vae, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
         self.step = 0
-        self.samples_made = 0  # data stream position (sample index)
         self.gen = torch.Generator().manual_seed(cfg.seed + 1)
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.amp = self.dev.type == "cuda"
+
+    def _init_from(self, folder: Path) -> bool:
+        """Start from a weights folder: every tensor whose name and shape match. True when
+        the encoder came along (the UNet learned in its latent space: it stays frozen)."""
+        from safetensors.torch import load_file
+
+        m, got = self.models, {}
+        for part, mod in (("unet", m.unet), ("vae", m.vae)):
+            f = folder / part / "diffusion_pytorch_model.safetensors"
+            if not f.is_file():
+                raise FileNotFoundError(f"{f}: no weights to start from (--init {folder})")
+            own = mod.state_dict()
+            src = load_file(str(f))
+            keep = {k: v.float() for k, v in src.items() if k in own and own[k].shape == v.shape}
+            mod.load_state_dict(keep, strict=False)
+            got[part] = (len(keep), len(own))
+        state = folder / "train_state.json"
+        if state.is_file():
+            st = json.loads(state.read_text())
+            self.cfg.step0 = int(st.get("steps_total", 0))
+            self.samples_made = int(st.get("samples_made", 0))
+        enc = [k for k in m.vae.state_dict() if k.startswith("encoder.")]
+        enc_loaded = got["vae"][0] >= len(enc) and got["unet"][0] == got["unet"][1]
+        self.log(
+            f"init from {folder}: unet {got['unet'][0]}/{got['unet'][1]} tensors, "
+            f"vae {got['vae'][0]}/{got['vae'][1]}; {self.cfg.step0} steps before this run"
+            + (" (encoder frozen: the UNet's latent space)" if enc_loaded else "")
+        )
+        return enc_loaded
 
     # -- checkpoints ------------------------------------------------------------------------
 
@@ -183,6 +264,8 @@ class Trainer:
             "ema_unet": self.ema_unet.state_dict(),
             "ema_vae": self.ema_vae.state_dict(),
             "opt": self.opt.state_dict(),
+            "disc": self.disc.state_dict(),
+            "opt_d": self.opt_d.state_dict(),
             "gen": self.gen.get_state(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if self.dev.type == "cuda" else None,
@@ -201,6 +284,9 @@ class Trainer:
         self.ema_unet.load_state_dict(state["ema_unet"])
         self.ema_vae.load_state_dict(state["ema_vae"])
         self.opt.load_state_dict(state["opt"])
+        if "disc" in state:
+            self.disc.load_state_dict(state["disc"])
+            self.opt_d.load_state_dict(state["opt_d"])
         self.gen.set_state(state["gen"])
         torch.set_rng_state(state["torch_rng"])
         if state.get("cuda_rng") is not None and self.dev.type == "cuda":
@@ -230,9 +316,9 @@ class Trainer:
         with self._autocast():
             if self.step < self.cfg.ae_steps:
                 both = torch.cat([fast, ref])
-                rec = m.vae(both).float()
+                rec = m.vae(both, torch.cat([fast, fast])).float()
                 out["rec"] = F.l1_loss(rec, both)
-                out["edge"] = edge_l1(rec, both)
+                out["edge"] = multiscale_edge_l1(rec, both)
                 out["loss"] = out["rec"] + w["edge"] * out["edge"]
                 return out
             with torch.no_grad():
@@ -252,11 +338,11 @@ class Trainer:
             x_t = self.sa[t].view(-1, 1, 1, 1) * z_src + self.s1a[t].view(-1, 1, 1, 1) * eps
             x_in = torch.cat([x_t, z_fast], dim=1).contiguous(memory_format=cl)
             pred = m.unet(x_in, t, encoder_hidden_states=self.emb[pid]).sample.float() + z_fast
-            img = m.vae.decode(pred.contiguous(memory_format=cl))[0].float()
-            rec = m.vae.decode(z_ref.contiguous(memory_format=cl))[0].float()
+            img = m.vae.decode(pred.contiguous(memory_format=cl), fast)[0].float()
+            rec = m.vae.decode(z_ref.contiguous(memory_format=cl), fast)[0].float()
             out["lat"] = F.mse_loss(pred, z_ref)
             out["pix"] = F.l1_loss(img, ref)
-            out["edge"] = edge_l1(img, ref)
+            out["edge"] = multiscale_edge_l1(img, ref)
             out["rec"] = F.l1_loss(rec, ref)
             out["loss"] = (
                 w["pix"] * out["pix"]
@@ -264,10 +350,34 @@ class Trainer:
                 + w["lat"] * out["lat"]
                 + w["rec"] * out["rec"]
             )
+            if self.gan_on:
+                out["gan"] = -self.disc(img).mean()  # hinge generator loss
+                out["loss"] = out["loss"] + w.get("gan", 0.0) * out["gan"]
+                self._fake = img.detach()
         return out
+
+    @property
+    def gan_on(self) -> bool:
+        return self.cfg.loss_weights.get("gan", 0.0) > 0 and self.step >= max(
+            self.cfg.gan_start, self.cfg.ae_steps
+        )
+
+    def disc_step(self, ref_u8: torch.Tensor) -> float:
+        """One hinge step of the patch discriminator: reference pictures real, paintings fake."""
+        real = to_unit(ref_u8)
+        with self._autocast():
+            d_real, d_fake = self.disc(real).float(), self.disc(self._fake).float()
+            loss = F.relu(1.0 - d_real).mean() + F.relu(1.0 + d_fake).mean()
+        self.opt_d.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt_d.step()
+        return float(loss.detach())
 
     def train_step(self, bank: PairBank) -> dict[str, float]:
         m = self.models
+        if self.frozen_encoder and next(m.vae.encoder.parameters()).requires_grad:
+            m.vae.encoder.requires_grad_(False)  # started from a model: keep its latent space
+            self.ema_vae.module.encoder.load_state_dict(m.vae.encoder.state_dict())
         if self.step >= self.cfg.ae_steps and next(m.vae.encoder.parameters()).requires_grad:
             # the encoder is final from here on: latents stop moving, and the exported (EMA)
             # encoder must be exactly the one the denoiser learned on
@@ -276,11 +386,17 @@ class Trainer:
         for group in self.opt.param_groups:
             group["lr"] = self.lr_at(self.step)
         fast, ref, pid = bank.sample(self.cfg.batch, self.gen)
+        gan = self.gan_on
+        if gan:
+            self.disc.requires_grad_(False)
         out = self.losses(fast, ref, pid)
         self.opt.zero_grad(set_to_none=True)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_([*m.unet.parameters(), *m.vae.parameters()], 1.0)
         self.opt.step()
+        if gan:
+            self.disc.requires_grad_(True)
+            out["disc"] = torch.tensor(self.disc_step(ref))
         self.ema_vae.update_parameters(m.vae)
         if self.step >= self.cfg.ae_steps:
             self.ema_unet.update_parameters(m.unet)

@@ -94,12 +94,14 @@ KAGURA_TEXT_CONFIG: dict[str, Any] = {
     "eos_token_id": 83,
     "pad_token_id": 83,
 }
+
 KAGURA_AE_CONFIG: dict[str, Any] = {
     "latent_channels": 4,
     "encoder_channels": [24, 48, 96],  # at 1/2, 1/4, 1/8
     "encoder_blocks": [0, 1, 1],  # residual blocks per level
     "decoder_channels": [96, 64, 32],  # at 1/8, 1/4, 1/2
     "decoder_blocks": [2, 1, 0],
+    "guide_channels": [32, 48],  # the fast render's features at 1/2, 1/4 (guided decoder)
     "scaling_factor": 1.0,
 }
 
@@ -125,7 +127,12 @@ def autoencoder_class():
 
     class KaguraAutoencoder(ModelMixin, ConfigMixin):
         """8x-down autoencoder without full-resolution convolutions (see module doc).
-        encode(x in [-1, 1]) -> (latents,); decode(z) -> (image in [-1, 1],)."""
+        encode(x in [-1, 1]) -> (latents,); decode(z, guide=None) -> (image in [-1, 1],).
+
+        With `guide_channels` the decoder is *guided*: decode(z, guide) adds a residual to
+        `guide` (the fast render, (B, 3, H, W) in [-1, 1]), computed from the latent and the
+        guide's own features at 1/2 and 1/4 size, so the fast render's lines, eyes and
+        highlights reach the output exactly and the latent carries only the painting."""
 
         _supports_gradient_checkpointing = False
 
@@ -137,6 +144,7 @@ def autoencoder_class():
             encoder_blocks: tuple[int, ...] = (0, 1, 1),
             decoder_channels: tuple[int, ...] = (96, 64, 32),
             decoder_blocks: tuple[int, ...] = (2, 1, 0),
+            guide_channels: tuple[int, ...] = (),
             scaling_factor: float = 1.0,
         ):
             super().__init__()
@@ -144,6 +152,7 @@ def autoencoder_class():
             d3, d2, d1 = decoder_channels
             n1, n2, n3 = encoder_blocks
             m3, m2, m1 = decoder_blocks
+            self.guided = len(guide_channels) == 2
             self.encoder = nn.Sequential(
                 nn.PixelUnshuffle(2),  # 1/2, 12 channels
                 *level(12, e1, n1),
@@ -154,27 +163,57 @@ def autoencoder_class():
                 nn.SiLU(),
                 nn.Conv2d(e3, latent_channels, 3, padding=1),
             )
-            self.decoder = nn.Sequential(
-                *level(latent_channels, d3, m3),
-                nn.Upsample(scale_factor=2.0, mode="nearest"),  # 1/4
-                *level(d3, d2, m2),
-                nn.Upsample(scale_factor=2.0, mode="nearest"),  # 1/2
-                *level(d2, d1, m1),
-                nn.SiLU(),
-                nn.Conv2d(d1, 12, 3, padding=1),
-                nn.PixelShuffle(2),  # full size, RGB
+            if not self.guided:  # the first Kagura models' decoder: their weights load as-is
+                self.decoder = nn.Sequential(
+                    *level(latent_channels, d3, m3),
+                    nn.Upsample(scale_factor=2.0, mode="nearest"),  # 1/4
+                    *level(d3, d2, m2),
+                    nn.Upsample(scale_factor=2.0, mode="nearest"),  # 1/2
+                    *level(d2, d1, m1),
+                    nn.SiLU(),
+                    nn.Conv2d(d1, 12, 3, padding=1),
+                    nn.PixelShuffle(2),  # full size, RGB
+                )
+                return
+            g1, g2 = guide_channels
+            self.guide_2 = nn.Sequential(
+                nn.PixelUnshuffle(2), nn.Conv2d(12, g1, 3, padding=1), nn.SiLU()
             )
+            self.guide_4 = nn.Sequential(
+                nn.Conv2d(g1, g2, 3, stride=2, padding=1), nn.SiLU(), Res(g2)
+            )
+            self.dec_8 = nn.Sequential(*level(latent_channels, d3, m3))
+            self.dec_4 = nn.Sequential(*level(d3 + g2, d2, m2))
+            self.dec_2 = nn.Sequential(*level(d2 + g1, d1, m1), nn.SiLU())
+            self.dec_out = nn.Sequential(nn.Conv2d(d1, 12, 3, padding=1), nn.PixelShuffle(2))
+            # an untrained guided decoder returns the guide unchanged: training starts from
+            # the fast look, never from a blur of it
+            nn.init.zeros_(self.dec_out[0].weight)
+            nn.init.zeros_(self.dec_out[0].bias)
 
         def encode(self, x: torch.Tensor, return_dict: bool = False):
             # soft clamp to +-3 like TAESD's latents: bounded, and noise of unit std is "large"
             z = self.encoder(x)
             return (torch.tanh(z / 3.0) * 3.0,)
 
-        def decode(self, z: torch.Tensor, return_dict: bool = False):
-            return (torch.tanh(self.decoder(z)),)
+        def decode(
+            self, z: torch.Tensor, guide: torch.Tensor | None = None, return_dict: bool = False
+        ):
+            if not self.guided:
+                return (torch.tanh(self.decoder(z)),)
+            if guide is None:
+                raise ValueError("KaguraAutoencoder: this decoder is guided: pass guide=")
+            up = nn.functional.interpolate
+            f2 = self.guide_2(guide)  # 1/2
+            f4 = self.guide_4(f2)  # 1/4
+            x = up(self.dec_8(z), scale_factor=2.0, mode="nearest")
+            x = self.dec_4(torch.cat([x[..., : f4.shape[-2], : f4.shape[-1]], f4], dim=1))
+            x = up(x, scale_factor=2.0, mode="nearest")
+            x = self.dec_2(torch.cat([x[..., : f2.shape[-2], : f2.shape[-1]], f2], dim=1))
+            return ((guide + self.dec_out(x)).clamp(-1.0, 1.0),)
 
-        def forward(self, x: torch.Tensor):
-            return self.decode(self.encode(x)[0])[0]
+        def forward(self, x: torch.Tensor, guide: torch.Tensor | None = None):
+            return self.decode(self.encode(x)[0], guide)[0]
 
     return KaguraAutoencoder
 

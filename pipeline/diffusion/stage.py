@@ -39,9 +39,10 @@ Stream batch (StreamDiffusion). With k steps, k frames are in flight: slot i hol
 noise level t_i. One UNet call with batch k advances every slot by one step: the new frame
 enters at t_0, the latent in slot k-1 leaves fully denoised and is decoded. So the picture
 returned for input n is the one painted from input n - (k - 1): **the output lags the input by
-k - 1 frames** (`lag_frames`). The stage returns the *current* frame (its pts, params, motion)
-carrying that lagged image; a caller that needs picture and pts to match delays the audio /
-metadata by `lag_frames` frames. No blank or brown start: on the first frame of a stream (and
+k - 1 frames** (`lag_frames`). The stage returns the *current* frame (its pts and params)
+carrying that lagged image, and the motion vectors *of the lagged picture* (the step from its
+predecessor to it), so the temporal stage after it warps history and picture consistently; a
+caller that needs picture and pts to match delays the audio / metadata by `lag_frames` frames. No blank or brown start: on the first frame of a stream (and
 after reset() or a steps/strength/seed change) the empty slots are primed with that frame's
 latent noised to each slot's level, so outputs 0 .. k-2 are one-step results of frame 0.
 With stream_batch=False each frame runs its k UNet calls (batch 1) one after another: no lag,
@@ -100,7 +101,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,8 @@ class DiffusionStage(BaseStage):
             models.unet.config.out_channels
         )
         self.image_residual = self.image_cond and models.image_residual
+        # a guided decoder (Kagura's own model) paints onto the full-resolution input picture
+        self.guided = bool(getattr(models.vae, "guided", False))
         self.allow_cfg = bool(allow_cfg if allow_cfg is not None else self._wants_cfg(d))
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
         self.compile_unet = bool(compile_unet)
@@ -237,6 +240,8 @@ class DiffusionStage(BaseStage):
         self._cfg = False
         self._embeds: OrderedDict[tuple[str, str | None], tuple] = OrderedDict()
         self._graphs: dict[tuple[int, bool], torch.cuda.CUDAGraph] = {}
+        self._host_fresh = True
+        self._motions: deque = deque(maxlen=9)  # the last frames' motion vectors (stream lag)
         self._buffers_ready = False
         self.setup_done = False
 
@@ -286,6 +291,8 @@ class DiffusionStage(BaseStage):
         self._xbuf = torch.zeros(n, 4, lh, lw, **f32).to(memory_format=cl)  # slots 1..k-1
         # the input latents of the frames in slots 1..k-1 (image-conditioned UNets only)
         self._zbuf = torch.zeros(n if self.image_cond else 1, 4, lh, lw, **f32)
+        # ... and the input pictures of those frames, for a guided decoder
+        self._gbuf = torch.zeros(n if self.guided else 1, 3, h, w, dtype=dt, device=dev)
         self._fresh = torch.ones((), dtype=torch.bool, device=dev)
         proj = m.unet.config.get("time_cond_proj_dim")
         self._wemb = torch.zeros(1, proj, dtype=dt, device=dev) if proj else None
@@ -387,6 +394,7 @@ class DiffusionStage(BaseStage):
                     self._noise[i].copy_(torch.randn(4, lh, lw, generator=gen))
                 self._seed = d.seed
             self._fresh.fill_(True)
+            self._host_fresh = True  # the host's copy: no device read per frame
         self._k, self._cfg, self._active, self._preset = k, cfg, d, d
 
     # -- the step -------------------------------------------------------------------------------
@@ -399,8 +407,10 @@ class DiffusionStage(BaseStage):
             z = vae.encode(x, return_dict=False)[0].mean
         return z.float() * self.models.vae_scale
 
-    def _decode(self, z: torch.Tensor) -> torch.Tensor:
+    def _decode(self, z: torch.Tensor, guide: torch.Tensor) -> torch.Tensor:
         z = (z / self.models.vae_scale).to(self.dtype).contiguous(memory_format=torch.channels_last)
+        if self.guided:
+            return self.models.vae.decode(z, guide, return_dict=False)[0]
         return self.models.vae.decode(z, return_dict=False)[0]
 
     def _unet(
@@ -440,6 +450,7 @@ class DiffusionStage(BaseStage):
         Only static tensors in, static tensors out: this is what a CUDA graph captures."""
         z = self._encode(self._img)  # (1, 4, lh, lw) float32
         sa, s1a, noise = self._sa, self._s1a, self._noise
+        guide = self._img  # the picture the decoded latent belongs to
         if self.stream_batch:
             self._sa_for, self._s1a_for = sa, s1a
             self._cskip_for, self._cout_for = self._cskip, self._cout
@@ -451,11 +462,19 @@ class DiffusionStage(BaseStage):
                 if self.image_cond:  # slot i paints frame n - i: its own input latent
                     older = torch.where(self._fresh, z.expand(k - 1, -1, -1, -1), self._zbuf[1:k])
                     image = torch.cat([z, older])
+                if self.guided:  # the output is slot k-1's frame: decode onto its picture
+                    pics = torch.where(
+                        self._fresh, self._img.expand(k - 1, -1, -1, -1), self._gbuf[1:k]
+                    )
+                    pics = torch.cat([self._img, pics])
+                    guide = pics[k - 1 : k]
             den = self._unet(x, self._t[:k], cfg, image)
             if k > 1:
                 self._xbuf[1:k].copy_(sa[1:k] * den[: k - 1] + s1a[1:k] * noise[1:k])
                 if self.image_cond:
                     self._zbuf[1:k].copy_(image[: k - 1])
+                if self.guided:
+                    self._gbuf[1:k].copy_(pics[: k - 1])
             self._fresh.fill_(False)
             lat = den[k - 1 : k]
         else:
@@ -466,7 +485,7 @@ class DiffusionStage(BaseStage):
                 lat = self._unet(x, self._t[i : i + 1], cfg, z)
                 if i + 1 < k:
                     x = sa[i + 1 : i + 2] * lat + s1a[i + 1 : i + 2] * noise[i + 1 : i + 2]
-        y = self._decode(lat)  # (1, 3, h, w) in [-1, 1]
+        y = self._decode(lat, guide)  # (1, 3, h, w) in [-1, 1]
         a = self._alpha.to(torch.float32)
         rgb = ((y[0].float() + 1.0) * 127.5).clamp_(0.0, 255.0)
         rgb = torch.minimum(rgb, a).add_(0.5).floor_()
@@ -490,12 +509,13 @@ class DiffusionStage(BaseStage):
     # -- graph capture ------------------------------------------------------------------------
 
     def _state(self) -> list[torch.Tensor]:
-        return [self._xbuf.clone(), self._fresh.clone(), self._zbuf.clone()]
+        return [self._xbuf.clone(), self._fresh.clone(), self._zbuf.clone(), self._gbuf.clone()]
 
     def _restore(self, state: list[torch.Tensor]) -> None:
         self._xbuf.copy_(state[0])
         self._fresh.copy_(state[1])
         self._zbuf.copy_(state[2])
+        self._gbuf.copy_(state[3])
 
     @torch.no_grad()
     def _capture(self, k: int, cfg: bool, pool) -> torch.cuda.CUDAGraph:
@@ -597,6 +617,7 @@ class DiffusionStage(BaseStage):
             for k, cfg in self._shapes():
                 self._graphs[(k, cfg)] = self._capture(k, cfg, pool)
         self._fresh.fill_(True)  # the warm-up frame is not part of the stream
+        self._host_fresh = True
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.setup_done = True
@@ -605,6 +626,8 @@ class DiffusionStage(BaseStage):
         """A new stream: the next frame primes the in-flight slots (no blank frame)."""
         if self._buffers_ready:
             self._fresh.fill_(True)
+            self._host_fresh = True  # the host's copy: no device read per frame
+        self._motions.clear()
 
     def close(self) -> None:
         self._graphs.clear()
@@ -654,7 +677,20 @@ class DiffusionStage(BaseStage):
         img = frame.image
         if img is None:
             raise ValueError(f"diffusion: frame {frame.index} has no image")
+        fresh = self._host_fresh
         out = self.apply(img)
+        self._host_fresh = False
         motion = self._motion(frame.motion, (img.shape[1], img.shape[0]))
+        if self.lag_frames:
+            if fresh:
+                self._motions.clear()
+            self._motions.append(motion)
+            # the picture is frame n - lag's: its motion is the one that arrived lag frames ago
+            # (a primed stream repeats its first picture, which has no motion: zero)
+            lag = self.lag_frames
+            if len(self._motions) > lag:
+                motion = self._motions[-1 - lag]
+            elif motion is not None:
+                motion = torch.zeros_like(motion)
         ms = (time.perf_counter() - t0) * 1000.0
         return frame.with_(image=out, motion=motion).timed(self.name, ms)
