@@ -30,7 +30,7 @@ fi
 WHEELS=(
     diffusers==0.42.1 importlib_metadata
     skia-python==144.1 av==18.1.0
-    librosa==0.11.0 soxr audioread pooch soundfile decorator
+    librosa==0.11.0 soxr audioread pooch soundfile cffi pycparser decorator
     pydantic==2.14.4 pydantic_core==2.50.5 annotated-types typing-inspection
     platformdirs
 )

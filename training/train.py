@@ -232,6 +232,10 @@ class Trainer:
             keep = {k: v.float() for k, v in src.items() if k in own and own[k].shape == v.shape}
             mod.load_state_dict(keep, strict=False)
             got[part] = (len(keep), len(own))
+        te = folder / "text_encoder" / "model.safetensors"
+        if te.is_file():  # the frozen prompt tower the UNet learned with, not a fresh draw
+            m.text_encoder.load_state_dict({k: v.float() for k, v in load_file(str(te)).items()})
+            self.emb = prompt_embeddings(m, self.dev)
         state = folder / "train_state.json"
         if state.is_file():
             st = json.loads(state.read_text())
