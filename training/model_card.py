@@ -24,16 +24,50 @@ def _table(metrics: dict) -> str:
 def _flicker_table(metrics: dict) -> str:
     fl = metrics["flicker"]
     rows = [
-        "| preset | fast look | reference painter | model | model + temporal stage |",
-        "|---|---|---|---|---|",
+        "| preset | fast look | reference painter | model | model + temporal stage "
+        "| ghosting: model | ghosting: model + temporal |",
+        "|---|---|---|---|---|---|---|",
     ]
     for p in PRESETS:
         f = fl[p]
+        ghost = (
+            f"{f['ghost_model']:.2f} | {f['ghost_model_temporal']:.2f}"
+            if "ghost_model" in f
+            else "- | -"
+        )
         rows.append(
             f"| {p} | {f['fast']:.2f} | {f['reference']:.2f} | {f['model']:.2f} | "
-            f"{f['model_temporal']:.2f} |"
+            f"{f['model_temporal']:.2f} | {ghost} |"
         )
     return "\n".join(rows)
+
+
+def _sharp_table(metrics: dict) -> str:
+    """Laplacian RMS of the model against the fast look and the reference, poses and designs."""
+    rows = [
+        "| preset | model / fast look | model / reference | held-out designs: model / fast "
+        "| designs: model / reference |",
+        "|---|---|---|---|---|",
+    ]
+    des = metrics.get("designs", {}).get("lap", {})
+    for p in PRESETS:
+        lap = metrics["lap"][p]
+        d = des.get(p)
+        dtxt = (
+            f"{d['model'] / d['fast']:.2f} | {d['model'] / d['reference']:.2f}" if d else "- | -"
+        )
+        rows.append(
+            f"| {p} | {lap['model'] / lap['fast']:.2f} | {lap['model'] / lap['reference']:.2f} "
+            f"| {dtxt} |"
+        )
+    return "\n".join(rows)
+
+
+def _design_table(metrics: dict) -> str:
+    d = metrics.get("designs")
+    if not d:
+        return "(not measured)"
+    return _table(d)
 
 
 def write_card(path: Path, metrics: dict) -> Path:
@@ -53,7 +87,10 @@ outside images. Architecture and interface: `pipeline/diffusion/kagura_model.py`
   the bottleneck, input = noisy latent + clean latent of the fast render (8 channels), preset
   conditioning through a tiny frozen CLIP text tower (the preset prompt) pooled into the time
   embedding; predicts the clean latent ("sample"), DDPM schedule (SD's), 1-2 steps.
-- Autoencoder: KaguraAutoencoder, 8x down, 4 latent channels, no full-resolution convolution.
+- Autoencoder: KaguraAutoencoder, 8x down, 4 latent channels, no full-resolution convolution;
+  its decoder is *guided*: it adds a residual to the full-size fast render, computed from the
+  latent and the render's own features at 1/2 and 1/4 size, so the fast render's lines, eyes,
+  highlights and mouth reach the picture exactly and the model paints the style on top.
 - Weights: {metrics["weights_bytes"] / 1e6:.1f} MB of float16 safetensors.
 
 ## Data
@@ -62,13 +99,17 @@ outside images. Architecture and interface: `pipeline/diffusion/kagura_model.py`
   offsets, mirror) and {N_BACKGROUNDS} background variants per preset applied on the GPU; the preset's
   procedural look (`pipeline/stylize`, the model's input) and its reference painter
   (`pipeline/reference`, the target) computed on the GPU.
+- Designs: 60 % of the samples show one of 192 recoloured idols (`training/designs.py`: hair,
+  eye, outfit and accent hues, lightness and saturation; a third flat cel-shaded like layered
+  PSD art; outline widths 0.5-1.8x); 4 more designs are never drawn and are evaluated apart.
 - {t["samples_made"]} pairs were made over the run; a bank of {cfg["bank"]} is refreshed by
   {cfg["fresh"]} per step.
 - Held out: {metrics["poses_per_preset"]} poses per preset from a separate random stream
   (default framing, background 0), and 8 s of the demo song's audio-driven motion.
 
 ## Training
-- {t["steps"]} steps (first {cfg["ae_steps"]} autoencoder only{"; " + t["note"] if t.get("note") else ""}), batch {cfg["batch"]},
+- {t["steps"]} steps in the last run, {t.get("steps_before") or 0} before it (`--init`: each run
+  starts from the last exported weights) (first {cfg["ae_steps"]} decoder only{"; " + t["note"] if t.get("note") else ""}), batch {cfg["batch"]},
   AdamW lr {cfg["lr"]} with warm-up and cosine decay, EMA {cfg["ema"]}, bf16 autocast,
   seed {cfg["seed"]}, {w}x{h}; {minutes:.1f} min on {t["device"]}.
 - Loss weights: {cfg["loss_weights"]}; curves: `docs/img/kagura_training.png`.
@@ -80,9 +121,18 @@ outside images. Architecture and interface: `pipeline/diffusion/kagura_model.py`
 The "fast look" columns are the procedural post-process the model starts from: the gap between
 the two is what the model learned.
 
+Held-out designs (colourings training never drew: {len(metrics.get("designs", {}).get("designs", []))} designs, {metrics.get("designs", {}).get("poses_per_preset", 0)} pictures per preset, pooled):
+
+{_design_table(metrics)}
+
+Sharpness: Laplacian RMS of the luminance (`pipeline/temporal.laplacian_rms`), ratios:
+
+{_sharp_table(metrics)}
+
 ## Temporal stability (held-out clip, {metrics["flicker"]["frames"]} frames)
 Flicker = mean |frame - previous frame warped by the renderer's motion vectors| (0-255, covered
-pixels; `pipeline/temporal/stage.flicker`):
+pixels; `pipeline/temporal/stage.flicker`); ghosting = mean |frame - reference painter| in the
+band beside moving edges (`pipeline/temporal.ghosting`; echo lines raise it):
 
 {_flicker_table(metrics)}
 
@@ -93,11 +143,11 @@ figures below for the weights beside this card:
 ## Known failure modes
 - It learned three styles from three prompts: a preset with another prompt gets an untrained
   style embedding (the picture follows the fast render's colours, the style is a blend).
-- It knows only Kagura's built-in idol: other avatars (Live2D/VRM renders) are out of its data.
-- It paints softer than the reference: fine paper grain, dry-brush streaks and thin lines blur
-  (8x latent, a small decoder, a few minutes of training) - SSIM is below the fast look's for
-  studio and ink wash even where PSNR is above it. Longer training and a larger decoder are
-  the obvious next steps.
+- It learned recoloured versions of Kagura's idol: other shapes (Live2D/VRM renders, imported
+  PSD avatars with other proportions) are outside its data.
+- Ink wash's reference has far more paper grain and dry-brush texture than the model paints
+  (its Laplacian RMS is about half the reference's): the grain is fixed to the paper, which
+  the model cannot see; the fast look's own grain comes through unchanged.
 - Time-varying effects in the reference (none by design) could not be learned: the painters are
   deterministic per frame.
 """
@@ -122,5 +172,13 @@ def write_bench_section(path: Path, metrics: dict, command: str) -> None:
 Flicker on the held-out clip ({metrics["flicker"]["frames"]} frames, 0-255):
 
 {_flicker_table(metrics)}
+
+Held-out designs:
+
+{_design_table(metrics)}
+
+Sharpness (Laplacian RMS ratios):
+
+{_sharp_table(metrics)}
 """
     write_section(path, "kagura-model", body)

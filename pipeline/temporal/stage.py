@@ -1,7 +1,8 @@
 """The temporal alignment stage: stylized history warped by the renderer's exact motion vectors.
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
-                  interp="bicubic", clamp_margin=0.06, smooth=3, max_batch=4)
+                  interp="bicubic", clamp_margin=0.06, smooth=3, edge_tol=0.15, guard=4,
+                  max_batch=4)
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
             *output*, also inside one batch); images stay on `device`.
@@ -22,8 +23,8 @@ Method. `Frame.motion[p]` says the surface point under pixel p was at p - motion
 ago, so the previous output is sampled there (`grid_sample`, pixel centres at i + 0.5,
 `align_corners=False`) and mixed with the current stylized frame:
 
-    out = cur + box_smooth(w * (clamp(warped) - cur)),
-    w = blend * inside * agree_alpha * agree_colour
+    out = cur + fix,   fix = w * (clamp(warped) - cur), box-smoothed on the current frame's edges
+    w = blend * inside * agree_alpha * agree_colour * away_from_part_boundaries
 
 `inside` is 0 where the source point lies outside the previous frame; `agree_alpha` falls from
 1 to 0 as |warped alpha - current alpha| grows from alpha_tol/2 to alpha_tol (disocclusion: the
@@ -43,10 +44,15 @@ to the nearest colour it can, so a stale line disappears within one frame; the m
 low-amplitude flicker (a stylizer's colour jitter of a few levels, which moves the whole range)
 still be averaged away.
 
-Detail from the current frame. The correction w * (history - current) is smoothed by a
-`smooth` x `smooth` box (1: not smoothed) before it is added: what the history fixes is
-flicker of colour and shading, which is smooth; the lines, eyes and highlights of the picture
-come from the current frame as it is. Resampling the history every frame softens its edges
+Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
+boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
+between neighbours) the history is not used at all: that is where it lands in the wrong part.
+
+Detail from the current frame. On the current frame's edges (its 3x3 colour range wider than
+`edge_tol`) the correction w * (history - current) is smoothed by a `smooth` x `smooth` box
+(1: never smoothed) before it is added: what the history fixes is flicker of colour and
+shading, which is smooth; the lines, eyes and highlights come from the current frame as it is.
+Elsewhere the correction is added at full resolution, so grain flicker is averaged too. Resampling the history every frame softens its edges
 (bicubic at fractional offsets), and adding that history at full resolution cost the idol's
 edges about a seventh of their Laplacian energy; smoothed, the correction leaves them nearly
 untouched (figures in docs/BENCHMARKS.md, "temporal"). Everything is premultiplied RGBA in float32 0..1; the history is
@@ -111,6 +117,17 @@ def warp(
     return warped, inside
 
 
+def _near_motion_jumps(motion: torch.Tensor, radius: int, batch: int) -> torch.Tensor:
+    """float (B, 1, H, W): 1 within `radius` px of a jump of more than half a pixel between
+    neighbouring motion vectors (a part boundary), else 0."""
+    m = (motion if motion.ndim == 4 else motion.unsqueeze(0)).permute(0, 3, 1, 2).float()
+    dx = F.pad((m[..., :, 1:] - m[..., :, :-1]).abs().amax(1, keepdim=True), (0, 1, 0, 0))
+    dy = F.pad((m[..., 1:, :] - m[..., :-1, :]).abs().amax(1, keepdim=True), (0, 0, 0, 1))
+    jumps = ((dx + dy) > 0.5).float()
+    near = F.max_pool2d(jumps, 2 * radius + 1, stride=1, padding=radius)
+    return near.expand(batch, -1, -1, -1) if near.shape[0] != batch else near
+
+
 def _ramp(diff: torch.Tensor, tol: float) -> torch.Tensor:
     """1 below tol/2, 0 above tol, linear between."""
     return ((tol - diff) * (2.0 / tol)).clamp_(0.0, 1.0)
@@ -147,6 +164,8 @@ class TemporalStage(BaseStage):
         interp: str = "bicubic",
         clamp_margin: float | None = 0.06,
         smooth: int = 3,
+        edge_tol: float = 0.15,
+        guard: int = 4,
         max_batch: int = 4,
     ):
         if not 0.0 <= blend < 1.0:
@@ -166,6 +185,7 @@ class TemporalStage(BaseStage):
         if smooth < 1 or smooth % 2 == 0:
             raise ValueError(f"temporal: smooth must be an odd box size >= 1, got {smooth}")
         self.smooth = int(smooth)
+        self.edge_tol, self.guard = float(edge_tol), max(0, int(guard))
         self.device = torch.device(device)
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"temporal: device must be 'cpu' or 'cuda', got {device!r}")
@@ -211,16 +231,22 @@ class TemporalStage(BaseStage):
         if self.color_tol is not None:
             cdiff = (warped[:, :3] - cur[:, :3]).abs_().amax(dim=1, keepdim=True)
             w.mul_(_ramp(cdiff, self.color_tol))
+        if self.guard:
+            near = _near_motion_jumps(motion.to(cur.device), self.guard, cur.shape[0])
+            w.mul_(1.0 - near)
         w.mul_(self.blend)
+        hi = F.max_pool2d(cur, 3, stride=1, padding=1)
+        lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_()
         if self.clamp_margin is not None:
-            hi = F.max_pool2d(cur, 3, stride=1, padding=1).add_(self.clamp_margin)
-            lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_().sub_(self.clamp_margin)
-            warped = torch.minimum(torch.maximum(warped, lo), hi)
-        if self.smooth == 1:
-            return torch.lerp(cur, warped, w)
-        k = self.smooth
+            m = self.clamp_margin
+            warped = torch.minimum(torch.maximum(warped, lo - m), hi + m)
         fix = warped.sub_(cur).mul_(w)
-        return cur + F.avg_pool2d(fix, k, stride=1, padding=k // 2, count_include_pad=False)
+        if self.smooth == 1:
+            return cur + fix
+        k = self.smooth
+        smoothed = F.avg_pool2d(fix, k, stride=1, padding=k // 2, count_include_pad=False)
+        edge = (hi[:, :3] - lo[:, :3]).amax(dim=1, keepdim=True) > self.edge_tol
+        return cur + torch.where(edge, smoothed, fix)
 
     def apply(self, image: torch.Tensor, motion: torch.Tensor, index: int | None = None):
         """One frame: uint8 (H, W, 4) premultiplied + motion (H, W, 2) -> uint8 (H, W, 4) on
