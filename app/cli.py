@@ -325,7 +325,17 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     req = _render_request(args, audio)
     render_job.check_request(req)
     mark("checked")
-    graph, ctx, total = render_job.build_graph(req)
+    from app.early_analysis import AnalysisProcess, worth_a_process
+
+    # librosa loads on another core while torch, the models and the stages load here
+    analysis = AnalysisProcess() if worth_a_process() else None
+    try:
+        graph, ctx, total = render_job.build_graph(
+            req, analyze=analysis.analyze if analysis is not None else None
+        )
+    finally:
+        if analysis is not None:
+            analysis.close()
     mark("graph built")
     try:
         with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:

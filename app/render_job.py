@@ -508,9 +508,11 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
 
 
 def build_graph(
-    req: RenderRequest, sink_factory: Callable | None = None
+    req: RenderRequest, sink_factory: Callable | None = None, analyze: Callable | None = None
 ) -> tuple[Graph, Context, int]:
-    """Decode, analyse and assemble; returns the graph, its context and the frame count."""
+    """Decode, analyse and assemble; returns the graph, its context and the frame count.
+    `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
+    app/early_analysis.py)."""
     from audio.analysis import analyze_clip
     from audio.decode import decode_audio
     from presets.loader import load_preset
@@ -520,7 +522,7 @@ def build_graph(
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
     models = _diffusion_models(req) if req.diffusion_on else None
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
-    track = analyze_clip(clip, req.fps, seed=req.seed)
+    track = (analyze or analyze_clip)(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
