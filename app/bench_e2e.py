@@ -277,7 +277,7 @@ def _device_line(device: str) -> str:
 def section_key(args: argparse.Namespace) -> str:
     if args.section:
         return args.section
-    key = f"e2e-{args.device}"
+    key = f"e2e-{args.device}-{'-'.join(args.commands)}"
     if args.size:
         key += f"-{args.size}"
     if args.seconds is not None:

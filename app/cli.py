@@ -322,14 +322,15 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     from pipeline.progress import RenderProgress
     from pipeline.sinks.workers import WorkerProcessError
 
-    req = _render_request(args, audio)
-    render_job.check_request(req)
-    mark("checked")
     from app.early_analysis import AnalysisProcess, worth_a_process
 
-    # librosa loads on another core while torch, the models and the stages load here
+    # librosa loads on another core while torch, the models and the stages load here; started
+    # before the request is made and checked, which imports torch for --device cuda
     analysis = AnalysisProcess() if worth_a_process() else None
     try:
+        req = _render_request(args, audio)
+        render_job.check_request(req)
+        mark("checked")
         graph, ctx, total = render_job.build_graph(
             req, analyze=analysis.analyze if analysis is not None else None
         )

@@ -54,6 +54,9 @@ class AnalysisProcess:
         return value
 
     def close(self) -> None:
+        """Ends the child: at once if no clip was sent (the render stopped before its analysis)."""
+        if not self._proc.stdin.closed and self._proc.poll() is None:
+            self._proc.kill()
         for pipe in (self._proc.stdin, self._proc.stdout):
             if pipe is not None and not pipe.closed:
                 pipe.close()

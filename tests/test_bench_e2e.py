@@ -51,7 +51,7 @@ def test_tiny_render_bench_reports_every_field(tmp_path):
     assert [events[e] for e in order] == sorted(events[e] for e in order)
     assert events["finished"] < wall
     section = doc.read_text()
-    assert "<!-- bench:e2e-cpu-160x90-0.5s -->" in section
+    assert "<!-- bench:e2e-cpu-render-160x90-0.5s -->" in section
     assert "kagura bench e2e --device cpu --commands render --size 160x90 --seconds 0.5" in section
     assert "| warm | 1 |" in section
 
