@@ -1,6 +1,6 @@
 """`kagura bench e2e`: the real commands, from the shell to the finished file, cold and warm.
 
-    kagura bench e2e [--device cpu|cuda] [--commands render demo live] [--size WxH]
+    kagura bench e2e [--device cpu|cuda] [--commands render demo live] [--audio FILE] [--size WxH]
                      [--seconds S] [--upscale N] [--extra "ARGS"] [--repeats N]
                      [--cold-repeats N] [--live-seconds S] [--no-imports] [--section KEY]
                      [--out docs/BENCHMARKS.md] [--no-write] [--json FILE]
@@ -66,6 +66,9 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument(
         "--commands", nargs="+", choices=COMMANDS, default=["render", "demo"], metavar="CMD"
     )
+    b.add_argument(
+        "--audio", type=Path, default=SONG, help="the song `render` renders (the demo song's file)"
+    )
     b.add_argument("--size", default=None, help="--size for render/demo (default theirs)")
     b.add_argument("--seconds", type=float, default=None, help="--seconds for render/demo")
     b.add_argument("--upscale", type=int, default=None, help="--upscale for render/demo")
@@ -97,7 +100,7 @@ def command_argv(args: argparse.Namespace, command: str, out_dir: Path) -> list[
             *("--seconds", f"{args.live_seconds:g}", "--warm-up", "0"),
         ]
     if command == "render":
-        argv = ["render", str(SONG), "-o", str(out_dir / "render.mp4")]
+        argv = ["render", str(args.audio), "-o", str(out_dir / "render.mp4")]
     else:
         argv = ["demo", "-o", str(out_dir / "demo.mp4")]
     argv += ["--device", args.device, "--quiet"]  # --quiet: no progress bar into the pipe
@@ -223,6 +226,8 @@ def measure(args: argparse.Namespace) -> dict:
             raise UsageError(f"{name} {value}: expected 0 or more")
     if args.repeats == 0 and args.cold_repeats == 0:
         raise UsageError("--repeats 0 --cold-repeats 0: nothing to run")
+    if "render" in args.commands and not Path(args.audio).is_file():
+        raise UsageError(f"--audio {args.audio}: no such file")
     if args.device == "cuda":
         import torch
 
@@ -289,6 +294,8 @@ def section_key(args: argparse.Namespace) -> str:
 
 def bench_command(args: argparse.Namespace) -> str:
     parts = ["kagura bench e2e", f"--device {args.device}", "--commands " + " ".join(args.commands)]
+    if Path(args.audio).resolve() != SONG:
+        parts.append(f"--audio {Path(args.audio).name}")
     for flag, value in (("--size", args.size), ("--seconds", args.seconds)):
         if value is not None:
             parts.append(f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}")
