@@ -79,9 +79,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument(
         "--live-seconds", type=float, default=3.0, help="bench live --headless --seconds (3)"
     )
-    b.add_argument(
-        "--no-imports", action="store_true", help="skip the import-time run per command"
-    )
+    b.add_argument("--no-imports", action="store_true", help="skip the import-time run per command")
     b.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
     b.add_argument("--section", default=None, help="BENCHMARKS.md section (default e2e-…)")
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))

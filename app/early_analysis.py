@@ -37,6 +37,7 @@ class AnalysisProcess:
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": path},
         )
+        self._answered = False
 
     def analyze(self, clip, fps: int, seed: int = 0):
         """The clip's AvatarTrack, exactly as `analyze_clip(clip, fps, seed=seed)` gives it."""
@@ -44,6 +45,7 @@ class AnalysisProcess:
             pickle.dump((clip, fps, seed), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._proc.stdin.close()
             ok, value = pickle.load(self._proc.stdout)
+            self._answered = True
         except (EOFError, OSError, pickle.UnpicklingError):
             code = self._proc.wait()
             raise RuntimeError(f"the audio analysis process ended (exit status {code})") from None
@@ -54,8 +56,9 @@ class AnalysisProcess:
         return value
 
     def close(self) -> None:
-        """Ends the child: at once if no clip was sent (the render stopped before its analysis)."""
-        if not self._proc.stdin.closed and self._proc.poll() is None:
+        """Ends the child: at once unless it has answered (the render stopped before or during
+        its analysis: bad input, Ctrl-C)."""
+        if not self._answered and self._proc.poll() is None:
             self._proc.kill()
         for pipe in (self._proc.stdin, self._proc.stdout):
             if pipe is not None and not pipe.closed:
