@@ -11,8 +11,8 @@ cuda: Kagura's model + temporal). `render` renders the demo song file, `demo` th
 song; `live` is `kagura bench live --headless` (no Qt, no sound device) to its first shown frame.
 
 * cold: each run gets an empty cache folder (XDG_CACHE_HOME → platformdirs' user cache: numba's
-  compiled librosa, inductor/triton, fontconfig, torch), so it compiles what a fresh machine
-  compiles. The OS file cache is not emptied (that needs root and hurts every other process).
+  compiled librosa, inductor/triton, fontconfig, torch; CUDA_CACHE_PATH: the CUDA driver's
+  kernels), so it compiles what a fresh machine compiles. The OS file cache is not emptied (that needs root and hurts every other process).
 * warm: the machine's own caches, after one untimed run has filled them.
 
 Each child writes time stamps (app/e2e_trace.py, KAGURA_TRACE) that split its wall time into
@@ -116,6 +116,7 @@ def _child_env(trace: Path, cache: Path | None) -> dict[str, str]:
     env = dict(os.environ, KAGURA_TRACE=str(trace), PYTHONUNBUFFERED="1")
     if cache is not None:  # cold: every cache under an empty folder
         env["XDG_CACHE_HOME"] = str(cache)
+        env["CUDA_CACHE_PATH"] = str(cache / "nv")  # the driver's compiled-kernel cache
         for var in CACHE_VARS:
             env.pop(var, None)
     return env
@@ -324,8 +325,8 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "- each run: a fresh `python -m app.cli …` process (what `kagura` runs) with only the "
         "options shown below; everything else is the command's own default",
         "- cold: an empty cache folder per run (XDG_CACHE_HOME: numba, inductor/triton, "
-        "fontconfig, torch; the OS file cache stays warm); warm: the machine's caches after "
-        "one untimed run",
+        "fontconfig, torch; CUDA_CACHE_PATH; the OS file cache stays warm); warm: the "
+        "machine's caches after one untimed run",
         "",
         "| command | mode | runs | wall s median / P99 | first frame s median / P99 | "
         "frames | frames/s over the command median / worst | CPU s median / P99 | "
