@@ -305,6 +305,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     import math
     import time
 
+    from app.e2e_trace import mark
     from app.live_gpu import build_live_gpu
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
@@ -348,6 +349,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
+    mark("live started")  # `kagura bench e2e`: time stamps from launch to the first frame shown
+    first_shown = False
     started = session.started_at or time.monotonic()
     pump = _Pump(session, jitter, warm_ns)
     try:
@@ -375,6 +378,9 @@ def measure_headless(args: argparse.Namespace) -> dict:
             frame = jitter.tick(master, refresh_ns)
             done = time.monotonic_ns()  # the hand-over is done: the frame is presented
             ticks += 1
+            if frame is not None and not first_shown:
+                first_shown = True
+                mark("first shown frame")
             # a FIFO swap chain flips to it at the first VSYNC after the present
             k_flip = (done - t0) // refresh_ns + 1
             present_missed += k_flip - (k if lead_ns > 0 else k + 1)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from app.errors import UsageError, user_error_types
@@ -100,13 +101,55 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="kagura", description="Turn a voice into a singing, stylized virtual idol."
-    )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+class _LazyCommands(argparse._SubParsersAction):
+    """Subcommands whose options are added only when that subcommand is the one being parsed.
 
-    p = sub.add_parser("render", help="render a music video from an audio file")
+    Adding a command's options imports the module that defines them (and, through it, numpy,
+    torch, …); `kagura --help` and every command should pay only for what it runs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._fills: dict[str, tuple[argparse.ArgumentParser, Callable]] = {}
+
+    def add_lazy(self, name: str, help: str, fill: Callable) -> None:
+        self._fills[name] = (self.add_parser(name, help=help), fill)
+
+    def fill_all(self) -> None:
+        while self._fills:
+            _, (parser, fill) = self._fills.popitem()
+            fill(parser)
+            for action in parser._actions:  # a command with subcommands of its own (bench)
+                if isinstance(action, _LazyCommands):
+                    action.fill_all()
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values:
+            entry = self._fills.pop(values[0], None)
+            if entry is not None:
+                entry[1](entry[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Into:
+    """Hands a module's `add_parser(subparsers)` the parser already made for its command."""
+
+    def __init__(self, parser: argparse.ArgumentParser):
+        self.parser = parser
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        return self.parser
+
+
+def _module_fill(module: str, *extra) -> Callable:
+    def fill(p: argparse.ArgumentParser) -> None:
+        import importlib
+
+        importlib.import_module(module).add_parser(_Into(p), *extra)
+
+    return fill
+
+
+def _fill_render(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "audio", type=Path, help="audio file (WAV, MP3, FLAC, OGG, M4A, … anything FFmpeg reads)"
     )
@@ -119,29 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_render_options(p)
 
-    p = sub.add_parser("demo", help="render the built-in demo song to out/demo.mp4")
+
+def _fill_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=Path("out/demo.mp4"))
     _add_render_options(p)
 
-    p = sub.add_parser("still", help="render one frame of an audio file to a PNG")
+
+def _fill_still(p: argparse.ArgumentParser) -> None:
     p.add_argument("audio", type=Path)
     p.add_argument("--at", type=float, required=True, help="time in the audio, seconds")
     p.add_argument("-o", "--output", type=Path, required=True, help="output .png")
     _add_look_options(p)
 
-    sub.add_parser("presets", help="list the style presets")
 
-    from app import cmd_calibrate, cmd_devices, cmd_lipsync, cmd_live, cmd_train
-
-    cmd_live.add_parser(sub)
-    cmd_lipsync.add_parser(sub)
-    cmd_calibrate.add_parser(sub)
-    cmd_devices.add_parser(sub)
-    cmd_train.add_parser(sub)
-
-    p = sub.add_parser("bench", help="benchmarks; results go to docs/BENCHMARKS.md")
-    bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
-    b = bench.add_parser("render", help="offline render speed per preset")
+def _fill_bench_render(b: argparse.ArgumentParser) -> None:
     b.add_argument("--size", default="1280x720")
     b.add_argument("--fps", type=int, default=30)
     b.add_argument(
@@ -152,14 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
-    from app import bench_lipsync, bench_live, bench_model, bench_offline, bench_pipeline
 
-    bench_lipsync.add_parser(bench)
-    bench_live.add_parser(bench)
-    bench_pipeline.add_parser(bench)
-    bench_model.add_parser(bench)
-    bench_offline.add_parser(bench, _add_render_options)
-    b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
+
+def _fill_bench_stylize(b: argparse.ArgumentParser) -> None:
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     b.add_argument("--size", default="1280x720")
     b.add_argument("--frames", type=int, default=32, help="rendered idol frames to stylize")
@@ -169,6 +198,89 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+
+
+# (name, help in the listing, fill): the listing's help lives here so that listing the
+# commands imports none of their modules
+_BENCHES = (
+    ("render", "offline render speed per preset", _fill_bench_render),
+    ("lipsync", "live lip-sync cost, lag, accuracy, endurance", _module_fill("app.bench_lipsync")),
+    ("live", "the desktop app on the demo song: fps, drops, UI ms", _module_fill("app.bench_live")),
+    (
+        "pipeline",
+        "the live GPU chain: per-stage CUDA-event times, eager vs CUDA graphs",
+        _module_fill("app.bench_pipeline"),
+    ),
+    (
+        "model",
+        "Kagura's own diffusion model: ms/frame (CUDA graphs) or frames/s (CPU)",
+        _module_fill("app.bench_model"),
+    ),
+    (
+        "offline",
+        "finished MP4 frames/s of an offline render, N encoders against 1",
+        _module_fill("app.bench_offline", _add_render_options),
+    ),
+    ("stylize", "the preset post-process alone, CPU or CUDA", _fill_bench_stylize),
+    (
+        "e2e",
+        "the real commands from the shell: wall time, first frame, setup (cold and warm)",
+        _module_fill("app.bench_e2e"),
+    ),
+)
+
+
+def _fill_bench(p: argparse.ArgumentParser) -> None:
+    bench = p.add_subparsers(
+        dest="bench", required=True, parser_class=_Parser, action=_LazyCommands
+    )
+    for name, text, fill in _BENCHES:
+        bench.add_lazy(name, text, fill)
+
+
+_COMMANDS = (
+    ("render", "render a music video from an audio file", _fill_render),
+    ("demo", "render the built-in demo song to out/demo.mp4", _fill_demo),
+    ("still", "render one frame of an audio file to a PNG", _fill_still),
+    ("presets", "list the style presets", lambda p: None),
+    (
+        "live",
+        "open the live desktop app (microphone or audio file)",
+        _module_fill("app.cmd_live"),
+    ),
+    (
+        "lipsync",
+        "mouth openness and vowels of an audio file → JSON",
+        _module_fill("app.cmd_lipsync"),
+    ),
+    ("calibrate", "record your vowels for live lip-sync", _module_fill("app.cmd_calibrate")),
+    (
+        "devices",
+        "list input devices (microphones) for live capture",
+        _module_fill("app.cmd_devices"),
+    ),
+    (
+        "train",
+        "train Kagura's own diffusion model on its renders (one GPU)",
+        _module_fill("app.cmd_train"),
+    ),
+    ("bench", "benchmarks; results go to docs/BENCHMARKS.md", _fill_bench),
+)
+
+
+def build_parser(full: bool = False) -> argparse.ArgumentParser:
+    """The `kagura` parser. Each command's options are added when that command is parsed
+    (`full=True`: all of them now, e.g. to inspect the whole parser)."""
+    parser = _Parser(
+        prog="kagura", description="Turn a voice into a singing, stylized virtual idol."
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=_Parser, action=_LazyCommands
+    )
+    for name, text, fill in _COMMANDS:
+        sub.add_lazy(name, text, fill)
+    if full:
+        sub.fill_all()
     return parser
 
 
@@ -206,18 +318,34 @@ def _render_request(args: argparse.Namespace, audio: Path):
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
     from app import render_job
+    from app.e2e_trace import FrameMarks, mark
+    from app.early_analysis import AnalysisProcess, worth_a_process
     from pipeline.progress import RenderProgress
     from pipeline.sinks.workers import WorkerProcessError
 
-    req = _render_request(args, audio)
-    render_job.check_request(req)
-    graph, ctx, total = render_job.build_graph(req)
+    # librosa loads on another core while torch, the models and the stages load here; started
+    # before the request is made and checked, which imports torch for --device cuda
+    analysis = AnalysisProcess() if worth_a_process() else None
+    try:
+        req = _render_request(args, audio)
+        render_job.check_request(req)
+        mark("checked")
+        graph, ctx, total = render_job.build_graph(
+            req, analyze=analysis.analyze if analysis is not None else None
+        )
+    finally:
+        if analysis is not None:
+            analysis.close()
+    mark("graph built")
     try:
         with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
-            graph.run(ctx, on_frame=progress.on_frame)
+            frames = FrameMarks(progress.on_frame)
+            graph.run(ctx, on_frame=frames)
+            frames.close()
     except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
         print(f"kagura: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
+    mark("finished")
     print(f"kagura: wrote {req.output}", file=sys.stderr)
     return 0
 
@@ -279,6 +407,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "e2e":
+        from app import bench_e2e
+
+        return bench_e2e.run(args)
     if args.bench == "offline":
         from app import bench_offline
 
@@ -322,20 +454,33 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    from pipeline.cpu_memory import keep_freed_memory
+def _report(exc: BaseException) -> int:
+    message = " ".join(str(exc).split())  # exactly one line
+    print(f"kagura: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
-    keep_freed_memory()  # big per-frame tensors: reuse heap blocks instead of page-faulting
+
+def main(argv: list[str] | None = None) -> int:
+    from app.e2e_trace import mark
+
+    mark("main")  # `kagura bench e2e`: the interpreter and this module are up
     try:
         args = build_parser().parse_args(argv)
+        mark("parsed")
+        # after parsing: --help need not wait for libc's lookup (find_library runs ldconfig)
+        from pipeline.cpu_memory import keep_freed_memory
+
+        keep_freed_memory()  # big per-frame tensors: reuse heap blocks instead of page-faulting
         return COMMANDS[args.command](args)
-    except user_error_types() as exc:
-        message = " ".join(str(exc).split())  # exactly one line
-        print(f"kagura: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+    except SystemExit:
+        raise  # --help: done (the clauses below would import what the error types need)
+    except UsageError as exc:
+        return _report(exc)
     except KeyboardInterrupt:
         print("kagura: interrupted; partial output removed", file=sys.stderr)
         return 130
+    except user_error_types() as exc:
+        return _report(exc)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from pathlib import Path
 
 from app.errors import UsageError
 from pipeline.cpu_threads import share_cores_with_other_stages
-from pipeline.diffusion.kagura_model import KAGURA
 from pipeline.frame import Frame
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
@@ -268,9 +267,18 @@ def _parse_side_pair(text: str, option: str) -> tuple[int, int]:
         raise UsageError(str(exc).replace("--size", option, 1)) from None
 
 
+def _kagura() -> str:
+    """What `--diffusion kagura` names. Imported on use: pipeline.diffusion imports torch, and
+    `kagura --help` or a CPU render's argument checks must not wait for it."""
+    from pipeline.diffusion.kagura_model import KAGURA
+
+    return KAGURA
+
+
 def diffusion_arg(text: str) -> Path | str:
     """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder."""
-    return KAGURA if text == KAGURA else Path(text)
+    kagura = _kagura()  # given --diffusion, the render needs torch anyway
+    return kagura if text == kagura else Path(text)
 
 
 def default_diffusion(args: argparse.Namespace, device: str | None = None) -> Path | str | None:
@@ -280,7 +288,7 @@ def default_diffusion(args: argparse.Namespace, device: str | None = None) -> Pa
         return None
     if args.diffusion is not None or args.diffusion_random is not None:
         return args.diffusion
-    return KAGURA if (device or args.device) == "cuda" else None
+    return _kagura() if (device or args.device) == "cuda" else None
 
 
 def check_gpu_options(req: RenderRequest) -> None:
@@ -301,7 +309,7 @@ def check_gpu_options(req: RenderRequest) -> None:
 
         if not torch.cuda.is_available():
             raise UsageError(NO_CUDA)
-    if req.diffusion is not None and req.diffusion != KAGURA:
+    if req.diffusion is not None and req.diffusion != _kagura():
         from pipeline.diffusion import ModelError
 
         if not Path(req.diffusion).is_dir():
@@ -500,9 +508,11 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
 
 
 def build_graph(
-    req: RenderRequest, sink_factory: Callable | None = None
+    req: RenderRequest, sink_factory: Callable | None = None, analyze: Callable | None = None
 ) -> tuple[Graph, Context, int]:
-    """Decode, analyse and assemble; returns the graph, its context and the frame count."""
+    """Decode, analyse and assemble; returns the graph, its context and the frame count.
+    `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
+    app/early_analysis.py)."""
     from audio.analysis import analyze_clip
     from audio.decode import decode_audio
     from presets.loader import load_preset
@@ -512,7 +522,7 @@ def build_graph(
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
     models = _diffusion_models(req) if req.diffusion_on else None
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
-    track = analyze_clip(clip, req.fps, seed=req.seed)
+    track = (analyze or analyze_clip)(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)

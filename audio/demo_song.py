@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import ndimage, signal
 
+# scipy is imported by the synthesis functions that use it: `demo_song_path()` (kagura demo,
+# the live benches) must not wait for scipy.signal and scipy.ndimage
 SAMPLE_RATE = 48_000
 TEMPO_BPM = 128.0
 BEATS_PER_BAR = 4
@@ -336,6 +337,7 @@ def _stretch(y: np.ndarray, target_len: int, sr: int) -> np.ndarray:
 def _f0_contour(y: np.ndarray, sr: int, expect_hz: float, hop: int) -> np.ndarray:
     """Per-frame F0 of a syllable, clamped near the expected pitch (unvoiced -> median)."""
     import librosa
+    from scipy import ndimage
 
     f = librosa.yin(
         np.pad(y, (0, max(0, 2048 - len(y)))),
@@ -402,6 +404,8 @@ def _sing_note(note: Note, clip: np.ndarray, sr_in: int, rng: np.random.Generato
 
 def _render_vocals(rng: np.random.Generator) -> np.ndarray:
     """The dry lead vocal, mono, length N_SAMPLES."""
+    from scipy import signal
+
     keys = sorted({(n.say, _espeak_pitch_for(n.midi)) for n in MELODY})
     with ThreadPoolExecutor(max_workers=4) as pool:
         clips = dict(zip(keys, pool.map(lambda k: _espeak(*k), keys), strict=True))
@@ -454,6 +458,8 @@ def _kick(rng: np.random.Generator) -> np.ndarray:
 
 
 def _clap(rng: np.random.Generator) -> np.ndarray:
+    from scipy import signal
+
     n = int(0.3 * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     noise = rng.standard_normal(n)
@@ -468,6 +474,8 @@ def _clap(rng: np.random.Generator) -> np.ndarray:
 
 
 def _hat(rng: np.random.Generator, open_: bool) -> np.ndarray:
+    from scipy import signal
+
     n = int((0.25 if open_ else 0.06) * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     noise = rng.standard_normal(n)
@@ -477,6 +485,8 @@ def _hat(rng: np.random.Generator, open_: bool) -> np.ndarray:
 
 
 def _crash(rng: np.random.Generator) -> np.ndarray:
+    from scipy import signal
+
     n = int(2.2 * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     noise = rng.standard_normal((2, n))
@@ -511,6 +521,8 @@ def _adsr(n: int, a: float, d: float, s: float, r: float) -> np.ndarray:
 
 def _pad_chord(chord: str, n: int, bright: float, rng: np.random.Generator) -> np.ndarray:
     """Detuned supersaw chord, stereo, lowpassed; ``bright`` in 0..1 opens the filter."""
+    from scipy import signal
+
     out = np.zeros((2, n))
     for m in _PAD_VOICING[chord]:
         f = _midi_hz(m)
@@ -536,6 +548,8 @@ def _pluck(midi: int, n: int) -> np.ndarray:
 
 
 def _bass_note(midi: int, n: int) -> np.ndarray:
+    from scipy import signal
+
     f = _midi_hz(midi)
     saw = _saw(f, n, 0.0)
     t = np.arange(n) / SAMPLE_RATE
@@ -545,6 +559,8 @@ def _bass_note(midi: int, n: int) -> np.ndarray:
 
 
 def _reverb_ir(rng: np.random.Generator, seconds: float = 1.4) -> np.ndarray:
+    from scipy import signal
+
     n = int(seconds * SAMPLE_RATE)
     t = np.arange(n) / SAMPLE_RATE
     ir = rng.standard_normal((2, n)) * np.exp(-t / (seconds / 6.9))  # -60 dB at the end
@@ -647,6 +663,8 @@ def _render_backing(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _reverb(x: np.ndarray, ir: np.ndarray) -> np.ndarray:
+    from scipy import signal
+
     mono = x if x.ndim == 1 else x.mean(axis=0)
     wet = np.stack([signal.fftconvolve(mono, ir[c])[: len(mono)] for c in range(2)])
     return wet
@@ -654,6 +672,8 @@ def _reverb(x: np.ndarray, ir: np.ndarray) -> np.ndarray:
 
 def _limit(x: np.ndarray, peak_db: float) -> np.ndarray:
     """Look-ahead peak limiter (2.5 ms look-ahead, smooth gain), then a hard safety scale."""
+    from scipy import ndimage
+
     thr = 10 ** (peak_db / 20)
     look = int(0.0025 * SAMPLE_RATE)
     amp = np.max(np.abs(x), axis=0)

@@ -14,6 +14,8 @@ Nothing here imports Qt or torch.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +41,48 @@ PITCH_HOP = 320  # 20 ms (YIN is the costliest feature)
 ONSET_HOP = 256  # 16 ms
 FMIN, FMAX = 65.0, 1000.0  # pitch search range (Hz): low male speech .. high soprano
 SILENCE_DB = -90.0  # floor for log loudness
+
+
+NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
+
+
+def numba_cache_dir() -> str:
+    """Where numba keeps librosa's compiled functions: $NUMBA_CACHE_DIR, else Kagura's user
+    cache dir (platformdirs) — writable for every user, unlike a system site-packages."""
+    import platformdirs
+
+    return os.environ.get(NUMBA_CACHE_ENV) or os.path.join(
+        platformdirs.user_cache_dir("kagura"), "numba"
+    )
+
+
+def import_librosa():
+    """librosa, its numba functions compiled once per machine instead of once per process.
+
+    numba reads NUMBA_CACHE_DIR when it is imported, so it is set first. librosa.beat declares
+    one of its vectorized functions `cache=False`, which recompiles it in every process (seconds
+    on a small CPU); while librosa.beat is imported, its decorator is asked to cache it too."""
+    if "librosa.beat" in sys.modules:
+        return sys.modules["librosa"]
+    os.environ[NUMBA_CACHE_ENV] = numba_cache_dir()
+    import numba
+
+    numba.config.reload_config()  # numba may have been imported before the variable was set
+    guvectorize = numba.guvectorize
+
+    def cached_guvectorize(*args, **kwargs):
+        kwargs["cache"] = True
+        return guvectorize(*args, **kwargs)
+
+    numba.guvectorize = cached_guvectorize
+    try:
+        import librosa.beat
+        import librosa.onset
+    finally:
+        numba.guvectorize = guvectorize
+    import librosa
+
+    return librosa
 
 
 def resample_mono(mono: np.ndarray, sample_rate: int, rate: int = ANALYSIS_RATE) -> np.ndarray:
@@ -176,7 +220,7 @@ def compute_features(
     """Features of `mono` at `sample_rate` for frames 0..num_frames-1 at `fps`."""
     # imported here: the live analysis uses this module's framing helpers on machines without
     # librosa (the GPU machine), where only this offline analysis is unavailable
-    import librosa
+    librosa = import_librosa()
 
     y = resample_mono(mono, sample_rate)
     sr = ANALYSIS_RATE

@@ -1,0 +1,99 @@
+"""The offline audio analysis in a process of its own, started before the renderer's setup.
+
+    analysis = AnalysisProcess()          # the child starts importing librosa, scipy, numba
+    ...                                   # this process: torch, models, stages, decoding
+    track = analysis.analyze(clip, fps, seed=seed)   # = audio.analysis.analyze_clip(...)
+
+Why a process: importing librosa (and through it scipy and numba) and importing torch are each
+seconds of single-threaded Python on a small CPU, and a thread would hold the same GIL; in a
+process of its own the analysis gets ready on another core while this one sets up the render.
+The child is a fresh interpreter (`python -m app.early_analysis`, not a fork: it inherits no
+torch, CUDA or BLAS thread state, and no main module is imported again); the clip goes in and
+the AvatarTrack comes out as pickles over its stdin/stdout. Errors raised by the analysis are
+raised again here; a child that dies is a RuntimeError.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+
+def worth_a_process() -> bool:
+    """Only a fresh process gains: one that has imported librosa analyses as fast in place, and
+    one that has imported torch (a test session, a bench) has little left to overlap."""
+    return "librosa" not in sys.modules and "torch" not in sys.modules
+
+
+class AnalysisProcess:
+    def __init__(self) -> None:
+        # the child imports what this process can: the same sys.path
+        path = os.pathsep.join(p for p in sys.path if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "app.early_analysis"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        self._answered = False
+
+    def analyze(self, clip, fps: int, seed: int = 0):
+        """The clip's AvatarTrack, exactly as `analyze_clip(clip, fps, seed=seed)` gives it."""
+        try:
+            pickle.dump((clip, fps, seed), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.close()
+            ok, value = pickle.load(self._proc.stdout)
+            self._answered = True
+        except (EOFError, OSError, pickle.UnpicklingError):
+            code = self._proc.wait()
+            raise RuntimeError(f"the audio analysis process ended (exit status {code})") from None
+        finally:
+            self.close()
+        if not ok:
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Ends the child: at once unless it has answered (the render stopped before or during
+        its analysis: bad input, Ctrl-C)."""
+        if not self._answered and self._proc.poll() is None:
+            self._proc.kill()
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _serve() -> int:
+    import signal
+
+    # Ctrl-C is the parent's to handle (it removes the partial output); a child dying of it
+    # would only print a second traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    result = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything the analysis prints goes to stderr, not into the pickle
+    from audio.analysis import analyze_clip
+    from audio.features import import_librosa
+
+    import_librosa()  # the slow part, done while the parent sets up
+    try:
+        clip, fps, seed = pickle.load(sys.stdin.buffer)
+    except EOFError:  # the parent gave up (bad input, interrupted) before sending
+        return 0
+    try:
+        answer = (True, analyze_clip(clip, fps, seed=seed))
+    except Exception as exc:  # raised again in the parent, where the CLI reports it
+        answer = (False, exc)
+    pickle.dump(answer, result, protocol=pickle.HIGHEST_PROTOCOL)
+    result.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

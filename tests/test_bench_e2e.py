@@ -1,0 +1,85 @@
+"""`kagura bench e2e` runs the real CLI as fresh processes and reports what each run took."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from app.bench_e2e import phases, top_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tiny_render_bench_reports_every_field(tmp_path):
+    out_json = tmp_path / "e2e.json"
+    doc = tmp_path / "BENCHMARKS.md"
+    argv = [
+        *("bench", "e2e", "--commands", "render", "--size", "160x90", "--seconds", "0.5"),
+        *("--repeats", "1", "--cold-repeats", "0", "--no-imports"),
+        *("--out", str(doc), "--json", str(out_json)),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(out_json.read_text())["commands"]["render"]
+    assert entry["argv"][:2] == ["render", str(ROOT / "audio" / "assets" / "demo_song.ogg")]
+    assert "cold" not in entry and entry["fill_wall_s"] > 0
+    warm = entry["warm"]
+    assert warm["runs"] == 1 and warm["frames"] == 15  # 0.5 s at the default 30 fps
+    wall = warm["wall_s"][0]
+    first = warm["first_frame_s"][0]
+    assert 0 < first < wall
+    assert abs(warm["fps_whole"][0] - 15 / wall) < 1e-6
+    assert warm["cpu_s"][0] > 0
+    # the phases split the wall time of the run, in the order the command went through them
+    assert list(warm["phases_s"]) == [
+        *("start-up", "parse", "checks", "setup", "first frame", "frames", "finish", "exit")
+    ]
+    assert all(v >= 0 for v in warm["phases_s"].values())
+    assert abs(sum(warm["phases_s"].values()) - wall) < 1e-6
+    # the run's own trace: every event, in order, within the wall time
+    events = entry["runs"]["warm"][0]["events"]
+    order = ["main", "parsed", "checked", "graph built", "first frame", "last frame", "finished"]
+    assert [events[e] for e in order] == sorted(events[e] for e in order)
+    assert events["finished"] < wall
+    section = doc.read_text()
+    assert "<!-- bench:e2e-cpu-render-160x90-0.5s -->" in section
+    assert "kagura bench e2e --device cpu --commands render --size 160x90 --seconds 0.5" in section
+    assert "| warm | 1 |" in section
+
+
+def test_phases_and_imports_are_parsed():
+    ev = {"main": 0.5, "parsed": 0.75, "checked": 1.0, "graph built": 3.0, "first frame": 3.5}
+    ev |= {"last frame": 4.0, "finished": 4.25}
+    got = phases(ev, 4.5)
+    assert got == {
+        "start-up": 0.5,
+        "parse": 0.25,
+        "checks": 0.25,
+        "setup": 2.0,
+        "first frame": 0.5,
+        "frames": 0.5,
+        "finish": 0.25,
+        "exit": 0.25,
+    }
+    log = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:       100 |      2000000 |     torch._C",
+            "import time:       100 |      3000000 |   torch",
+            "import time:       100 |      1500000 | librosa",
+            "import time:       100 |      3100000 | torch",
+            "import time:       100 |       500000 | librosa",
+        ]
+    )
+    # only top-level imports count (nested ones are inside them); a module imported by two
+    # processes of the run counts twice
+    assert top_imports(log) == [("torch", 3.1), ("librosa", 2.0)]

@@ -1,0 +1,67 @@
+"""The command line imports only what the command runs: `kagura --help` (and importing app.cli)
+must not wait for torch, diffusers, librosa, numba, PySide6, av, skia or numpy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "diffusers", "transformers", "librosa", "numba", "PySide6", "av", "skia", "numpy")
+
+PROBE = """
+import contextlib, io, json, sys
+{action}
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def _heavy_modules_after(action: str) -> list[str]:
+    code = PROBE.format(action=action, heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_cli_imports_nothing_heavy():
+    assert _heavy_modules_after("import app.cli") == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["presets", "--help"]])
+def test_help_imports_nothing_heavy(argv):
+    action = (
+        "from app.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({argv!r})\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code"
+    )
+    assert _heavy_modules_after(action) == []
+
+
+def test_a_bad_argument_is_reported_without_importing_torch():
+    action = (
+        "from app.cli import main\n"
+        "with contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        "    code = main(['render'])\n"
+        "assert code == 2, code\n"
+        "assert err.getvalue().startswith('kagura: error: '), err.getvalue()"
+    )
+    assert "torch" not in _heavy_modules_after(action)
+
+
+def test_every_command_still_parses_when_all_are_filled():
+    """The lazily filled parser is the same parser: filling them all gives every option."""
+    from app.cli import build_parser
+
+    parser = build_parser(full=True)
+    args = parser.parse_args(["render", "song.wav", "-o", "x.mp4", "--size", "320x180"])
+    assert (args.command, args.size, args.encoders) == ("render", "320x180", "auto")
+    args = parser.parse_args(["bench", "e2e", "--repeats", "1"])
+    assert (args.bench, args.repeats) == ("e2e", 1)
