@@ -30,8 +30,11 @@
     kagura train [--device cuda] [--steps N] [--minutes M] [...]
                                                   train Kagura's own diffusion model (one GPU)
 
-Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
-status 2 and one line on stderr that names the problem; no partial output is left behind.
+Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) and OS errors
+(disk full, read-only, permission denied, …) end with exit status 2 and one line on stderr that
+names the problem. Outputs follow `pipeline.sinks.output`: never an input, an existing file only
+with --overwrite/-y, one job per output; a stopped render keeps its frames as
+NAME.interrupted.EXT.
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.errors import UsageError, user_error_types
+from app.errors import EXIT_USAGE, UsageError
 
-EXIT_USAGE = 2
+__all__ = ["EXIT_USAGE", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +63,9 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed for blinks and idle motion (default 0)"
+    )
+    p.add_argument(
+        "-y", "--overwrite", action="store_true", help="replace the output file if it exists"
     )
 
 
@@ -201,6 +207,7 @@ def _render_request(args: argparse.Namespace, audio: Path):
         encoders=parse_workers(args.encoders, "--encoders"),
         render_workers=parse_workers(args.render_workers, "--render-workers"),
         x264_preset=args.x264_preset,
+        overwrite=args.overwrite,
     )
 
 
@@ -216,8 +223,13 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
         with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
             graph.run(ctx, on_frame=progress.on_frame)
     except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
-        print(f"kagura: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        kept = render_job.kept_output(graph)
+        tail = f"; the frames written are kept in {kept}" if kept else ""
+        print(f"kagura: error: {' '.join(str(exc).split())}{tail}", file=sys.stderr)
         return 1
+    except BaseException as exc:  # Ctrl+C, SIGTERM, disk full, ...: say where the frames are
+        render_job.note_kept(exc, graph)
+        raise
     print(f"kagura: wrote {req.output}", file=sys.stderr)
     return 0
 
@@ -323,19 +335,18 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app.errors import raise_on_sigterm, report
     from pipeline.cpu_memory import keep_freed_memory
 
     keep_freed_memory()  # big per-frame tensors: reuse heap blocks instead of page-faulting
+    raise_on_sigterm()
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
-    except user_error_types() as exc:
-        message = " ".join(str(exc).split())  # exactly one line
-        print(f"kagura: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("kagura: interrupted; partial output removed", file=sys.stderr)
-        return 130
+    except SystemExit:
+        raise
+    except BaseException as exc:  # the one error path: one line, exit 2 (input/OS) or 1 (bug)
+        return report(exc)
 
 
 if __name__ == "__main__":
