@@ -110,10 +110,11 @@ def stop_on_signals(stop):
     fired: list[int] = []
 
     def handler(signum, frame):
-        if not fired:
-            fired.append(signum)
-            print(f"kagura live: {signal.Signals(signum).name}: stopping", file=sys.stderr)
-            stop()
+        if fired:  # a second Ctrl+C: the user means it (stop without the clean close)
+            raise KeyboardInterrupt
+        fired.append(signum)
+        print(f"kagura live: {signal.Signals(signum).name}: stopping", file=sys.stderr)
+        stop()
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     # Python runs signal handlers only between its own bytecodes; a timer gives it the chance
@@ -195,13 +196,11 @@ def run(args: argparse.Namespace) -> int:
         fps=args.fps,
         play_out=False if args.no_play_out else None,
     )
-    win = MainWindow(opts)
-    win.show()
-    if args.stage_window:
-        win.open_stage_window()
-    result: dict = {}
+    win = None
 
     def finish() -> None:
+        if win is None:
+            return
         if args.screenshot is not None:
             args.screenshot.parent.mkdir(parents=True, exist_ok=True)
             ok = win.grab().save(str(args.screenshot))
@@ -212,9 +211,14 @@ def run(args: argparse.Namespace) -> int:
         app.closeAllWindows()
         app.quit()
 
-    if args.quit_after is not None:
-        QTimer.singleShot(int(args.quit_after * 1000), finish)
+    # from here on Ctrl+C / SIGTERM close the app cleanly (queued: run once the loop runs)
     with stop_on_signals(lambda: QTimer.singleShot(0, finish)):
+        win = MainWindow(opts)
+        win.show()
+        if args.stage_window:
+            win.open_stage_window()
+        if args.quit_after is not None:
+            QTimer.singleShot(int(args.quit_after * 1000), finish)
         app.exec()
     win.shutdown()
     result = win.run_stats()
