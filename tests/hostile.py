@@ -22,18 +22,20 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 
 _BATCH = r"""
-import contextlib, io, json, sys, warnings
+import contextlib, io, json, sys, time, warnings
 warnings.simplefilter("ignore")  # library warnings are not Kagura's one line
 from app.cli import main
 results = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
+    t0 = time.perf_counter()
     with contextlib.redirect_stderr(err):
         try:
             rc = main(argv)
         except SystemExit as exc:
             rc = exc.code if isinstance(exc.code, int) else 2
-    results.append({"argv": argv, "rc": rc, "stderr": err.getvalue()})
+    seconds = round(time.perf_counter() - t0, 2)
+    results.append({"argv": argv, "rc": rc, "stderr": err.getvalue(), "seconds": seconds})
 print("@@RESULTS@@" + json.dumps(results))
 """
 
