@@ -220,6 +220,14 @@ class _FramePump:
                     self.sinks.remove(sink)
 
 
+def _stop_orphan(result: Any) -> None:
+    """Stop a session that a helper thread started after its window had closed."""
+    stop = getattr(result, "stop", None)
+    if callable(stop) and not isinstance(result, (dict, Exception)):
+        with contextlib.suppress(Exception):
+            stop()
+
+
 @dataclass
 class LiveOptions:
     """What `kagura live` passes in; None = use the saved setting."""
@@ -267,6 +275,8 @@ class MainWindow(QMainWindow):
         self._dropped_total = 0
         self._latency_ms: deque[float] = deque(maxlen=600)
         self._closing = False
+        self._bg_lock = threading.Lock()
+        self._bg_threads: list[threading.Thread] = []
         self._last_latency: float | None = None
         self._last_session_stats: dict[str, Any] = {}
         self.last_recording: dict[str, Any] | None = None
@@ -285,13 +295,10 @@ class MainWindow(QMainWindow):
         self._build_menu()
         self._build_shortcuts()
         self._restore()
-        if self.settings.notices:  # live_app.json was healed: say what, once, in the banner
-            more = len(self.settings.notices) - 1
-            tail = f" (+{more} more in the log)" if more else ""
-            self.show_banner(self.settings.notices[0] + tail, "settings")
         self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)
         self._connect_obs()
         self.refresh_devices()
+        self._show_settings_notice()
 
         self._tick_timer = QTimer(self)
         self._tick_timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -302,6 +309,19 @@ class MainWindow(QMainWindow):
         self._meter_timer.start(100)
         if self.options.autostart:
             QTimer.singleShot(0, self.start_live)
+
+    def _show_settings_notice(self) -> None:
+        """live_app.json was healed at load: say what, once — in the banner, or in the status
+        bar when the banner already says something more urgent (no microphone)."""
+        notices = self.settings.notices
+        if not notices:
+            return
+        more = len(notices) - 1
+        self.settings_notice = notices[0] + (f" (+{more} more in the log)" if more else "")
+        if self.banner_kind is None:
+            self.show_banner(self.settings_notice, "settings")
+        else:
+            self.statusBar().showMessage(self.settings_notice, 20000)
 
     @Slot(object)
     def _run_call(self, fn: Callable[[], None]) -> None:
@@ -795,10 +815,17 @@ class MainWindow(QMainWindow):
                 result: Any = work()
             except Exception as exc:
                 result = exc
-            if not self._closing:
-                self._bridge.call.emit(lambda: done(result))
+            with self._bg_lock:
+                if not self._closing:
+                    self._bridge.call.emit(lambda: done(result))
+                    return
+            # the window closed while this ran: a session it started must not outlive it
+            # (its threads in native code at interpreter exit abort the process)
+            _stop_orphan(result)
 
-        threading.Thread(target=run, name="kagura-ui-worker", daemon=True).start()
+        t = threading.Thread(target=run, name="kagura-ui-worker", daemon=True)
+        self._bg_threads = [w for w in self._bg_threads if w.is_alive()] + [t]
+        t.start()
 
     def toggle_live(self) -> None:
         if self.session is None:
@@ -877,6 +904,9 @@ class MainWindow(QMainWindow):
                 self.show_banner(NO_MIC_TEXT, "no-mic")
             else:
                 self.show_banner(f"Could not start: {msg}", "error")
+            return
+        if self._closing:  # delivered while shutting down: stop it here and now
+            _stop_orphan(result)
             return
         from pipeline.presenter import JitterBuffer
 
@@ -1151,7 +1181,15 @@ class MainWindow(QMainWindow):
 
     def shutdown(self, timeout: float = 15.0) -> None:
         """Stop the session synchronously (used on close: the app is going away anyway)."""
-        self._closing = True
+        with self._bg_lock:
+            self._closing = True
+        # a start or stop still running on a helper thread: let it end, then take its result
+        for t in self._bg_threads:
+            t.join(timeout)
+        self._bg_threads = []
+        from PySide6.QtCore import QCoreApplication
+
+        QCoreApplication.processEvents()  # a result already queued for the UI thread
         self._tick_timer.stop()
         self._meter_timer.stop()
         session = self.session
