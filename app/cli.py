@@ -27,6 +27,8 @@
     kagura bench pipeline [--device cuda] [...]   the GPU chain: per-stage CUDA-event times
     kagura bench offline [--device cuda] [...]    finished MP4 frames/s, N encoders against 1
     kagura bench model [--device cuda] [...]      Kagura's own model: ms/frame, vs its painters
+    kagura bench soak --minutes N [--device cuda] the live session for N minutes: drops, latency
+                                                  drift, memory and open files over time
     kagura train [--device cuda] [--steps N] [--minutes M] [...]
                                                   train Kagura's own diffusion model (one GPU)
 
@@ -165,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_pipeline.add_parser(bench)
     bench_model.add_parser(bench)
     bench_offline.add_parser(bench, _add_render_options)
+    from app import bench_soak
+
+    bench_soak.add_parser(bench)
     b = bench.add_parser("stylize", help="the preset post-process alone, CPU or CUDA")
     b.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     b.add_argument("--size", default="1280x720")
@@ -311,6 +316,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app import bench_lipsync
 
         return bench_lipsync.run(args)
+    if args.bench == "soak":
+        from app import bench_soak
+
+        return bench_soak.run(args)
     if args.bench == "stylize":
         from app.bench_stylize import bench_stylize
 
