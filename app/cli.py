@@ -260,8 +260,14 @@ def cmd_still(args: argparse.Namespace) -> int:
 def cmd_presets(args: argparse.Namespace) -> int:
     from presets.loader import list_presets
 
+    def short(text: str, n: int) -> str:  # a preset file's title is not printed by the MB
+        text = " ".join(str(text).split())
+        return text if len(text) <= n else text[: n - 1] + "…"
+
     for entry in list_presets():
-        print(f"{entry.name:<14} {entry.title:<14} {entry.description}")
+        print(
+            f"{short(entry.name, 40):<14} {short(entry.title, 40):<14} {short(entry.description, 120)}"
+        )
     return 0
 
 

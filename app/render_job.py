@@ -347,9 +347,10 @@ def check_gpu_options(req: RenderRequest) -> None:
         from pipeline.diffusion import ModelError
 
         if not Path(req.diffusion).is_dir():
+            what = "is a file, not a folder" if Path(req.diffusion).exists() else "not found"
             raise ModelError(
                 req.diffusion,
-                "not found (expected a diffusers checkpoint folder with unet/, vae/, ...)",
+                f"{what} (expected a diffusers checkpoint folder with unet/, vae/, ...)",
             )
     if req.gpu_stages:
         render, out = req.sizes()
