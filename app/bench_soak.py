@@ -145,6 +145,7 @@ def measure(args: argparse.Namespace) -> dict:
                     "rss_mb": round(rss_bytes() / 2**20, 1),
                     "open_files": open_files(),
                     "threads": threading.active_count(),
+                    "load_1min": round(os.getloadavg()[0], 2),
                 }
             )
             if session.error or now >= end:
@@ -197,6 +198,8 @@ def summarize(args, samples: list[dict], error, gpu) -> dict:
         "open_files_change": delta("open_files"),
         "threads_change": delta("threads"),
         "samples": samples,
+        "load_min": min((s["load_1min"] for s in samples), default=None),
+        "load_max": max((s["load_1min"] for s in samples), default=None),
         "error": error,
     }
 
@@ -216,7 +219,9 @@ def report(r: dict, command: str) -> str:
         f"· {os.cpu_count()} cores · `{command}`",
         "",
         f"{r['label']}, preset {r['preset']}, {r['fps']} fps, demo song looped; latency = "
-        "audio to publication (arrival − pts + the mouth's audio age), medians per window.",
+        "audio to publication (arrival − pts + the mouth's audio age), medians per window. "
+        f"Machine load (1-min average, all processes) {r['load_min']}..{r['load_max']}: other "
+        "work on the machine shows up as drops and latency here.",
         "",
         "| what | value | goal |",
         "|---|---|---|",
@@ -230,8 +235,9 @@ def report(r: dict, command: str) -> str:
         f"| open files change | {fds} | no growth: {ok(None if fds is None else fds <= 0)} |",
         f"| threads change | {r['threads_change']} | |",
         "",
-        "| t (s) | frames | drops | latency P50 / P99 (ms) | RSS (MB) | open files | threads |",
-        "|---|---|---|---|---|---|---|",
+        "| t (s) | frames | drops | latency P50 / P99 (ms) | RSS (MB) | open files | threads "
+        "| load |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     samples = r["samples"]
     step = max(1, len(samples) // 12)  # at most about a dozen rows
@@ -240,7 +246,7 @@ def report(r: dict, command: str) -> str:
         lines.append(
             f"| {s['t_s']:g}{'' if s['warm'] else ' (warm-up)'} | {s['frames']} | {s['dropped']} "
             f"| {s['latency_p50_ms']} / {s['latency_p99_ms']} | {s['rss_mb']} "
-            f"| {s['open_files']} | {s['threads']} |"
+            f"| {s['open_files']} | {s['threads']} | {s['load_1min']} |"
         )
     return "\n".join(lines)
 
