@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_render_options(p)
 
     p = sub.add_parser("demo", help="render the built-in demo song to out/demo.mp4")
-    p.add_argument("-o", "--output", type=Path, default=Path("out/demo.mp4"))
+    p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
     _add_render_options(p)
 
     p = sub.add_parser("still", help="render one frame of an audio file to a PNG")
@@ -243,9 +243,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     return _run_render(args, args.audio)
 
 
+DEMO_OUT = Path("out/demo.mp4")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from audio.demo_song import demo_song_path
 
+    if args.output is None:  # Kagura's own default file: a second run has nothing to do
+        args.output = DEMO_OUT
+        if DEMO_OUT.exists() and not args.overwrite:
+            print(
+                f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr
+            )
+            return 0
     return _run_render(args, demo_song_path())
 
 
