@@ -59,6 +59,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
 from pipeline.frame import MOUTH_TIMING
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,6 @@ QFrame#previewFrame { background: #0c0d11; border: 1px solid #2c2e3a; border-rad
 
 # config_dir, DEFAULTS and Settings live in app/live_settings.py (schema-checked, self-healing,
 # the OBS password outside the JSON); re-exported here for callers of this module
-from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir  # noqa: E402
-
 __all__ = ["DEFAULTS", "SETTINGS_FILE", "LiveOptions", "MainWindow", "Settings", "config_dir"]
 
 
