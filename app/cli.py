@@ -222,6 +222,7 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     from pipeline.sinks.workers import WorkerProcessError
 
     req = _render_request(args, audio)
+    render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
     render_job.check_request(req)
     graph, ctx, total = render_job.build_graph(req)
     try:
