@@ -92,10 +92,10 @@ def kept_suffix(exc: BaseException) -> str:
 def report(exc: BaseException, prog: str = "kagura") -> int:
     """Print the one line for `exc` on stderr; the exit status it stands for."""
     if isinstance(exc, Terminated):
-        print(f"{prog}: terminated{kept_suffix(exc) or '; nothing was kept'}", file=sys.stderr)
+        print(f"{prog}: terminated{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_TERMINATED
     if isinstance(exc, KeyboardInterrupt):
-        print(f"{prog}: interrupted{kept_suffix(exc) or '; nothing was kept'}", file=sys.stderr)
+        print(f"{prog}: interrupted{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     if isinstance(exc, user_error_types()):
         print(f"{prog}: error: {one_line(exc)}{kept_suffix(exc)}", file=sys.stderr)
