@@ -27,11 +27,16 @@
     kagura bench pipeline [--device cuda] [...]   the GPU chain: per-stage CUDA-event times
     kagura bench offline [--device cuda] [...]    finished MP4 frames/s, N encoders against 1
     kagura bench model [--device cuda] [...]      Kagura's own model: ms/frame, vs its painters
+    kagura bench soak --minutes N [--device cuda] the live session for N minutes: drops, latency
+                                                  drift, memory and open files over time
     kagura train [--device cuda] [--steps N] [--minutes M] [...]
                                                   train Kagura's own diffusion model (one GPU)
 
-Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) ends with exit
-status 2 and one line on stderr that names the problem; no partial output is left behind.
+Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) and OS errors
+(disk full, read-only, permission denied, …) end with exit status 2 and one line on stderr that
+names the problem. Outputs follow `pipeline.sinks.output`: never an input, an existing file only
+with --overwrite/-y, one job per output; a stopped render keeps its frames as
+NAME.interrupted.EXT.
 """
 
 from __future__ import annotations
@@ -41,9 +46,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from app.errors import UsageError, user_error_types
+from app.errors import EXIT_USAGE, UsageError
 
-EXIT_USAGE = 2
+__all__ = ["EXIT_USAGE", "build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,6 +66,9 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed for blinks and idle motion (default 0)"
+    )
+    p.add_argument(
+        "-y", "--overwrite", action="store_true", help="replace the output file if it exists"
     )
 
 
@@ -164,7 +172,7 @@ def _fill_render(p: argparse.ArgumentParser) -> None:
 
 
 def _fill_demo(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", type=Path, default=Path("out/demo.mp4"))
+    p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
     _add_render_options(p)
 
 
@@ -222,6 +230,11 @@ _BENCHES = (
         _module_fill("app.bench_offline", _add_render_options),
     ),
     ("stylize", "the preset post-process alone, CPU or CUDA", _fill_bench_stylize),
+    (
+        "soak",
+        "the live session on the demo song looped: drops, latency drift, memory, files",
+        _module_fill("app.bench_soak"),
+    ),
     (
         "e2e",
         "the real commands from the shell: wall time, first frame, setup (cold and warm)",
@@ -313,6 +326,7 @@ def _render_request(args: argparse.Namespace, audio: Path):
         encoders=parse_workers(args.encoders, "--encoders"),
         render_workers=parse_workers(args.render_workers, "--render-workers"),
         x264_preset=args.x264_preset,
+        overwrite=args.overwrite,
     )
 
 
@@ -328,6 +342,7 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     analysis = AnalysisProcess() if worth_a_process() else None
     try:
         req = _render_request(args, audio)
+        render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
         render_job.check_request(req)
         mark("checked")
         graph, ctx, total = render_job.build_graph(
@@ -343,8 +358,13 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
             graph.run(ctx, on_frame=frames)
             frames.close()
     except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
-        print(f"kagura: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        kept = render_job.kept_output(graph)
+        tail = f"; the frames written are kept in {kept}" if kept else ""
+        print(f"kagura: error: {' '.join(str(exc).split())}{tail}", file=sys.stderr)
         return 1
+    except BaseException as exc:  # Ctrl+C, SIGTERM, disk full, ...: say where the frames are
+        render_job.note_kept(exc, graph)
+        raise
     mark("finished")
     print(f"kagura: wrote {req.output}", file=sys.stderr)
     return 0
@@ -354,9 +374,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     return _run_render(args, args.audio)
 
 
+DEMO_OUT = Path("out/demo.mp4")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from audio.demo_song import demo_song_path
 
+    if args.output is None:  # Kagura's own default file: a second run has nothing to do
+        args.output = DEMO_OUT
+        if DEMO_OUT.exists() and not args.overwrite:
+            print(
+                f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr
+            )
+            return 0
     return _run_render(args, demo_song_path())
 
 
@@ -371,8 +401,14 @@ def cmd_still(args: argparse.Namespace) -> int:
 def cmd_presets(args: argparse.Namespace) -> int:
     from presets.loader import list_presets
 
+    def short(text: str, n: int) -> str:  # a preset file's title is not printed by the MB
+        text = " ".join(str(text).split())
+        return text if len(text) <= n else text[: n - 1] + "…"
+
     for entry in list_presets():
-        print(f"{entry.name:<14} {entry.title:<14} {entry.description}")
+        print(
+            f"{short(entry.name, 40):<14} {short(entry.title, 40):<14} {short(entry.description, 120)}"
+        )
     return 0
 
 
@@ -431,6 +467,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app import bench_lipsync
 
         return bench_lipsync.run(args)
+    if args.bench == "soak":
+        from app import bench_soak
+
+        return bench_soak.run(args)
     if args.bench == "stylize":
         from app.bench_stylize import bench_stylize
 
@@ -454,16 +494,12 @@ COMMANDS = {
 }
 
 
-def _report(exc: BaseException) -> int:
-    message = " ".join(str(exc).split())  # exactly one line
-    print(f"kagura: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
 def main(argv: list[str] | None = None) -> int:
     from app.e2e_trace import mark
+    from app.errors import raise_on_sigterm, report
 
     mark("main")  # `kagura bench e2e`: the interpreter and this module are up
+    raise_on_sigterm()
     try:
         args = build_parser().parse_args(argv)
         mark("parsed")
@@ -473,14 +509,9 @@ def main(argv: list[str] | None = None) -> int:
         keep_freed_memory()  # big per-frame tensors: reuse heap blocks instead of page-faulting
         return COMMANDS[args.command](args)
     except SystemExit:
-        raise  # --help: done (the clauses below would import what the error types need)
-    except UsageError as exc:
-        return _report(exc)
-    except KeyboardInterrupt:
-        print("kagura: interrupted; partial output removed", file=sys.stderr)
-        return 130
-    except user_error_types() as exc:
-        return _report(exc)
+        raise  # --help: done
+    except BaseException as exc:  # the one error path: one line, exit 2 (input/OS) or 1 (bug)
+        return report(exc)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="lip-sync profile (default: yours, else built-in)",
     )
     p.add_argument("--method", choices=["distance", "cosine"], default="distance")
+    p.add_argument(
+        "-y", "--overwrite", action="store_true", help="replace the output file if it exists"
+    )
     return p
 
 
@@ -74,22 +75,22 @@ def lipsync_frames(
 def run(args: argparse.Namespace) -> int:
     from app.errors import UsageError
     from audio.decode import decode_audio
+    from pipeline.sinks.output import atomic_write_text, check_output
 
     out = Path(args.json_out)
-    if out.is_dir():
-        raise UsageError(f"{out}: is a directory; expected a .json file path for --json")
-    if not out.parent.exists():
-        raise UsageError(f"{out}: folder {out.parent} does not exist")
+    # never over the audio or the profile read, an existing file only with --overwrite
+    check_output(
+        out,
+        [args.audio, args.profile],
+        overwrite=getattr(args, "overwrite", False),
+        option="--json",
+    )
+    if not out.parent.is_dir():
+        raise UsageError(f"--json {out}: folder {out.parent} does not exist")
     profile = _profile(args.profile)  # before decoding: a bad profile fails fast
-    clip = decode_audio(args.audio)
+    clip = decode_audio(args.audio)  # non-finite samples are refused there: no NaN in the JSON
     frames = lipsync_frames(clip.mono(), clip.sample_rate, profile, args.live, args.method)
     doc = {"rate_hz": RATE_HZ, "live": bool(args.live), "frames": frames}
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # allow_nan=False: a value that is not a number is a bug, never invalid JSON on disk
+    atomic_write_text(out, json.dumps(doc, separators=(",", ":"), allow_nan=False))
     return 0

@@ -25,6 +25,7 @@ spelling of `--mic`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -62,6 +63,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--no-play-out", action="store_true", help="do not play --audio-file through the speakers"
     )
+    p.add_argument(
+        "--stage-window",
+        action="store_true",
+        help="also open the see-through stage window (OBS Window Capture with alpha)",
+    )
     from app.live_gpu import add_gpu_options
 
     add_gpu_options(p, device=False)
@@ -77,12 +83,66 @@ def split_device(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 UI_SWITCH_INTERVAL_S = 0.0005
+SIGNAL_POLL_MS = 200  # how often Qt's loop hands Python a moment to run its signal handlers
+
+
+def audio_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be played (one line naming it), or None: checked before the window
+    opens, so a bad file never ends in a window that plays nothing and exits 0."""
+    from audio.decode import AudioError, decode_audio
+
+    try:
+        decode_audio(path, seconds=0.5)
+    except AudioError as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop):
+    """Ctrl+C (SIGINT) and SIGTERM call `stop()` on the UI thread — the window closes, the
+    session stops and a recording is finalized — instead of a KeyboardInterrupt traceback
+    inside Qt's event loop (which would not even stop it)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    fired: list[int] = []
+
+    def handler(signum, frame):
+        if fired:  # a second Ctrl+C: the user means it (stop without the clean close)
+            raise KeyboardInterrupt
+        fired.append(signum)
+        print(f"kagura live: {signal.Signals(signum).name}: stopping", file=sys.stderr)
+        stop()
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Python runs signal handlers only between its own bytecodes; a timer gives it the chance
+    poll = QTimer()
+    poll.timeout.connect(lambda: None)
+    poll.start(SIGNAL_POLL_MS)
+    try:
+        yield fired
+    finally:
+        poll.stop()
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.audio_file is not None and not args.audio_file.is_file():
-        print(f"kagura live: {args.audio_file}: no such file", file=sys.stderr)
-        return 2
+    if args.audio_file is not None:
+        problem = audio_file_problem(args.audio_file)
+        if problem:
+            print(f"kagura live: {problem}", file=sys.stderr)
+            return 2
+    if args.screenshot is not None:
+        from pipeline.sinks.output import OutputError, check_output
+
+        try:  # a screenshot never replaces the audio file it shows
+            check_output(args.screenshot, [args.audio_file], overwrite=True, option="--screenshot")
+        except OutputError as exc:
+            print(f"kagura live: {exc}", file=sys.stderr)
+            return 2
     if args.fps <= 0 or args.fps > 240:
         print(f"kagura live: --fps must be 1..240, got {args.fps}", file=sys.stderr)
         return 2
@@ -136,21 +196,30 @@ def run(args: argparse.Namespace) -> int:
         fps=args.fps,
         play_out=False if args.no_play_out else None,
     )
-    win = MainWindow(opts)
-    win.show()
-    result: dict = {}
+    win = None
 
     def finish() -> None:
+        if win is None:
+            return
         if args.screenshot is not None:
             args.screenshot.parent.mkdir(parents=True, exist_ok=True)
             ok = win.grab().save(str(args.screenshot))
             if not ok:
                 print(f"kagura live: cannot write {args.screenshot}", file=sys.stderr)
         win.close()
+        # every window (the see-through stage window, dialogs), then the event loop itself
+        app.closeAllWindows()
+        app.quit()
 
-    if args.quit_after is not None:
-        QTimer.singleShot(int(args.quit_after * 1000), finish)
-    app.exec()
+    # from here on Ctrl+C / SIGTERM close the app cleanly (queued: run once the loop runs)
+    with stop_on_signals(lambda: QTimer.singleShot(0, finish)):
+        win = MainWindow(opts)
+        win.show()
+        if args.stage_window:
+            win.open_stage_window()
+        if args.quit_after is not None:
+            QTimer.singleShot(int(args.quit_after * 1000), finish)
+        app.exec()
     win.shutdown()
     result = win.run_stats()
     if gpu is not None:  # the session's last statistics (taken by shutdown before stopping)

@@ -146,7 +146,11 @@ class ObsSync:
             # refused, timed out, unknown host, not a WebSocket server, odd hello
             if isinstance(exc, socket.gaierror):
                 raise ObsError(f"OBS host {self.host!r} is unknown — check the address") from None
-            raise ObsError(f"OBS is not reachable at {self.address} — {_SETTINGS_HINT}") from None
+            # both causes: OBS not running at all, or its WebSocket server switched off
+            raise ObsError(
+                f"OBS is not reachable at {self.address} — is OBS running? If it is, "
+                f"{_SETTINGS_HINT}"
+            ) from None
 
     def _send(self, client: Any, request: str, data: dict) -> dict | None:
         from obsws_python.error import OBSSDKError, OBSSDKRequestError

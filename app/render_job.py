@@ -24,6 +24,7 @@ Only assembly lives here; every step is a stage or function of audio/, render/ o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -82,6 +83,7 @@ class RenderRequest:
     encoders: int | None = None
     render_workers: int | None = None
     x264_preset: str = "veryfast"
+    overwrite: bool = False  # replace an existing output (--overwrite / -y)
 
     @property
     def diffusion_on(self) -> bool:
@@ -183,6 +185,7 @@ def check_request(req: RenderRequest) -> None:
         check_output_path(req.output, req.transparent)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    check_seed(req.seed)
     if not 1 <= req.fps <= 240:
         raise UsageError(
             f"--fps {req.fps}: expected a whole number of frames per second from 1 to 240"
@@ -200,6 +203,45 @@ def check_request(req: RenderRequest) -> None:
             raise UsageError(
                 f"{req.output}: cannot create the folder {req.output.parent}: {exc.strerror or exc}"
             ) from None
+
+
+def request_inputs(req: RenderRequest) -> list[Path]:
+    """The files a render reads (which its output must never be)."""
+    inputs = [Path(req.audio)]
+    for extra in (req.preset, req.diffusion):
+        if isinstance(extra, (str, Path)) and extra != "kagura" and Path(extra).exists():
+            inputs.append(Path(extra))
+    return inputs
+
+
+def check_output_safety(req: RenderRequest) -> None:
+    """The output rules of `pipeline.sinks.output`, before any decoding: never an input, never a
+    directory, an existing file only with --overwrite. (The user's commands call it; the
+    benchmarks, which write their own scratch files, do not.)"""
+    from pipeline.sinks.output import check_output
+
+    check_output(req.output, request_inputs(req), overwrite=req.overwrite)
+
+
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: int) -> None:
+    if not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise UsageError(f"--seed {seed}: expected a whole number from 0 to {SEED_MAX}")
+
+
+def kept_output(graph: Graph) -> Path | None:
+    """Where the sink of a stopped render kept the frames it had written (None: nothing)."""
+    return getattr(graph.sink, "kept", None)
+
+
+def note_kept(exc: BaseException, graph: Graph) -> None:
+    """Mark `exc` with the kept file, for the one error line (`app.errors.report`)."""
+    kept = kept_output(graph)
+    if kept is not None:
+        with contextlib.suppress(AttributeError):  # an exception type without a __dict__
+            exc.kagura_kept = kept
 
 
 def resolve_sizes(
@@ -313,9 +355,10 @@ def check_gpu_options(req: RenderRequest) -> None:
         from pipeline.diffusion import ModelError
 
         if not Path(req.diffusion).is_dir():
+            what = "is a file, not a folder" if Path(req.diffusion).exists() else "not found"
             raise ModelError(
                 req.diffusion,
-                "not found (expected a diffusers checkpoint folder with unet/, vae/, ...)",
+                f"{what} (expected a diffusers checkpoint folder with unet/, vae/, ...)",
             )
     if req.gpu_stages:
         render, out = req.sizes()
@@ -507,6 +550,37 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
     return stages
 
 
+# the sample rates AAC (MP4) can carry; Opus (WebM) gets 48 kHz through the sink's resampler
+AAC_RATES = (
+    7350,
+    8000,
+    11025,
+    12000,
+    16000,
+    22050,
+    24000,
+    32000,
+    44100,
+    48000,
+    64000,
+    88200,
+    96000,
+)
+FALLBACK_RATE = 48_000
+
+
+def encodable_rate(clip):
+    """`clip`, resampled to 48 kHz when its rate is one the audio encoders refuse (1 Hz,
+    7 kHz, 192 kHz, 768 kHz, ...), with a notice saying so."""
+    if clip.sample_rate in AAC_RATES:
+        return clip
+    notice(
+        f"{clip.path}: {clip.sample_rate} Hz audio is resampled to {FALLBACK_RATE} Hz "
+        "(the rates MP4/AAC carry are 7350..96000 Hz in fixed steps)"
+    )
+    return clip.resampled(FALLBACK_RATE)
+
+
 def build_graph(
     req: RenderRequest, sink_factory: Callable | None = None, analyze: Callable | None = None
 ) -> tuple[Graph, Context, int]:
@@ -521,7 +595,9 @@ def build_graph(
     preset = load_preset(req.preset)
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
     models = _diffusion_models(req) if req.diffusion_on else None
-    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds)
+    # the video files carry 1 or 2 channels: more are downmixed to stereo
+    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
+    clip = encodable_rate(clip)
     track = (analyze or analyze_clip)(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)

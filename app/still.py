@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from app.errors import UsageError
-from app.render_job import RenderRequest, build_graph, parse_size
+from app.render_job import RenderRequest, build_graph, check_output_safety, check_seed, parse_size
 from pipeline.sinks.still import StillSink
 
 # Render this much before the requested time so springs and smoothing have settled.
@@ -16,8 +16,9 @@ SETTLE_S = 1.0
 def render_still(args: argparse.Namespace) -> Path:
     if args.output.suffix.lower() != ".png":
         raise UsageError(f"output {args.output}: expected a .png file name")
-    if args.at < 0:
+    if not args.at >= 0 or args.at == float("inf"):  # NaN fails the first test
         raise UsageError(f"--at {args.at}: expected a time in seconds >= 0")
+    check_seed(args.seed)
     width, height = parse_size(args.size)
     fps = 30
     start = max(0.0, args.at - SETTLE_S)
@@ -32,7 +33,9 @@ def render_still(args: argparse.Namespace) -> Path:
         seconds=args.at - start + 1.0 / fps,
         transparent=args.transparent,
         seed=args.seed,
+        overwrite=args.overwrite,
     )
+    check_output_safety(req)  # never over an input, an existing file only with --overwrite
     args.output.parent.mkdir(parents=True, exist_ok=True)
     graph, ctx, _ = build_graph(req, sink_factory=lambda req, clip: StillSink(req.output))
     graph.run(ctx)

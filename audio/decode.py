@@ -1,7 +1,11 @@
 """Decode audio files (anything FFmpeg reads) into float32 sample arrays through `av`.
 
 `decode_audio` is the one entry point. It returns an `AudioClip` at the file's native sample
-rate and channel count, as planar float32 ``(channels, n)``. Bad inputs raise `AudioError`
+rate and channel count (or at most `max_channels`, downmixed), as planar float32
+``(channels, n)``. Any channel count FFmpeg decodes works: the decoder output is converted to
+*packed* float and split into channels with numpy, because av's planar conversion of a frame
+with 8 or more channels reads past the frame's data pointers and crashes the process (SIGSEGV).
+Samples that are not finite (NaN, ±Inf) are refused with one line naming the file. Bad inputs raise `AudioError`
 (a `ValueError`) with a one-line message naming the file and what was expected; av's own
 exceptions never escape for the cases we know about.
 
@@ -14,6 +18,7 @@ seek would make slices depend on each codec's seek accuracy.)
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +27,11 @@ import numpy as np
 
 from audio.errors import AudioError  # re-exported: callers may import it from here
 
-__all__ = ["AudioClip", "AudioError", "decode_audio"]
+__all__ = ["AudioClip", "AudioError", "decode_audio", "downmix"]
+
+# Float files may go a little over full scale (±1) and are clipped by the encoders; values 60 dB
+# above it are no longer sound but damage, and overflow the analysis' spectra.
+MAX_PEAK = 1000.0
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,13 @@ def _fail(path: str, what: str) -> AudioError:
 
 
 def decode_audio(
-    path: str | os.PathLike, start_s: float = 0.0, seconds: float | None = None
+    path: str | os.PathLike,
+    start_s: float = 0.0,
+    seconds: float | None = None,
+    max_channels: int | None = None,
 ) -> AudioClip:
-    """Decode the first audio stream of `path` from `start_s` for `seconds` (None: to the end)."""
+    """Decode the first audio stream of `path` from `start_s` for `seconds` (None: to the end);
+    with `max_channels`, more channels than that are downmixed (see `downmix`)."""
     p = str(path)
     expected = "expected an audio file FFmpeg can read (WAV, MP3, FLAC, OGG, Opus, M4A/AAC, ...)"
     if start_s < 0 or not np.isfinite(start_s):
@@ -90,11 +103,18 @@ def decode_audio(
     if seconds is not None and (seconds <= 0 or not np.isfinite(seconds)):
         raise _fail(p, f"seconds must be a finite number > 0 or None, got {seconds}")
     fp = Path(p)
-    if not fp.exists():
-        raise _fail(p, f"no such file; {expected}")
-    if fp.is_dir():
+    try:
+        st = fp.stat()
+    except FileNotFoundError:
+        raise _fail(p, f"no such file; {expected}") from None
+    except OSError as exc:
+        raise _fail(p, f"cannot be read ({exc.strerror}); {expected}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise _fail(p, f"is a directory; {expected}")
-    if fp.stat().st_size == 0:
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise _fail(p, f"is {kind}; {expected}")
+    if st.st_size == 0:
         raise _fail(p, f"empty file (0 bytes); {expected}")
 
     try:
@@ -120,21 +140,22 @@ def decode_audio(
         chunks: list[np.ndarray] = []
         pos = 0  # samples decoded so far (at the stream's rate)
         resampler: av.AudioResampler | None = None
+        channels = 0
         try:
             for frame in container.decode(stream):
                 if resampler is None:
-                    # Same rate and layout: a format conversion to planar float only.
-                    resampler = av.AudioResampler(format="fltp", layout=frame.layout, rate=rate)
+                    # Same rate and layout: a conversion to packed float only (see the notes).
+                    channels = len(frame.layout.channels)
+                    resampler = av.AudioResampler(format="flt", layout=frame.layout, rate=rate)
                 for out in resampler.resample(frame):
-                    arr = out.to_ndarray()
-                    pos = _keep(chunks, arr, pos, first, last)
+                    pos = _keep(chunks, _planar(out, channels), pos, first, last)
                 if last is not None and pos >= last:
                     break
             else:
                 if resampler is not None:
                     for out in resampler.resample(None):
-                        pos = _keep(chunks, out.to_ndarray(), pos, first, last)
-        except av.FFmpegError as e:
+                        pos = _keep(chunks, _planar(out, channels), pos, first, last)
+        except (av.FFmpegError, ValueError) as e:
             reason = getattr(e, "strerror", None) or type(e).__name__
             raise _fail(p, f"audio stream could not be decoded ({reason}); {expected}") from None
 
@@ -144,8 +165,51 @@ def decode_audio(
         raise _fail(
             p, f"start_s={start_s:g} is beyond the end of the audio ({pos / rate:.3f} s long)"
         )
+    if not chunks:
+        raise _fail(
+            p,
+            f"the range from {start_s:g} s for {seconds:g} s holds no samples at {rate} Hz; "
+            "expected a longer range",
+        )
     samples = np.ascontiguousarray(np.concatenate(chunks, axis=1), dtype=np.float32)
+    bad = int(samples.size - np.count_nonzero(np.isfinite(samples)))
+    if bad:
+        raise _fail(
+            p,
+            f"{bad} audio samples are not finite numbers (NaN or infinity); expected "
+            "sample values (a damaged or wrongly exported float file)",
+        )
+    peak = float(np.abs(samples).max())
+    if peak > MAX_PEAK:
+        raise _fail(
+            p,
+            f"sample values reach {peak:.3g}, far beyond full scale (±1; at most {MAX_PEAK:g} "
+            "is accepted); expected audio (a damaged or wrongly exported float file)",
+        )
+    if max_channels is not None and samples.shape[0] > max_channels:
+        samples = downmix(samples, max_channels)
     return AudioClip(samples, rate, p)
+
+
+def downmix(samples: np.ndarray, channels: int) -> np.ndarray:
+    """(c, n) → (channels, n) for channels 1 or 2: mono is the mean of all channels; stereo
+    keeps the first two (front left / right in every common layout) and spreads the rest
+    equally into both (centre, LFE and surrounds), scaled so that a full-scale signal in every
+    channel stays full scale."""
+    if channels == 1:
+        return samples.mean(axis=0, dtype=np.float64, keepdims=True).astype(np.float32)
+    if channels != 2:
+        raise ValueError(f"downmix to {channels} channels: expected 1 or 2")
+    rest = samples[2:].sum(axis=0, dtype=np.float64) / 2.0
+    scale = 1.0 / (1.0 + (samples.shape[0] - 2) / 2.0)
+    out = np.stack([samples[0] + rest, samples[1] + rest]) * scale
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def _planar(frame: av.AudioFrame, channels: int) -> np.ndarray:
+    """A packed float frame as (channels, k): av hands packed audio as (1, k * channels)."""
+    flat = frame.to_ndarray().reshape(-1)
+    return flat.reshape(-1, channels).T
 
 
 def _keep(chunks: list[np.ndarray], arr: np.ndarray, pos: int, first: int, last: int | None) -> int:

@@ -241,7 +241,8 @@ def test_unreachable_port_is_a_plain_error():
         obs.set_audio_sync_offset("Mic/Aux", 100)
     msg = str(info.value)
     assert msg == (
-        f"OBS is not reachable at 127.0.0.1:{port} — enable Tools ▸ WebSocket Server Settings"
+        f"OBS is not reachable at 127.0.0.1:{port} — is OBS running? If it is, "
+        "enable Tools ▸ WebSocket Server Settings"
     )
     assert isinstance(info.value, ValueError)
     with pytest.raises(ObsError, match="not reachable"):

@@ -202,10 +202,10 @@ def test_unpremultiply_is_exact():
 # ---------------------------------------------------------------------- failure paths
 
 
-def test_abort_leaves_nothing_and_keeps_old_file(tmp_path):
+def test_abort_keeps_written_frames_and_old_file(tmp_path):
     path = tmp_path / "song.mp4"
     path.write_bytes(b"previous render")
-    sink = VideoFileSink(path, W, H, FPS, tone(1.0, 48000), 48000)
+    sink = VideoFileSink(path, W, H, FPS, tone(1.0, 48000), 48000, fragment_seconds=0.1)
     sink.setup(Context(W, H, FPS, 48000))
     for i in range(10):
         sink.write(Frame(pts_ns=0, index=i, params=PARAMS, image=opaque_frame(i)))
@@ -214,6 +214,18 @@ def test_abort_leaves_nothing_and_keeps_old_file(tmp_path):
     sink.abort()  # idempotent
     assert not partial_path(path).exists()
     assert path.read_bytes() == b"previous render"
+    # the frames written are not thrown away: NAME.interrupted.mp4 plays them
+    assert sink.kept == tmp_path / "song.interrupted.mp4"
+    assert probe(sink.kept).video_frames > 0
+
+
+def test_abort_before_any_frame_leaves_nothing(tmp_path):
+    path = tmp_path / "song.mp4"
+    sink = VideoFileSink(path, W, H, FPS, tone(1.0, 48000), 48000)
+    sink.setup(Context(W, H, FPS, 48000))
+    sink.abort()
+    assert sink.kept is None
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_success_replaces_old_file(tmp_path):
@@ -242,7 +254,7 @@ class Explodes(BaseStage):
         return frame
 
 
-def test_failing_graph_leaves_no_file(tmp_path):
+def test_failing_graph_keeps_frames_as_interrupted(tmp_path):
     path = tmp_path / "broken.webm"
     sink = VideoFileSink(path, W, H, FPS, tone(2.0, 48000), 48000)
     graph = Graph(Source(60), spec("params", "image", size=(W, H)), [Explodes()], sink)
@@ -250,7 +262,8 @@ def test_failing_graph_leaves_no_file(tmp_path):
         graph.run(Context(W, H, FPS, 48000))
     assert not path.exists()
     assert not partial_path(path).exists()
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["broken.interrupted.webm"]
+    assert 0 < probe(sink.kept).video_frames <= sink.frames_written
 
 
 def test_graph_run_with_progress(tmp_path):

@@ -21,14 +21,14 @@ widget presenter; until then `PreviewWidget` below (QPainter on a QImage wrappin
 memory) stands in with the same `present(rgba)` surface.
 
 Settings: JSON in `platformdirs.user_config_dir("kagura")/live_app.json` (the folder named by
-KAGURA_CONFIG_DIR instead, when set), written on every change and restored on the next start.
+KAGURA_CONFIG_DIR instead, when set), written on every change and restored on the next start;
+checked field by field and healed at load (`app.live_settings`), the OBS password kept apart.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import logging
 import os
 import threading
@@ -59,11 +59,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
 from pipeline.frame import MOUTH_TIMING
 
 log = logging.getLogger(__name__)
 
-SETTINGS_FILE = "live_app.json"
 NO_MIC_TEXT = "No microphone found — you can still play an audio file: File ▸ Open"
 HOTKEY_TIP = (
     "Shortcuts work while any Kagura window has focus (Qt application shortcuts). "
@@ -114,63 +114,9 @@ QFrame#previewFrame { background: #0c0d11; border: 1px solid #2c2e3a; border-rad
 # settings
 
 
-def config_dir() -> Path:
-    env = os.environ.get("KAGURA_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("kagura"))
-
-
-DEFAULTS: dict[str, Any] = {
-    "preset": "studio",
-    "device": None,  # input device name, None = the default input
-    "gain_db": 0.0,
-    "gate_db": 12.0,
-    "smoothing": 0.0,
-    "transparent": False,
-    "record_format": "mp4",
-    "record_dir": None,  # None = <user videos dir>/Kagura
-    "audio_file": None,  # last file played
-    "play_out": True,  # play a file through the speakers as well
-    "geometry": None,  # [x, y, w, h]
-    "obs_host": "localhost",  # obs-websocket, for "Set in OBS" (audio sync offset)
-    "obs_port": 4455,
-    "obs_password": None,
-    "obs_input": None,  # the OBS audio input to delay; None = ask
-}
-
-
-class Settings:
-    """A small JSON-backed dict with defaults; `save()` writes atomically."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or config_dir() / SETTINGS_FILE
-        self.values = dict(DEFAULTS)
-        try:
-            data = json.loads(self.path.read_text())
-            if isinstance(data, dict):
-                self.values.update({k: v for k, v in data.items() if k in DEFAULTS})
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError) as exc:
-            log.warning("settings: ignoring %s: %s", self.path, exc)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.values[key] = value
-
-    def save(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.values, indent=2, sort_keys=True))
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            log.warning("settings: cannot write %s: %s", self.path, exc)
+# config_dir, DEFAULTS and Settings live in app/live_settings.py (schema-checked, self-healing,
+# the OBS password outside the JSON); re-exported here for callers of this module
+__all__ = ["DEFAULTS", "SETTINGS_FILE", "LiveOptions", "MainWindow", "Settings", "config_dir"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +219,14 @@ class _FramePump:
                     self.sinks.remove(sink)
 
 
+def _stop_orphan(result: Any) -> None:
+    """Stop a session that a helper thread started after its window had closed."""
+    stop = getattr(result, "stop", None)
+    if callable(stop) and not isinstance(result, (dict, Exception)):
+        with contextlib.suppress(Exception):
+            stop()
+
+
 @dataclass
 class LiveOptions:
     """What `kagura live` passes in; None = use the saved setting."""
@@ -291,6 +245,9 @@ class LiveOptions:
 
 
 class MainWindow(QMainWindow):
+    # what opens the virtual camera (pyvirtualcam.Camera's signature); None: pyvirtualcam itself
+    virtual_camera_factory: Callable[..., Any] | None = None
+
     def __init__(self, options: LiveOptions | None = None, settings: Settings | None = None):
         super().__init__()
         self.options = options or LiveOptions()
@@ -317,6 +274,8 @@ class MainWindow(QMainWindow):
         self._dropped_total = 0
         self._latency_ms: deque[float] = deque(maxlen=600)
         self._closing = False
+        self._bg_lock = threading.Lock()
+        self._bg_threads: list[threading.Thread] = []
         self._last_latency: float | None = None
         self._last_session_stats: dict[str, Any] = {}
         self.last_recording: dict[str, Any] | None = None
@@ -335,8 +294,10 @@ class MainWindow(QMainWindow):
         self._build_menu()
         self._build_shortcuts()
         self._restore()
+        self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)
         self._connect_obs()
         self.refresh_devices()
+        self._show_settings_notice()
 
         self._tick_timer = QTimer(self)
         self._tick_timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -347,6 +308,19 @@ class MainWindow(QMainWindow):
         self._meter_timer.start(100)
         if self.options.autostart:
             QTimer.singleShot(0, self.start_live)
+
+    def _show_settings_notice(self) -> None:
+        """live_app.json was healed at load: say what, once — in the banner, or in the status
+        bar when the banner already says something more urgent (no microphone)."""
+        notices = self.settings.notices
+        if not notices:
+            return
+        more = len(notices) - 1
+        self.settings_notice = notices[0] + (f" (+{more} more in the log)" if more else "")
+        if self.banner_kind is None:
+            self.show_banner(self.settings_notice, "settings")
+        else:
+            self.statusBar().showMessage(self.settings_notice, 20000)
 
     @Slot(object)
     def _run_call(self, fn: Callable[[], None]) -> None:
@@ -751,6 +725,7 @@ class MainWindow(QMainWindow):
 
     def set_virtual_camera(self, on: bool) -> None:
         from pipeline.sinks.virtual_camera import VirtualCameraSink, virtual_camera_status
+        from pipeline.stage import Context
 
         if not on:
             if self.vcam is not None:
@@ -759,25 +734,35 @@ class MainWindow(QMainWindow):
                 self.vcam.finish()
                 self.vcam = None
             return
-        available, backend, how_to = virtual_camera_status()
+        if self.virtual_camera_factory is None:
+            available, backend, how_to = virtual_camera_status()
+        else:  # a camera handed in by the embedder (tests): no system check
+            available, backend, how_to = True, "custom", ""
         if not available:
-            self.vcam_action.blockSignals(True)
-            self.vcam_action.setChecked(False)
-            self.vcam_action.blockSignals(False)
-            self.show_banner(f"No virtual camera here. {how_to}", "vcam")
+            self._vcam_off(f"No virtual camera here. {how_to}")
             return
         w, h = self.options.size
-        sink = VirtualCameraSink(w, h, self.options.fps)
         try:
-            sink.setup(None)
-        except ValueError as exc:
-            self.vcam_action.setChecked(False)
-            self.show_banner(str(exc), "vcam")
+            sink = VirtualCameraSink(
+                w, h, self.options.fps, camera_factory=self.virtual_camera_factory
+            )
+            # the camera opens at the live frame rate; the context carries only that
+            sink.setup(Context(w, h, self.options.fps, 48_000))
+        except (ValueError, RuntimeError) as exc:  # VirtualCameraError is a RuntimeError
+            self._vcam_off(" ".join(str(exc).split()))
             return
         self.vcam = sink
         if self._pump is not None:
             self._pump.sinks.append(sink)
-        self.statusBar().showMessage(f"Virtual camera on ({backend}); it carries no alpha", 5000)
+        where = sink.camera_device or backend
+        self.statusBar().showMessage(f"Virtual camera on ({where}); it carries no alpha", 5000)
+
+    def _vcam_off(self, why: str) -> None:
+        """The toggle back off, without re-entering set_virtual_camera, and the reason shown."""
+        self.vcam_action.blockSignals(True)
+        self.vcam_action.setChecked(False)
+        self.vcam_action.blockSignals(False)
+        self.show_banner(why, "vcam")
 
     def configure_obs(self) -> None:
         """Where obs-websocket listens, for the stats panel's "Set in OBS" button."""
@@ -793,7 +778,7 @@ class MainWindow(QMainWindow):
         if not ok:
             return
         host, _, port = text.strip().rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
             self.show_banner(
                 f"OBS address {text!r}: expected host:port, e.g. localhost:4455", "obs"
             )
@@ -802,9 +787,16 @@ class MainWindow(QMainWindow):
             self, "OBS audio sync", "Password (empty if none)", QLineEdit.EchoMode.Password
         )
         s["obs_host"], s["obs_port"] = host, int(port)
-        s["obs_password"] = password or None if ok else s["obs_password"]
+        if ok:  # kept in the keyring or a 0600 file, never in live_app.json
+            s["obs_password"] = password or None
         s.save()
         self._connect_obs()
+
+    def _remember_obs_input(self, name: str, ms: int) -> None:
+        """The OBS input the user picked for "Set in OBS": asked once, remembered."""
+        if name and name != self.settings["obs_input"]:
+            self.settings["obs_input"] = name
+            self.settings.save()
 
     def _connect_obs(self) -> None:
         from app.obs_sync import ObsSync
@@ -822,10 +814,17 @@ class MainWindow(QMainWindow):
                 result: Any = work()
             except Exception as exc:
                 result = exc
-            if not self._closing:
-                self._bridge.call.emit(lambda: done(result))
+            with self._bg_lock:
+                if not self._closing:
+                    self._bridge.call.emit(lambda: done(result))
+                    return
+            # the window closed while this ran: a session it started must not outlive it
+            # (its threads in native code at interpreter exit abort the process)
+            _stop_orphan(result)
 
-        threading.Thread(target=run, name="kagura-ui-worker", daemon=True).start()
+        t = threading.Thread(target=run, name="kagura-ui-worker", daemon=True)
+        self._bg_threads = [w for w in self._bg_threads if w.is_alive()] + [t]
+        t.start()
 
     def toggle_live(self) -> None:
         if self.session is None:
@@ -904,6 +903,9 @@ class MainWindow(QMainWindow):
                 self.show_banner(NO_MIC_TEXT, "no-mic")
             else:
                 self.show_banner(f"Could not start: {msg}", "error")
+            return
+        if self._closing:  # delivered while shutting down: stop it here and now
+            _stop_orphan(result)
             return
         from pipeline.presenter import JitterBuffer
 
@@ -1178,7 +1180,15 @@ class MainWindow(QMainWindow):
 
     def shutdown(self, timeout: float = 15.0) -> None:
         """Stop the session synchronously (used on close: the app is going away anyway)."""
-        self._closing = True
+        with self._bg_lock:
+            self._closing = True
+        # a start or stop still running on a helper thread: let it end, then take its result
+        for t in self._bg_threads:
+            t.join(timeout)
+        self._bg_threads = []
+        from PySide6.QtCore import QCoreApplication
+
+        QCoreApplication.processEvents()  # a result already queued for the UI thread
         self._tick_timer.stop()
         self._meter_timer.stop()
         session = self.session
@@ -1199,4 +1209,12 @@ class MainWindow(QMainWindow):
         self.settings["geometry"] = [g.x(), g.y(), g.width(), g.height()]
         self.settings.save()
         self.shutdown()
+        # the windows that belong to this one go with it (else the app never quits)
+        if self.stage_presenter is not None:
+            with contextlib.suppress(Exception):
+                self.stage_presenter.widget.close()
+        if self.vcam is not None:
+            with contextlib.suppress(Exception):
+                self.vcam.finish()
+            self.vcam = None
         super().closeEvent(event)

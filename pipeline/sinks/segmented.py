@@ -38,8 +38,10 @@ slot, and queues the frame for its encoder thread.
 The guarantees of `VideoFileSink` hold: audio (AAC) is muxed once, sample-exactly, interleaved
 with the video as chunks are joined; the file is written to `NAME.partial.mp4` as a fragmented
 MP4 (a killed render leaves a file that plays up to its last joined fragment) and renamed onto
-`NAME.mp4` only by `finish()`; `abort()` (and any failure, including a worker that dies) stops
-the workers and deletes the partial file. A failure is raised as a `WorkerProcessError` with a
+`NAME.mp4` only by `finish()`, under the partial file's exclusive lock
+(`pipeline.sinks.output`); `abort()` (and any failure, including a worker that dies) stops the
+workers and keeps the chunks joined so far as `NAME.interrupted.mp4` (none: the partial is
+deleted). A failure is raised as a `WorkerProcessError` with a
 one-line message.
 """
 
@@ -314,11 +316,6 @@ def _parameter_sets(data: bytes) -> bytes:
     return b"".join(found)
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        path.unlink()
-
-
 class SegmentedVideoSink(EncodedFileSink):
     """MP4 (H.264 + AAC) from `encoders` libx264 processes; see the module notes.
 
@@ -397,6 +394,7 @@ class SegmentedVideoSink(EncodedFileSink):
         self._joiner: threading.Thread | None = None
         self._stop = threading.Event()
         self._error: str | None = None
+        self._os_error: OSError | None = None
         self._params: bytes | None = None
         self._last_dts: int | None = None
         self._state = "new"  # new → open → done | aborted
@@ -405,13 +403,13 @@ class SegmentedVideoSink(EncodedFileSink):
 
     def setup(self, ctx: Context) -> None:
         self._check_setup(ctx)
-        _remove(self.partial)
+        self._claim()
         try:
             self._start_workers()
             self._open_container()
         except BaseException:
             self._teardown()
-            _remove(self.partial)
+            self._release_partial(0)
             raise
         self._state = "open"
         self._joiner = threading.Thread(target=self._join_loop, name="segment-joiner", daemon=True)
@@ -478,7 +476,7 @@ class SegmentedVideoSink(EncodedFileSink):
         if self._joiner is not None:
             self._joiner.join(5.0)
         self._teardown()
-        _remove(self.partial)
+        self._release_partial(self.frames_joined)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -612,6 +610,8 @@ class SegmentedVideoSink(EncodedFileSink):
                     elif msg[0] == "error":
                         raise EncoderWorkerError(f"{self.path}: encoder {w} failed: {msg[2]}")
         except BaseException as exc:
+            if isinstance(exc, OSError) and self._os_error is None:
+                self._os_error = exc  # disk full, read-only, ...: the one-line OS error path
             if self._error is None:
                 self._error = (
                     str(exc)
@@ -655,5 +655,7 @@ class SegmentedVideoSink(EncodedFileSink):
             self._mux(self._astream.encode(af))
 
     def _raise_error(self) -> None:
+        if self._os_error is not None:
+            raise self._os_error
         if self._error is not None:
             raise EncoderWorkerError(self._error)

@@ -2,32 +2,37 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import av
 import numpy as np
 
 from pipeline.frame import Frame
+from pipeline.sinks.output import PartialFile
 from pipeline.sinks.video_file import unpremultiply
 from pipeline.stage import Context, spec
 
 
 def write_png(path: Path, rgba_premultiplied: np.ndarray) -> None:
-    """Write atomically: a reader never sees a half-written PNG at `path`."""
+    """Write atomically: a reader never sees a half-written PNG at `path`. The partial file is
+    held under the exclusive lock of `pipeline.sinks.output.PartialFile` while it is written."""
     path = Path(path)
-    partial = path.with_name(path.stem + ".partial.png")
+    claim = PartialFile(path)
+    partial = claim.acquire()
     straight = np.ascontiguousarray(unpremultiply(rgba_premultiplied))
     height, width = straight.shape[:2]
-    with av.open(str(partial), "w", format="image2") as container:
-        stream = container.add_stream("png", rate=1)
-        stream.width, stream.height, stream.pix_fmt = width, height, "rgba"
-        frame = av.VideoFrame.from_ndarray(straight, format="rgba")
-        for packet in stream.encode(frame):
-            container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    os.replace(partial, path)
+    try:
+        with av.open(str(partial), "w", format="image2") as container:
+            stream = container.add_stream("png", rate=1)
+            stream.width, stream.height, stream.pix_fmt = width, height, "rgba"
+            frame = av.VideoFrame.from_ndarray(straight, format="rgba")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+            for packet in stream.encode():
+                container.mux(packet)
+        claim.publish()
+    finally:
+        claim.discard()  # nothing left when publishing failed (no-op after publish)
 
 
 class StillSink:

@@ -11,10 +11,13 @@ libswresample conversion whose output is counted the same way). The video gets e
 frames the graph sends, with pts = frame number (time base 1/fps), so a caller that sends
 `frame_count(n, sample_rate, fps)` frames gets audio and video durations within one frame.
 
-Crash safety: the file is written to a sibling named `<stem>.partial<ext>` and renamed onto
-the final path only by `finish()`, after the encoders are flushed, the container closed and the
-file fsynced. `abort()` deletes the partial file, so a final path never holds an incomplete
-file and an existing file there is replaced only on success. MP4 is written fragmented
+Crash safety (the rules of `pipeline.sinks.output`): the file is written to a sibling named
+`<stem>.partial<ext>`, held under an exclusive lock for the whole job (a second job on the same
+output stops at `setup`), and renamed onto the final path only by `finish()`, after the
+encoders are flushed, the container closed and the file fsynced. `abort()` after frames were
+written keeps them as `<stem>.interrupted<ext>` (`kept` names it); with no frames it deletes the
+partial. A final path never holds an incomplete file and an existing file there is replaced
+only on success. MP4 is written fragmented
 (`frag_keyframe+empty_moov+delay_moov+default_base_moof`, a fragment at least every
 `fragment_seconds`), so a render that is killed leaves a partial file that plays up to its last
 complete fragment; WebM/Matroska is streamable as it is (clusters of `fragment_seconds`). `delay_moov` matters: it writes the moov
@@ -46,7 +49,10 @@ from av.video.frame import VideoFrame
 from av.video.reformatter import ColorRange, Colorspace
 
 from pipeline.frame import Frame
+from pipeline.sinks.output import PartialFile, partial_path
 from pipeline.stage import Context, spec
+
+__all__ = ["VideoFileSink", "partial_path", "unpremultiply"]
 
 ACCEPTED = {
     ".mp4": "MP4: H.264 + AAC",
@@ -56,12 +62,6 @@ OPUS_RATE = 48_000
 _AVCOL_BT709 = 1  # AVCOL_PRI_BT709 == AVCOL_TRC_BT709 == AVCOL_SPC_BT709
 _AVCOL_RANGE_MPEG = 1
 _STOP = object()
-
-
-def partial_path(path: str | os.PathLike) -> Path:
-    """The sibling a render writes to until it is complete: `song.mp4` → `song.partial.mp4`."""
-    path = Path(path)
-    return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
 _UNPREMULTIPLY_LUT: np.ndarray | None = None
@@ -167,6 +167,12 @@ def add_audio_stream(container, codec: str, rate: int, layout: str, sample_forma
     return astream
 
 
+def _notice(text: str) -> None:
+    import sys
+
+    print(f"kagura: {text}", file=sys.stderr)
+
+
 class EncodedFileSink:
     """What the file sinks share once set up: the checks of `setup` and `write`, the source
     audio fed in step with the video, muxing, and the partial file renamed by `finish`.
@@ -177,6 +183,8 @@ class EncodedFileSink:
 
     path: Path
     partial: Path
+    keep_interrupted = True  # abort() keeps written frames as NAME.interrupted.EXT
+    kept: Path | None = None  # where abort() kept them
 
     def _check_setup(self, ctx: Context) -> None:
         if Fraction(ctx.fps) != self.fps:
@@ -234,14 +242,28 @@ class EncodedFileSink:
         for packet in packets:
             self._container.mux(packet)
 
+    def _claim(self) -> None:
+        """Take the exclusive lock on the partial file (OutputError when another job has it)."""
+        self._partial_file = PartialFile(self.path, on_notice=_notice)
+        self._partial_file.acquire()
+
     def _publish(self) -> None:
         """Close the container, fsync the partial file and rename it onto the final path."""
         self._container.close()
         self._container = None
-        with open(self.partial, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(self.partial, self.path)
+        self._partial_file.publish()
         self._state = "done"
+
+    def _release_partial(self, frames: int) -> None:
+        """After an abort: keep the frames written as NAME.interrupted.EXT, or delete."""
+        claim = getattr(self, "_partial_file", None)
+        if claim is None or not claim.held:
+            return
+        if frames > 0 and self.keep_interrupted:
+            with contextlib.suppress(OSError):
+                self.kept = claim.keep()
+        with contextlib.suppress(OSError):
+            claim.discard()
 
     def _close_container(self) -> None:
         if self._container is not None:
@@ -319,12 +341,12 @@ class VideoFileSink(EncodedFileSink):
 
     def setup(self, ctx: Context) -> None:
         self._check_setup(ctx)
-        self.partial.unlink(missing_ok=True)  # a stale partial from a killed render
+        self._claim()
         try:
             self._open()
         except BaseException:
             self._close_container()
-            self.partial.unlink(missing_ok=True)
+            self._release_partial(0)
             raise
         self._state = "open"
         if self.background:
@@ -362,10 +384,17 @@ class VideoFileSink(EncodedFileSink):
         if self._state in ("done", "aborted"):
             return
         self._state = "aborted"
+        keep = self.keep_interrupted and self.frames_written > 0
         with contextlib.suppress(BaseException):
-            self._stop_worker(drain=True)
+            self._stop_worker(drain=not keep)
+        if keep and self._error is None:
+            # flush the encoder: the frames it still holds (x264's look-ahead) are kept too
+            with contextlib.suppress(BaseException):
+                self._mux(self._vstream.encode(None))
+                if self._astream is not None:
+                    self._flush_audio()
         self._close_container()
-        self.partial.unlink(missing_ok=True)
+        self._release_partial(self.frames_written)
 
     # ------------------------------------------------------------------ opening
 
@@ -442,6 +471,8 @@ class VideoFileSink(EncodedFileSink):
         self._worker = None
 
     def _raise_worker_error(self) -> None:
+        if isinstance(self._error, OSError):  # disk full, read-only, ...: the OS error path
+            raise self._error
         if self._error is not None:
             raise RuntimeError(f"{self.path}: video encoding failed: {self._error}") from (
                 self._error

@@ -1,0 +1,193 @@
+"""The live app's loose ends: live_app.json that heals, the OBS password out of it, the virtual
+camera toggle, the OBS input remembered, every window closed, Ctrl+C / SIGTERM / --quit-after
+ending `kagura live` cleanly with its stats line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from typing import ClassVar
+
+os.environ["QT_QPA_PLATFORM"] = "offscreen"
+os.environ["KAGURA_NO_KEYRING"] = "1"  # the 0600-file store; the keyring is the user's
+
+import numpy as np
+import pytest
+
+from app.live_settings import DEFAULTS, Settings
+from tests.hostile import cli_env, write_wav_s16
+
+pytest.importorskip("pytestqt")
+
+BAD = (
+    '{"gain_db": "loud", "gate_db": 1e308, "smoothing": NaN, "obs_port": 99999999, '
+    '"geometry": [1, 2, 3], "record_format": "avi", "preset": "ink-wash", '
+    '"obs_password": "hunter2", "audio_file": "' + "x" * 10_000 + '"}'
+)
+
+
+@pytest.fixture(autouse=True)
+def config_dir(tmp_path, monkeypatch):
+    d = tmp_path / "config"
+    d.mkdir()
+    monkeypatch.setenv("KAGURA_CONFIG_DIR", str(d))
+    return d
+
+
+def test_bad_fields_fall_back_with_a_notice_and_a_backup(config_dir):
+    path = config_dir / "live_app.json"
+    path.write_text(BAD)
+    s = Settings(path)
+    healed = {"gain_db", "gate_db", "smoothing", "obs_port", "geometry", "record_format"}
+    for key in healed | {"audio_file"}:
+        assert s[key] == DEFAULTS[key], key
+        assert any(n.startswith(f"settings: {key}=") for n in s.notices), (key, s.notices)
+    assert s["preset"] == "ink-wash"  # the good field survives
+    assert all(len(n) < 300 for n in s.notices)  # a 10 000-character value is not echoed
+    assert (config_dir / "live_app.json.bad").read_text() == BAD  # the file as it was
+    # the file on disk is healed: strict JSON, no password, no notice on the next start
+    on_disk = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(c))
+    assert "obs_password" not in on_disk and "hunter2" not in path.read_text()
+    again = Settings(path)
+    assert again.notices == [] and again["gain_db"] == 0.0
+
+
+def test_obs_password_in_a_0600_file_never_in_the_json(config_dir):
+    path = config_dir / "live_app.json"
+    s = Settings(path)
+    s["obs_password"] = "s3cret"
+    s["obs_host"] = "studio.local"
+    s.save()
+    secret = config_dir / "obs_password"
+    assert secret.read_text() == "s3cret"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "s3cret" not in path.read_text()
+    assert Settings(path)["obs_password"] == "s3cret"
+    s["obs_password"] = None
+    assert not secret.exists()
+
+
+def test_not_json_at_all_is_healed(config_dir):
+    path = config_dir / "live_app.json"
+    path.write_bytes(b"\x00\xffnot json{")
+    s = Settings(path)
+    assert s.values == {k: v for k, v in DEFAULTS.items() if k != "obs_password"}
+    assert "not valid JSON" in s.notices[0]
+    assert (config_dir / "live_app.json.bad").read_bytes() == b"\x00\xffnot json{"
+
+
+def _window(qtbot, **kw):
+    from app.ui.main_window import LiveOptions, MainWindow
+
+    win = MainWindow(LiveOptions(size=(320, 180), fps=20, play_out=False, autostart=False, **kw))
+    qtbot.addWidget(win)
+    win.show()
+    return win
+
+
+def test_window_starts_on_a_bad_settings_file_and_says_so(qtbot, config_dir):
+    (config_dir / "live_app.json").write_text(BAD)
+    win = _window(qtbot)
+    try:
+        text = win.settings_notice
+        assert "gain_db='loud'" in text and "more in the log" in text
+        assert text in (win.banner_text, win.statusBar().currentMessage())
+        assert win.sliders["gate_db"][0].value() == 12
+    finally:
+        win.close()
+
+
+class FakeCamera:
+    """pyvirtualcam.Camera's surface: what the window sends, kept for the test."""
+
+    opened: ClassVar[list] = []
+
+    def __init__(self, width, height, fps, **kw):
+        self.width, self.height, self.fps = width, height, fps
+        self.device = "/dev/fake-video9"
+        self.frames: list[np.ndarray] = []
+        self.closed = False
+        FakeCamera.opened.append(self)
+
+    def send(self, rgb):
+        self.frames.append(rgb)
+
+    def close(self):
+        self.closed = True
+
+
+class RefusingCamera(FakeCamera):
+    def __init__(self, *a, **kw):
+        raise RuntimeError("device busy")
+
+
+def test_virtual_camera_toggle_opens_or_says_why(qtbot, monkeypatch):
+    from app.ui.main_window import MainWindow
+
+    monkeypatch.setattr(MainWindow, "virtual_camera_factory", FakeCamera)
+    win = _window(qtbot)
+    try:
+        win.vcam_action.setChecked(True)  # the menu toggle: opened with the live fps
+        (cam,) = FakeCamera.opened
+        assert (cam.width, cam.height, cam.fps) == (320, 180, 20.0)
+        assert win.vcam is not None and win.vcam_action.isChecked()
+        win.vcam_action.setChecked(False)
+        assert cam.closed and win.vcam is None
+        monkeypatch.setattr(MainWindow, "virtual_camera_factory", RefusingCamera)
+        win.vcam_action.setChecked(True)
+        assert not win.vcam_action.isChecked() and win.vcam is None
+        assert win.banner_kind == "vcam" and "device busy" in win.banner_text
+    finally:
+        win.close()
+
+
+def test_obs_input_remembered_and_windows_closed_together(qtbot, config_dir):
+    win = _window(qtbot)
+    win.stats_overlay.obsOffsetSet.emit("Mic/Aux", 120)  # OBS accepted the offset
+    assert Settings(config_dir / "live_app.json")["obs_input"] == "Mic/Aux"
+    win.open_stage_window()
+    stage = win.stage_presenter.widget
+    assert stage.isVisible()
+    win.close()
+    assert not stage.isVisible()  # else the app never quits
+
+
+def _live(tmp_path, *extra):
+    audio = write_wav_s16(tmp_path / "voice.wav", 30.0)
+    cmd = [sys.executable, "-m", "app.cli", "live", "--audio-file", str(audio), "--no-play-out"]
+    cmd += ["--size", "320x180", "--fps", "15", *extra]
+    env = cli_env(KAGURA_CONFIG_DIR=str(tmp_path / "cfg"), KAGURA_NO_KEYRING="1")
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("how", ["quit-after", "SIGTERM"])
+def test_live_ends_cleanly_with_its_stats_line(tmp_path, how):
+    """--quit-after with the stage window open, and SIGTERM: every window closes, the process
+    exits 0 and prints its one JSON stats line (no traceback)."""
+    proc = _live(
+        tmp_path, *(["--quit-after", "2", "--stage-window"] if how == "quit-after" else [])
+    )
+    try:
+        if how == "SIGTERM":
+            deadline = time.monotonic() + 90  # the window is up once it has saved its settings
+            while not (tmp_path / "cfg" / "live_app.json").exists():
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+                time.sleep(0.1)
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["source"].startswith("file:")
+    if how == "SIGTERM":
+        assert "SIGTERM: stopping" in err
