@@ -9,6 +9,9 @@
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
+    kagura avatar check FILE [--sheet OUT.png]    what a layered avatar (PSD, PNG folder) has
+    kagura avatar export-builtin OUT.psd          the built-in idol as a layered PSD template
+                                                  (--avatar FILE on render/demo/still/live)
     kagura live [--audio-file FILE] [--preset NAME] [--quit-after S] [--screenshot PNG]
                 [--device cuda] [--diffusion PATH | --diffusion-random KIND] [--upscale N]
                 [--[no-]temporal] [--budget-ms MS]
@@ -60,6 +63,14 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed for blinks and idle motion (default 0)"
+    )
+    p.add_argument(
+        "--avatar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your own avatar: a layered .psd, a folder of PNGs or an avatar.toml "
+        "(docs/AVATARS.md; default: the built-in idol)",
     )
 
 
@@ -138,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_calibrate.add_parser(sub)
     cmd_devices.add_parser(sub)
     cmd_train.add_parser(sub)
+    from app import cmd_avatar
+
+    cmd_avatar.add_parser(sub)
 
     p = sub.add_parser("bench", help="benchmarks; results go to docs/BENCHMARKS.md")
     bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
@@ -152,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    b.add_argument(
+        "--avatar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also measure this avatar's render frames/s against the built-in idol's",
+    )
     from app import bench_lipsync, bench_live, bench_model, bench_offline, bench_pipeline
 
     bench_lipsync.add_parser(bench)
@@ -201,7 +222,15 @@ def _render_request(args: argparse.Namespace, audio: Path):
         encoders=parse_workers(args.encoders, "--encoders"),
         render_workers=parse_workers(args.render_workers, "--render-workers"),
         x264_preset=args.x264_preset,
+        avatar=_avatar(args),
     )
+
+
+def _avatar(args: argparse.Namespace):
+    """The `--avatar` source, loaded and checked before any work starts."""
+    from render.avatar_source import avatar_spec
+
+    return avatar_spec(getattr(args, "avatar", None))
 
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
@@ -272,6 +301,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     return cmd_train.run(args)
 
 
+def cmd_avatar(args: argparse.Namespace) -> int:
+    from app import cmd_avatar
+
+    return cmd_avatar.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -303,6 +338,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app.bench_stylize import bench_stylize
 
         return bench_stylize(args)
+    if getattr(args, "avatar", None) is not None:
+        from app.bench_avatar import bench_avatar
+
+        return bench_avatar(args)
     from app.bench import bench_render
 
     return bench_render(args)
@@ -319,6 +358,7 @@ COMMANDS = {
     "devices": cmd_devices,
     "train": cmd_train,
     "bench": cmd_bench,
+    "avatar": cmd_avatar,
 }
 
 

@@ -83,6 +83,8 @@ class RenderRequest:
     encoders: int | None = None
     render_workers: int | None = None
     x264_preset: str = "veryfast"
+    # the avatar drawn: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
+    avatar: object = None
 
     @property
     def diffusion_on(self) -> bool:
@@ -541,10 +543,10 @@ def assemble_graph(
         from render.pool import PooledRenderStage
 
         first = PooledRenderStage(
-            track, *render, preset.palette, preset.line, workers=render_workers
+            track, *render, preset.palette, preset.line, workers=render_workers, avatar=req.avatar
         )
     else:
-        first = RenderStage(*render, preset.palette, preset.line)
+        first = RenderStage(*render, preset.palette, preset.line, avatar=req.avatar)
     # the GPU hands the video file I420 planes when it is opaque (MP4, or WebM without alpha:
     # both encode yuv420p); a transparent WebM and a caller's own sink get RGBA
     i420 = req.device == "cuda" and not req.transparent and sink is None

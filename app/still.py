@@ -13,6 +13,12 @@ from pipeline.sinks.still import StillSink
 SETTLE_S = 1.0
 
 
+def _avatar(args: argparse.Namespace):
+    from render.avatar_source import avatar_spec
+
+    return avatar_spec(getattr(args, "avatar", None))
+
+
 def render_still(args: argparse.Namespace) -> Path:
     if args.output.suffix.lower() != ".png":
         raise UsageError(f"output {args.output}: expected a .png file name")
@@ -32,6 +38,7 @@ def render_still(args: argparse.Namespace) -> Path:
         seconds=args.at - start + 1.0 / fps,
         transparent=args.transparent,
         seed=args.seed,
+        avatar=_avatar(args),
     )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     graph, ctx, _ = build_graph(req, sink_factory=lambda req, clip: StillSink(req.output))
