@@ -94,7 +94,14 @@ def layers(size: int = SIZE, mouths: tuple[str, ...] = (*MOUTH_SHAPES, "mouth_cl
             fill=(*HAIR_RGB, 255),
         )
 
-    out += [("brows", _layer(brows, size)), ("hair_front", _layer(bangs, size))]
+    def lock(d):  # a lock of hair in front of the mouth's right corner (the late mouth's case)
+        d.rectangle([276 * k, 250 * k, 292 * k, 340 * k], fill=(*HAIR_RGB, 255))
+
+    out += [
+        ("brows", _layer(brows, size)),
+        ("hair_front", _layer(bangs, size)),
+        ("Hair Lock", _layer(lock, size)),
+    ]
     return out
 
 
@@ -103,14 +110,33 @@ def _crop(im: Image.Image) -> tuple[Image.Image, int, int]:
     return im.crop(box), box[0], box[1]
 
 
-def write_psd(path: Path, size: int = SIZE, mouths=None, names=None, mode="RGB", depth=8) -> Path:
-    """The avatar as a layered PSD (psd-tools writes it). `names`: old name -> new name."""
+def write_psd(
+    path: Path,
+    size: int = SIZE,
+    mouths=None,
+    names=None,
+    mode="RGB",
+    depth=8,
+    mouth_group: bool = False,
+    canvas: int | None = None,
+) -> Path:
+    """The avatar as a layered PSD (psd-tools writes it). `names`: old name -> new name;
+    `mouth_group`: the mouths in a group "Mouth" by short names (a, i, …, closed), hidden
+    but for the closed one; `canvas`: a larger canvas the avatar sits in the corner of."""
     from psd_tools import PSDImage
 
-    psd = PSDImage.new("RGBA" if mode == "RGB" else mode, (size, size), depth=depth)
+    side = canvas or size
+    psd = PSDImage.new("RGBA" if mode == "RGB" else mode, (side, side), depth=depth)
+    group = None
     for name, im in layers(size, mouths) if mouths else layers(size):
         crop, x, y = _crop(im)
         name = (names or {}).get(name, name)
+        if mouth_group and name.startswith("mouth_"):
+            if group is None:
+                group = psd.create_group(name="Mouth")
+            layer = group.create_pixel_layer(crop, name=name[6:], top=y, left=x)
+            layer.visible = name == "mouth_closed"
+            continue
         if mode == "RGB" and depth == 8:
             psd.create_pixel_layer(crop, name=name, top=y, left=x)
         else:
@@ -119,7 +145,8 @@ def write_psd(path: Path, size: int = SIZE, mouths=None, names=None, mode="RGB",
                 rgb, a = arr[..., :3], arr[..., 3:]
                 kk = 1.0 - rgb.max(axis=2, keepdims=True)
                 cmy = (1.0 - rgb - kk) / np.maximum(1.0 - kk, 1e-6)
-                arr = np.concatenate([cmy, kk, a], axis=2).astype(np.float32)
+                # Photoshop stores CMYK as 1 - ink (white = 1), which psd-tools reads back
+                arr = np.concatenate([1.0 - cmy, 1.0 - kk, a], axis=2).astype(np.float32)
             psd.create_pixel_layer_from_array(arr, name=name, top=y, left=x)
     psd.save(path)
     return path
