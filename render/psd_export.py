@@ -54,7 +54,7 @@ def _params(layer: str) -> AvatarParams:
 
 
 def builtin_layers(palette, line) -> tuple[int, int, list[tuple[str, np.ndarray]]]:
-    """(canvas width, height, [(layer name, straight-alpha RGBA uint8 full canvas)])."""
+    """(canvas width, height, [(layer name, straight-alpha RGBA uint8, canvas-sized)])."""
     w, h = round(BOX_W * SCALE), round(BOX_H * SCALE)
     r = IdolRenderer(w, h, palette, line)
     neutral = AvatarParams().clamped()
@@ -75,7 +75,11 @@ def builtin_layers(palette, line) -> tuple[int, int, list[tuple[str, np.ndarray]
         for part in parts:
             r._draw_at(c, skm, INDEX[part], p, look, vowels, mouth_open)
         del surface
-        out.append((name, _unpremultiply(rgba)))
+        ys, xs = np.nonzero(rgba[..., 3])
+        if len(ys):
+            y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+            rgba[y0:y1, x0:x1] = _unpremultiply(rgba[y0:y1, x0:x1])
+        out.append((name, rgba))
     return w, h, out
 
 
