@@ -88,6 +88,14 @@ class AvatarSpec:
 
 
 BUILTIN = AvatarSpec()
+_default = BUILTIN  # what a stage built without `avatar=` draws (`kagura live --avatar`)
+
+
+def set_default_avatar(spec: AvatarSpec) -> None:
+    """The avatar that stages built without an `avatar` argument draw: how `kagura live
+    --avatar` reaches the live sessions the app builds (as pipeline.live.set_default_gpu)."""
+    global _default
+    _default = spec
 
 
 @functools.lru_cache(maxsize=4)
@@ -111,9 +119,9 @@ def avatar_spec(path: Path | str | None, notices: bool = True) -> AvatarSpec:
 
 
 def as_spec(avatar) -> AvatarSpec:
-    """None, a path or a spec -> a spec."""
+    """None (the default avatar: the built-in idol unless set), a path or a spec -> a spec."""
     if avatar is None:
-        return BUILTIN
+        return _default
     if isinstance(avatar, AvatarSpec):
         return avatar
     return AvatarSpec(str(Path(avatar).resolve()))

@@ -279,3 +279,22 @@ def test_still_and_transparent_webm_show_the_avatar_not_the_idol(psd, preset, sp
     assert alpha[:8, :8].max() < 16, "corners should be transparent"
     drawn = LayeredRenderer(load_avatar(psd), W, H).render(AvatarParams()).rgba
     assert _iou(alpha > 128, drawn[..., 3] > 128) > 0.75  # the avatar's silhouette
+
+
+def test_live_look_draws_the_avatar_kagura_live_sets(psd):
+    """`kagura live --avatar` sets the default avatar; the live look's render stage (built
+    without one, as the app's sessions build it) then draws it."""
+    from pipeline.live import build_look
+    from render.avatar_source import BUILTIN, avatar_spec, set_default_avatar
+
+    set_default_avatar(avatar_spec(psd))
+    try:
+        look = build_look("studio", (W, H), FPS, False)
+        try:
+            frame = look.render.process(Frame(0, 0, AvatarParams()))
+        finally:
+            look.close()
+    finally:
+        set_default_avatar(BUILTIN)
+    assert _count(frame.image.numpy(), HAIR_RGB) > 500
+    assert _count(frame.image.numpy(), BACK_RGB) > 500
