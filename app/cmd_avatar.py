@@ -4,7 +4,7 @@
         what the importer found in FILE (a .psd, a PNG folder, an avatar.toml): each layer and
         its role, what is missing, what the automatic rig guessed; --sheet writes a preview
         sheet PNG (every mouth shape, the blink, head turns left and right, F1-F4)
-    kagura avatar export-builtin OUT.psd [--preset NAME] [--force]
+    kagura avatar export-builtin OUT.psd [--preset NAME] [--height PX] [--force]
         the built-in idol as a layered PSD in the avatar convention (a template for artists)
 
 Bad input is one line and exit 2; an existing OUT.psd is not overwritten without --force, and
@@ -32,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     e = sub.add_parser("export-builtin", help="the built-in idol as a layered PSD template")
     e.add_argument("output", type=Path, help="the .psd to write")
     e.add_argument("--preset", default="studio", help="colours and lines of this preset")
+    e.add_argument(
+        "--height", type=int, default=None, help="canvas height in pixels (default 1160)"
+    )
     e.add_argument("--force", action="store_true", help="overwrite an existing file")
     return p
 
@@ -53,8 +56,10 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError(f"output {out}: already exists (use --force to overwrite it)")
     if not out.parent.is_dir():
         raise UsageError(f"output {out}: no such folder {out.parent}")
+    if args.height is not None and not 64 <= args.height <= 8192:
+        raise UsageError(f"--height {args.height}: expected 64 to 8192 pixels")
     preset = load_preset(args.preset)
-    n = export_builtin(out, preset.palette, preset.line)
+    n = export_builtin(out, preset.palette, preset.line, args.height)
     print(f"kagura: wrote {out} ({n} layers; docs/AVATARS.md says what each is)", file=sys.stderr)
     return 0
 

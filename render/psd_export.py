@@ -53,9 +53,13 @@ def _params(layer: str) -> AvatarParams:
     return AvatarParams()
 
 
-def builtin_layers(palette, line) -> tuple[int, int, list[tuple[str, np.ndarray]]]:
-    """(canvas width, height, [(layer name, straight-alpha RGBA uint8, canvas-sized)])."""
-    w, h = round(BOX_W * SCALE), round(BOX_H * SCALE)
+def builtin_layers(
+    palette, line, height: int | None = None
+) -> tuple[int, int, list[tuple[str, np.ndarray]]]:
+    """(canvas width, height, [(layer name, straight-alpha RGBA uint8, canvas-sized)]);
+    `height`: the canvas height in pixels (default BOX_H x SCALE)."""
+    scale = SCALE if height is None else height / BOX_H
+    w, h = round(BOX_W * scale), round(BOX_H * scale)
     r = IdolRenderer(w, h, palette, line)
     neutral = AvatarParams().clamped()
     mats = r.view[None] @ r.rig.matrices(neutral)
@@ -92,13 +96,13 @@ def _unpremultiply(rgba: np.ndarray) -> np.ndarray:
     return out
 
 
-def export_builtin(path: Path, palette, line) -> int:
+def export_builtin(path: Path, palette, line, height: int | None = None) -> int:
     """Writes the PSD (to a temporary name first: a failed export leaves nothing). Returns the
     number of layers."""
     from PIL import Image
     from psd_tools import PSDImage
 
-    w, h, layers = builtin_layers(palette, line)
+    w, h, layers = builtin_layers(palette, line, height)
     psd = PSDImage.new("RGBA", (w, h))
     for name, rgba in layers:
         im = Image.fromarray(rgba, "RGBA")
