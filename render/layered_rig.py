@@ -140,7 +140,9 @@ class LayeredRig:
         body = slide @ _rot(p.body_roll, *self.hip) @ breath
         pose = np.array([p.head_yaw, p.head_pitch, p.head_roll, p.body_yaw, p.body_roll])
         nx, ny = self.neck
+        neck_slide = _translate(p.body_yaw * 0.004 * h, 0.0)
         out = np.empty((self.n, 3, 3))
+        rigid = {}  # (yaw, pitch, roll) -> the head's matrix without a layer's own slide
         for i in range(self.n):
             part = self.part[i]
             if part == "static":
@@ -160,17 +162,18 @@ class LayeredRig:
                 roll += k_pose * d[2]
                 ang = k_roll * (d[2] + d[4]) - k_yaw * d[0] - 0.5 * k_yaw * d[3]
                 swing = _rot(ang, *root) if ang != 0.0 else None
-            r = self.radius * self.turn
-            z = self.depth[i]
-            sy_, sp_ = math.sin(math.radians(yaw)), math.sin(math.radians(pitch))
+            key = (yaw, pitch, roll)
+            if key not in rigid:
+                sy_, sp_ = math.sin(math.radians(yaw)), math.sin(math.radians(pitch))
+                narrow = _scale_about(1.0 - 0.1 * abs(sy_), 1.0 - 0.05 * abs(sp_), nx, ny)
+                rigid[key] = (body @ neck_slide @ _rot(roll, nx, ny), narrow, sy_, sp_)
+            head, narrow, sy_, sp_ = rigid[key]
             # the whole head turns a little (and narrows), each layer slides by its depth
-            turn = _translate(sy_ * (0.15 + z) * r, -sp_ * z * r)
-            narrow = _scale_about(1.0 - 0.1 * abs(sy_), 1.0 - 0.05 * abs(sp_), nx, ny)
-            local = turn @ narrow
+            r, z = self.radius * self.turn, self.depth[i]
+            local = _translate(sy_ * (0.15 + z) * r, -sp_ * z * r) @ narrow
             if swing is not None:
                 local = local @ swing
-            neck_slide = _translate(p.body_yaw * 0.004 * h, 0.0)
-            out[i] = body @ neck_slide @ _rot(roll, nx, ny) @ local
+            out[i] = head @ local
         return out
 
 
