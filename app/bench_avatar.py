@@ -10,8 +10,10 @@ frames are drawn). Goal: the imported avatar draws at least as many frames/s as 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -41,8 +43,8 @@ def bench_avatar(args: argparse.Namespace) -> int:
 
     width, height = parse_size(args.size)
     preset = load_preset((args.presets or ["studio"])[0])
-    spec = avatar_spec(args.avatar)
     t0 = time.perf_counter()
+    spec = avatar_spec(args.avatar)  # reads and checks the file
     doc = spec.doc()
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -53,6 +55,7 @@ def bench_avatar(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     sources[spec.label()] = spec.make_renderer(width, height, preset.palette, preset.line)
     prep_s = time.perf_counter() - t0
+    load_avg = os.getloadavg()[0]  # a shared machine slows both sources; the ratio holds
     track = _track(args.seconds, args.fps)
     n = len(track)
     params = [track[i] for i in range(n)]
@@ -85,7 +88,7 @@ def bench_avatar(args: argparse.Namespace) -> int:
         "## Imported avatar render speed (CPU, one process)",
         "",
         f"- date: {today()}",
-        f"- machine: {machine_line()}",
+        f"- machine: {machine_line()}; load average {load_avg:.1f} at the start",
         f"- command: `{cmdline}`",
         f"- avatar: {spec.label()}, canvas {doc.width}x{doc.height}, {len(doc.layers)} layers; "
         f"load {load_s:.2f} s, resampled to the frame in {prep_s:.2f} s "
@@ -112,6 +115,6 @@ def bench_avatar(args: argparse.Namespace) -> int:
     body = "\n".join(lines)
     print(body)
     if not args.no_write:
-        write_section(args.out, "avatar", body)
+        write_section(args.out, f"avatar:{Path(args.avatar).stem}", body)
         print(f"bench render --avatar: updated {args.out}", file=sys.stderr)
     return 0
