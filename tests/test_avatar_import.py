@@ -169,3 +169,20 @@ def test_check_prints_roles_and_writes_a_sheet(tmp_path, capsys):
     # the sheet is never written into the avatar itself
     rc, _, err = _check(capsys, str(psd), "--sheet", str(psd))
     assert rc == 2 and "expected a .png" in err
+
+
+def test_a_bad_avatar_stops_render_still_and_live_before_any_work(tmp_path, capsys):
+    bad = tmp_path / "notes.psd"
+    bad.write_text("not a picture")
+    audio = tmp_path / "song.wav"
+    audio.write_bytes(b"")  # never read: the avatar is checked first
+    out = tmp_path / "out.mp4"
+    for argv in (
+        ["render", str(audio), "-o", str(out), "--avatar", str(bad)],
+        ["still", str(audio), "--at", "1", "-o", str(tmp_path / "s.png"), "--avatar", str(bad)],
+        ["live", "--avatar", str(bad)],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "notes.psd: not a PSD file" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.psd", "song.wav"]
