@@ -1,4 +1,4 @@
-"""`LayeredRenderer`: a layered (PSD / PNG folder) avatar drawn with Skia, like the idol.
+"""`LayeredRenderer`: a layered (PSD / PNG folder) avatar drawn frame by frame, like the idol.
 
 The same interface as render/idol.py's `IdolRenderer` (render/avatar_source.py says what that
 is): `render(params)` gives a premultiplied RGBA frame and per-pixel motion vectors,
@@ -72,8 +72,8 @@ class RenderedFrame:
 
 
 class _Sprite:
-    """One layer resampled to the drawing scale: a Skia image, its alpha mask for the ID map,
-    and the matrix from its pixels to canvas pixels."""
+    """One layer resampled to the drawing scale: its premultiplied pixels, its alpha mask for
+    the ID map, and the matrix from its pixels to canvas pixels."""
 
     def __init__(self, layer, k: float) -> None:
         from render.avatar_doc import scale_layer
@@ -84,9 +84,12 @@ class _Sprite:
             rgba, nx, ny = layer.rgba, layer.x, layer.y
         premul = _premultiply(rgba)
         # cropped to its pixels with a clear 1-pixel border: bilinear sampling fades the edge
-        # to nothing, so drawing needs no anti-aliasing (a third faster in Skia's raster)
+        # to nothing (a layer that downscaling left empty keeps one clear pixel)
         ys, xs = np.nonzero(premul[..., 3])
-        y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+        if len(ys):
+            y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+        else:
+            y0, y1, x0, x1 = 0, 1, 0, 1
         premul = np.pad(premul[y0:y1, x0:x1], ((1, 1), (1, 1), (0, 0)))
         nx, ny = nx + int(x0) - 1, ny + int(y0) - 1
         self.h, self.w = premul.shape[:2]
