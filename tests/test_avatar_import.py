@@ -186,3 +186,16 @@ def test_a_bad_avatar_stops_render_still_and_live_before_any_work(tmp_path, caps
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "notes.psd: not a PSD file" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.psd", "song.wav"]
+
+
+def test_manifest_beside_a_psd_or_given_itself(tmp_path):
+    psd = write_psd(tmp_path / "mika.psd")
+    (tmp_path / "mika.toml").write_text('[layers.brows]\nrole = "other"\n', "utf-8")
+    assert next(x for x in load_avatar(psd).layers if x.name == "brows").role == "other"
+    manifest = tmp_path / "stage.toml"
+    manifest.write_text('[avatar]\nsource = "mika.psd"\nturn = 0.5\n', "utf-8")
+    doc = load_avatar(manifest)
+    assert doc.path == psd and doc.manifest.avatar.turn == 0.5
+    manifest.write_text('[avatar]\nsource = "gone.psd"\n', "utf-8")
+    with pytest.raises(ValueError, match=r"stage.toml: avatar.source: no such file"):
+        load_avatar(manifest)
