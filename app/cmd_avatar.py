@@ -86,8 +86,9 @@ def _check(args: argparse.Namespace) -> int:
     for i, layer in enumerate(doc.layers):
         l_, t, r, b = layer.bounds
         extra = f", spring {rig.springs[i][0].w / 6.2832:.1f} Hz" if rig.springs[i] else ""
+        depth = f"depth {rig.depth[i]:+.2f}" if rig.part[i] == "head" else " " * 11
         print(
-            f"  {layer.name!r:<24} {layer.role:<13} {rig.part[i]:<6} depth {rig.depth[i]:+.2f}"
+            f"  {layer.name!r:<24} {layer.role:<13} {rig.part[i]:<6} {depth}"
             f"  at {l_},{t} {r - l_}x{b - t}{extra}"
         )
     roles = doc.roles()
