@@ -8,8 +8,8 @@ from the layers (the manifest can set each, docs/AVATARS.md):
   centre lies above the neck ride with the head; the rest is the body;
 - the neck pivot: the bottom centre of the head layer (lifted by a tenth of its height), or
   below the mouth when there is no head layer; the head radius: half the head's width;
-- depth (in head radii towards the viewer) by role, and for other layers by their place before
-  or after the head layer: a head turn slides each layer by sin(yaw) x depth x radius (the
+- depth (in head radii towards the viewer) by role, and for other layers (and other hair) by
+  their place in the layer order, behind or in front of the head layer: a head turn slides each layer by sin(yaw) x depth x radius (the
   Live2D-style parallax), a nod by sin(pitch) x depth x radius;
 - hair layers hang from their top centre and lag the head on a damped spring (rig.Spring), the
   lag fed back as a slightly older pose plus a swing about the root;
@@ -103,10 +103,11 @@ class LayeredRig:
             else:  # other layers: with the head when their centre is above the neck
                 part = "head" if (b[1] + b[3]) / 2.0 < self.neck[1] else "body"
             depth = DEPTHS.get(layer.role, MOUTH_DEPTH if layer.role.startswith("mouth") else None)
-            if depth is None:
-                depth = -0.3 if i < head_at else 0.15
-            if layer.role == "hair" and i < head_at:
-                depth = -0.35
+            if depth is None or layer.role == "hair":  # by its place in the layer order
+                if i < head_at:  # behind the face: further back the earlier it is drawn
+                    depth = -0.15 - 0.35 * (head_at - i) / max(1, head_at)
+                else:  # in front: nearer the viewer the later it is drawn
+                    depth = 0.05 + 0.4 * (i - head_at) / max(1, len(layers) - 1 - head_at)
             if s is not None and s.depth is not None:
                 depth = s.depth
             spring = None

@@ -297,3 +297,29 @@ def test_live_look_draws_the_avatar_kagura_live_sets(psd):
         set_default_avatar(BUILTIN)
     assert _count(frame.image.numpy(), HAIR_RGB) > 500
     assert _count(frame.image.numpy(), BACK_RGB) > 500
+
+
+def test_rig_parallax_bounce_and_sway(psd):
+    """Head turns slide front layers further than the face and back hair the other way; a beat
+    nod bounces the body down; body roll sways it, the head riding on it."""
+    from render.layered_rig import LayeredRig
+
+    doc = load_avatar(psd)
+    names = [layer.name for layer in doc.layers]
+
+    def moved(p: AvatarParams) -> dict[str, np.ndarray]:
+        mats = LayeredRig(doc).matrices(p)
+        out = {}
+        for i, layer in enumerate(doc.layers):
+            x0, y0, x1, y1 = layer.bounds
+            c = np.array([(x0 + x1) / 2, (y0 + y1) / 2, 1.0])
+            out[names[i]] = (mats[i] @ c)[:2] - c[:2]
+        return out
+
+    turn = moved(AvatarParams(head_yaw=25.0))
+    assert turn["hair_front"][0] > turn["Eyes Open"][0] > turn["head"][0] > 0
+    assert turn["hair_back"][0] < 0 and np.allclose(turn["body"], 0)
+    nod = moved(AvatarParams(head_pitch=-5.0))
+    assert nod["body"][1] > 3.0  # ~1 % of the canvas height on a full nod
+    sway = moved(AvatarParams(body_roll=8.0))
+    assert abs(sway["body"][0]) > 5.0 and abs(sway["head"][0]) > abs(sway["body"][0])
