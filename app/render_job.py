@@ -83,7 +83,7 @@ class RenderRequest:
     encoders: int | None = None
     render_workers: int | None = None
     x264_preset: str = "veryfast"
-    # the avatar drawn: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
+    # the avatar: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
     avatar: object = None
 
     @property
