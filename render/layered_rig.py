@@ -9,8 +9,9 @@ from the layers (the manifest can set each, docs/AVATARS.md):
 - the neck pivot: the bottom centre of the head layer (lifted by a tenth of its height), or
   below the mouth when there is no head layer; the head radius: half the head's width;
 - depth (in head radii towards the viewer) by role, and for other layers (and other hair) by
-  their place in the layer order, behind or in front of the head layer: a head turn slides each layer by sin(yaw) x depth x radius (the
-  Live2D-style parallax), a nod by sin(pitch) x depth x radius;
+  their place in the layer order, behind or in front of the head layer: a head turn slides
+  each layer by sin(yaw) x depth x radius (the Live2D-style parallax), a nod by
+  sin(pitch) x depth x radius;
 - hair layers hang from their top centre and lag the head on a damped spring (rig.Spring), the
   lag fed back as a slightly older pose plus a swing about the root;
 - the body sways about a hip below the body (body roll), slides with body yaw, breathes, and
