@@ -16,7 +16,8 @@ that Skia blends over the frame. Which layers show follows the params:
 - eyes: eyes_open / eyes_half / eyes_closed by the eyes' opening (no eyes_closed: eyes_open
   squashed); blush: its opacity follows the cheek value;
 - expressions (F1-F4: happy, sad, surprised, angry): an expression's own layer fades in, or,
-  without one, a tint on the head's layers.
+  without one, a tint on the face (the head layer and the other layers on it, not hair or
+  eyes).
 
 Motion vectors: render/motion.py's method with a part-ID map built from the layers' own alpha
 (the front-most layer whose pixel is more than half opaque wins a low-res pixel).
@@ -54,10 +55,10 @@ _NEAREST = {
 }
 # expression -> RGB multipliers of the tint used when the avatar has no layer for it
 _TINTS = {
-    "happy": (1.0, 0.92, 0.9),
-    "sad": (0.8, 0.86, 1.0),
-    "surprised": (1.06, 1.06, 1.06),
-    "angry": (1.0, 0.72, 0.7),
+    "happy": (1.0, 0.94, 0.92),
+    "sad": (0.86, 0.9, 1.0),
+    "surprised": (1.05, 1.05, 1.05),
+    "angry": (1.0, 0.8, 0.78),
 }
 _NEAREST_PX = skia.SamplingOptions()  # patches are drawn at whole-pixel offsets: no resampling
 # One OpenCV thread: render parallelism is by processes (render/pool.py), and the encoder and
@@ -130,7 +131,12 @@ class LayeredRenderer:
         self.expr_layers = {r[5:]: doc.by_role(r) for r in EXPRESSION_ROLES}
         self.stretch = cfg.mouth_stretch
         self.centre = [_centre(layer.bounds) for layer in doc.layers]
-        self.head_layers = {i for i, part in enumerate(self.rig.part) if part == "head"}
+        # the tint of an expression without its own layer: the face's skin, not hair or eyes
+        self.head_layers = {
+            i
+            for i, part in enumerate(self.rig.part)
+            if part == "head" and self.roles[i] in ("head", "blush", "other")
+        }
         self._late: tuple | None = None
         self._scratch: np.ndarray | None = None
         self._mouth_box = (0, 0, 0, 0)
