@@ -99,6 +99,9 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "--size", default=None, help="frame size WxH (960x540; headless GPU: the output size)"
     )
     b.add_argument("--preset", default="studio")
+    b.add_argument(
+        "--avatar", type=Path, default=None, metavar="FILE", help="a layered avatar (--headless)"
+    )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
     h = b.add_argument_group("headless (no Qt, no sound device; the GPU machine)")
@@ -197,6 +200,12 @@ def _run_app(platform: str, args: argparse.Namespace, song: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "avatar", None) is not None:
+        if not args.headless:
+            raise UsageError("bench live: --avatar needs --headless")
+        from render.avatar_source import avatar_spec, set_default_avatar
+
+        set_default_avatar(avatar_spec(args.avatar))  # the session's render stage draws it
     if args.headless:
         return run_headless(args)
     if _gpu_options_given(args):
@@ -470,6 +479,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
 
 def _headless_command(args: argparse.Namespace) -> str:
     parts = ["kagura bench live --headless", f"--device {args.device}"]
+    if getattr(args, "avatar", None) is not None:
+        parts.append(f"--avatar {args.avatar}")
     if args.diffusion is not None:
         parts.append(f"--diffusion {args.diffusion}")
     if args.diffusion_random is not None:

@@ -9,6 +9,9 @@
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
+    kagura avatar check FILE [--sheet OUT.png]    what a layered avatar (PSD, PNG folder) has
+    kagura avatar export-builtin OUT.psd          the built-in idol as a layered PSD template
+                                                  (--avatar FILE on render/demo/still/live)
     kagura live [--audio-file FILE] [--preset NAME] [--quit-after S] [--screenshot PNG]
                 [--device cuda] [--diffusion PATH | --diffusion-random KIND] [--upscale N]
                 [--[no-]temporal] [--budget-ms MS]
@@ -69,6 +72,14 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "-y", "--overwrite", action="store_true", help="replace the output file if it exists"
+    )
+    p.add_argument(
+        "--avatar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your own avatar: a layered .psd, a folder of PNGs or an avatar.toml "
+        "(docs/AVATARS.md; default: the built-in idol)",
     )
 
 
@@ -194,6 +205,13 @@ def _fill_bench_render(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    b.add_argument(
+        "--avatar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also measure this avatar's render frames/s against the built-in idol's",
+    )
 
 
 def _fill_bench_stylize(b: argparse.ArgumentParser) -> None:
@@ -277,6 +295,11 @@ _COMMANDS = (
         "train Kagura's own diffusion model on its renders (one GPU)",
         _module_fill("app.cmd_train"),
     ),
+    (
+        "avatar",
+        "check a layered avatar or export the idol as a PSD",
+        _module_fill("app.cmd_avatar"),
+    ),
     ("bench", "benchmarks; results go to docs/BENCHMARKS.md", _fill_bench),
 )
 
@@ -327,7 +350,15 @@ def _render_request(args: argparse.Namespace, audio: Path):
         render_workers=parse_workers(args.render_workers, "--render-workers"),
         x264_preset=args.x264_preset,
         overwrite=args.overwrite,
+        avatar=_avatar(args),
     )
+
+
+def _avatar(args: argparse.Namespace):
+    """The `--avatar` source, loaded and checked before any work starts."""
+    from render.avatar_source import avatar_spec
+
+    return avatar_spec(getattr(args, "avatar", None))
 
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
@@ -436,6 +467,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     return cmd_train.run(args)
 
 
+def cmd_avatar(args: argparse.Namespace) -> int:
+    from app import cmd_avatar
+
+    return cmd_avatar.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -475,6 +512,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from app.bench_stylize import bench_stylize
 
         return bench_stylize(args)
+    if getattr(args, "avatar", None) is not None:
+        from app.bench_avatar import bench_avatar
+
+        return bench_avatar(args)
     from app.bench import bench_render
 
     return bench_render(args)
@@ -491,6 +532,7 @@ COMMANDS = {
     "devices": cmd_devices,
     "train": cmd_train,
     "bench": cmd_bench,
+    "avatar": cmd_avatar,
 }
 
 

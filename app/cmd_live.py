@@ -68,6 +68,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help="also open the see-through stage window (OBS Window Capture with alpha)",
     )
+    p.add_argument(
+        "--avatar",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your own avatar: a layered .psd, a folder of PNGs or an avatar.toml",
+    )
     from app.live_gpu import add_gpu_options
 
     add_gpu_options(p, device=False)
@@ -156,6 +163,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
     compute, mic = split_device(args)
     from app.errors import UsageError
+
+    if getattr(args, "avatar", None) is not None:
+        from render.avatar_source import avatar_spec, set_default_avatar
+
+        try:  # the live sessions' render stages are built without an avatar: they take this
+            set_default_avatar(avatar_spec(args.avatar))
+        except UsageError as exc:
+            print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
     from app.live_gpu import build_live_gpu
 
     try:

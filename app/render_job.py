@@ -84,6 +84,8 @@ class RenderRequest:
     render_workers: int | None = None
     x264_preset: str = "veryfast"
     overwrite: bool = False  # replace an existing output (--overwrite / -y)
+    # the avatar: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
+    avatar: object = None
 
     @property
     def diffusion_on(self) -> bool:
@@ -627,10 +629,10 @@ def assemble_graph(
         from render.pool import PooledRenderStage
 
         first = PooledRenderStage(
-            track, *render, preset.palette, preset.line, workers=render_workers
+            track, *render, preset.palette, preset.line, workers=render_workers, avatar=req.avatar
         )
     else:
-        first = RenderStage(*render, preset.palette, preset.line)
+        first = RenderStage(*render, preset.palette, preset.line, avatar=req.avatar)
     # the GPU hands the video file I420 planes when it is opaque (MP4, or WebM without alpha:
     # both encode yuv420p); a transparent WebM and a caller's own sink get RGBA
     i420 = req.device == "cuda" and not req.transparent and sink is None

@@ -13,6 +13,12 @@ from pipeline.sinks.still import StillSink
 SETTLE_S = 1.0
 
 
+def _avatar(args: argparse.Namespace):
+    from render.avatar_source import avatar_spec
+
+    return avatar_spec(getattr(args, "avatar", None))
+
+
 def render_still(args: argparse.Namespace) -> Path:
     if args.output.suffix.lower() != ".png":
         raise UsageError(f"output {args.output}: expected a .png file name")
@@ -34,6 +40,7 @@ def render_still(args: argparse.Namespace) -> Path:
         transparent=args.transparent,
         seed=args.seed,
         overwrite=args.overwrite,
+        avatar=_avatar(args),
     )
     check_output_safety(req)  # never over an input, an existing file only with --overwrite
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,7 @@
-"""`PooledRenderStage`: the built-in idol rendered by M worker processes, delivered in order.
+"""`PooledRenderStage`: the avatar rendered by M worker processes, delivered in order.
+
+(The built-in idol by default; `avatar` names another source, render/avatar_source.py, which
+each worker rebuilds from its path: a layered avatar's rig is stepped the same way.)
 
 The Skia idol render is single-threaded CPU work (~8 ms a frame at 640x360, several times that
 at 1080p), so one `RenderStage` caps an offline render near 130 fps at 640x360. Offline the
@@ -94,7 +97,9 @@ def _slot_layout(width: int, height: int) -> tuple[int, int]:
     return image, image + motion
 
 
-def _render_main(index, track, width, height, palette, line, mapping, tasks: Connection, out):
+def _render_main(
+    index, track, width, height, palette, line, avatar, mapping, tasks: Connection, out
+):
     """Entry point of a render process (spawned).
 
     Offline (a `track`): tasks are (frame, slot, rig matrices, previous matrices) — the pool's
@@ -102,13 +107,14 @@ def _render_main(index, track, width, height, palette, line, mapping, tasks: Con
     ("base", frame, slot, params) — the whole idol into `slot`, this worker's renderer stepping
     its own rig — and ("mouth", frame, offset, params) — the late mouth
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
-    `offset`; "reset" starts the rig afresh."""
+    `offset`; "reset" starts the rig afresh. `avatar`: the AvatarSpec to draw (None: the
+    built-in idol), rebuilt here from its path."""
     ignore_sigint()
     frame = -1
     try:
-        from render.idol import IdolRenderer
+        from render.avatar_source import as_spec
 
-        renderer = IdolRenderer(width, height, palette, line)
+        renderer = as_spec(avatar).make_renderer(width, height, palette, line)
         if track is not None:
             rig = renderer.rig = _GivenRig()
         image_bytes, slot_bytes = _slot_layout(width, height)
@@ -178,12 +184,16 @@ class PooledRenderStage(BaseStage):
         in_flight: int | None = None,
         first_index: int = 0,
         start_timeout_s: float = 120.0,
+        avatar=None,
     ) -> None:
+        from render.avatar_source import as_spec
+
         if not 1 <= int(workers) <= MAX_RENDER_WORKERS:
             raise ValueError(f"render workers must be 1..{MAX_RENDER_WORKERS}, got {workers}")
         self.track = track
         self.width, self.height = int(width), int(height)
         self.palette, self.line = palette, line
+        self.avatar = as_spec(avatar)
         self.workers = int(workers)
         self.in_flight = int(in_flight) if in_flight else 2 * self.workers + 2
         self.first_index = first_index
@@ -206,10 +216,8 @@ class PooledRenderStage(BaseStage):
     def setup(self, ctx: Context) -> None:
         import torch
 
-        from render.rig import Rig
-
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
-        self._rig = Rig()
+        self._rig = self.avatar.make_rig()
         self._prev_mats = None
         self._next = 0
         self._done.clear()
@@ -256,7 +264,7 @@ class PooledRenderStage(BaseStage):
     def _start(self) -> None:
         ctx = spawn_context()
         for k in range(self.workers):
-            args = (k, self.track, self.width, self.height, self.palette, self.line)
+            args = (k, self.track, self.width, self.height, self.palette, self.line, self.avatar)
             proc, task_w, res_r = start_worker(
                 ctx, _render_main, (*args, self._arena.handle), f"kagura-render-{k}"
             )

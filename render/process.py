@@ -72,9 +72,13 @@ class RenderProcessStage(BaseStage):
         line: LineStyle,
         start_timeout_s: float = 120.0,
         frame_timeout_s: float = 10.0,
+        avatar=None,
     ) -> None:
+        from render.avatar_source import as_spec
+
         self.width, self.height = int(width), int(height)
         self.palette, self.line = palette, line
+        self.avatar = as_spec(avatar)
         self.start_timeout_s = start_timeout_s
         self.frame_timeout_s = frame_timeout_s
         self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
@@ -190,7 +194,8 @@ class RenderProcessStage(BaseStage):
         # the mouth's box (at most a whole image)
         self._box_at = LIVE_SLOTS * slot_bytes
         self._arena = SharedArena(self._box_at + image_bytes, "kagura-live-render")
-        args = (0, None, self.width, self.height, self.palette, self.line, self._arena.handle)
+        args = (0, None, self.width, self.height, self.palette, self.line, self.avatar)
+        args = (*args, self._arena.handle)
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"
         )

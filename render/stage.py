@@ -1,4 +1,7 @@
-"""`RenderStage`: the built-in idol as a pipeline stage (params in, image + motion out).
+"""`RenderStage`: the avatar as a pipeline stage (params in, image + motion out).
+
+The avatar is the built-in idol unless `avatar` names another source (render/avatar_source.py:
+a layered PSD or PNG folder); every source draws through the same interface.
 
 Live sessions draw each frame in two steps, so the mouth shows the newest audio: `prepare`
 draws the whole idol from one set of params (off the frame's critical path, while the frame
@@ -17,17 +20,20 @@ import torch
 from pipeline.frame import MOUTH_TIMING, Frame
 from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
-from render.idol import IdolRenderer
+from render.avatar_source import as_spec
 
 
 class RenderStage(BaseStage):
     name = "render"
     needs = spec("params")
 
-    def __init__(self, width: int, height: int, palette: Palette, line: LineStyle) -> None:
+    def __init__(
+        self, width: int, height: int, palette: Palette, line: LineStyle, avatar=None
+    ) -> None:
         self.width, self.height = int(width), int(height)
         self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
-        self.renderer = IdolRenderer(self.width, self.height, palette, line)
+        self.avatar = as_spec(avatar)
+        self.renderer = self.avatar.make_renderer(self.width, self.height, palette, line)
         self.pin = False
         self._base: tuple[int, torch.Tensor, torch.Tensor, float] | None = None
 

@@ -53,9 +53,7 @@ def _sharp_table(metrics: dict) -> str:
     for p in PRESETS:
         lap = metrics["lap"][p]
         d = des.get(p)
-        dtxt = (
-            f"{d['model'] / d['fast']:.2f} | {d['model'] / d['reference']:.2f}" if d else "- | -"
-        )
+        dtxt = f"{d['model'] / d['fast']:.2f} | {d['model'] / d['reference']:.2f}" if d else "- | -"
         rows.append(
             f"| {p} | {lap['model'] / lap['fast']:.2f} | {lap['model'] / lap['reference']:.2f} "
             f"| {dtxt} |"
