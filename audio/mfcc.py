@@ -74,7 +74,7 @@ def _mel_inv(m: np.ndarray) -> np.ndarray:
 class _Plan:
     """Window, filterbank and DCT matrices for one (settings, sample rate)."""
 
-    def __init__(self, s: MfccSettings, sr: int) -> None:
+    def __init__(self, s: MfccSettings, sr: int, warp: float = 1.0) -> None:
         if sr <= 0:
             raise ValueError(f"sample rate must be positive, got {sr}")
         self.s = s
@@ -87,6 +87,9 @@ class _Plan:
         freqs = np.fft.rfftfreq(self.nfft, 1.0 / sr)
         fmax = min(s.fmax, sr / 2.0)
         edges = _mel_inv(np.linspace(_mel(s.fmin), _mel(fmax), s.n_mels + 2))
+        # warp != 1: the features of the same sound with every formant `warp` times higher
+        # (vocal-tract-length augmentation for training; 1 everywhere else)
+        edges = edges / warp
         fb = np.zeros((s.n_mels, len(freqs)))
         for j in range(s.n_mels):
             lo, c, hi = edges[j], edges[j + 1], edges[j + 2]
@@ -139,20 +142,24 @@ class _Plan:
 _PLANS: dict[tuple, _Plan] = {}
 
 
-def _plan(s: MfccSettings, sr: int) -> _Plan:
-    key = (s, int(sr))
+def _plan(s: MfccSettings, sr: int, warp: float = 1.0) -> _Plan:
+    key = (s, int(sr), float(warp))
     p = _PLANS.get(key)
     if p is None:
-        p = _PLANS[key] = _Plan(s, int(sr))
+        if len(_PLANS) > 64:  # warped plans of training runs are not worth keeping
+            _PLANS.clear()
+        p = _PLANS[key] = _Plan(s, int(sr), float(warp))
     return p
 
 
 def mfcc_frames(
-    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None
+    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None, warp: float = 1.0
 ) -> FrameFeatures:
-    """Features of every complete hop of `samples` (mono), all frames at once (offline)."""
+    """Features of every complete hop of `samples` (mono), all frames at once (offline).
+
+    `warp` (training only) gives the features as if every formant were `warp` times higher."""
     s = settings or MfccSettings()
-    p = _plan(s, sample_rate)
+    p = _plan(s, sample_rate, warp)
     x = np.asarray(samples, np.float64).reshape(-1)
     n = len(x) // p.hop
     if n == 0:

@@ -10,6 +10,11 @@
 * vowel probabilities are averaged over each video frame's span, and a dominant shape shorter
   than `min_shape_s` (Rhubarb: 70 ms) takes the previous shape, so nothing flickers.
 
+With the shipped network (`audio.vowel_net`) the offline engine also listens both ways: its
+offline net (±120 ms of context) gives the vowel (default profile) and whether a voice sounds;
+the mouth is shut wherever it hears none — a band playing through a vocal pause — and opened
+at least partly where it hears one, however loud the music around it is.
+
 Plug it in with ``analyze_clip(clip, fps, lipsync=MfccLipSync())``.
 """
 
@@ -23,6 +28,7 @@ from audio.calibration import Profile, load_profile, load_user_or_default
 from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
+from audio.vowel_net import VowelNet, default_net
 from pipeline.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -39,6 +45,7 @@ class MfccLipSync:
         open_lead_s: float = 0.03,
         vowel_lead_s: float = 0.05,
         min_shape_s: float = 0.07,
+        net: VowelNet | str | None = "auto",
     ) -> None:
         if profile is None:
             profile = load_user_or_default()
@@ -50,12 +57,20 @@ class MfccLipSync:
         self.open_lead_s = open_lead_s
         self.vowel_lead_s = vowel_lead_s
         self.min_shape_s = min_shape_s
+        if isinstance(net, str):
+            if net != "auto":
+                raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
+            net = default_net()
+            self.net_vowels = bool(profile.extra.get("vowel_net"))
+        else:
+            self.net_vowels = net is not None
+        self.net = net
 
     def hops(self, mono: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per 10 ms hop: time (s, last sample), openness, vowel probabilities (n, 6) or NaN."""
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
-        eng = LiveLipSync(self.profile, sr, method=self.method)
+        eng = LiveLipSync(self.profile, sr, method=self.method, net=self.net)
         nan = np.full(len(VOWELS), np.nan)
         t, op, raw = [], [], []
         block = eng.stream.hop
@@ -75,6 +90,19 @@ class MfccLipSync:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
         t, op, probs = self.hops(mono, sample_rate)
         frame_t = np.arange(n) / fps
+        voice_t = None
+        if self.net is not None and len(t):
+            y = resample_mono(np.asarray(mono, np.float32), sample_rate, self.profile.sample_rate)
+            end, pvoice, pvowel = self.net.offline_probs(y, self.profile.sample_rate)
+            win = round(self.net.settings_win_s * self.profile.sample_rate)
+            voice_t = (end - win / 2) / self.profile.sample_rate  # each hop's window centre
+            pvoice = _median(pvoice, 5)
+            if self.net_vowels:
+                # the offline net's vowel at each live hop's time (same 10 ms grid)
+                k = np.clip(np.searchsorted(voice_t, t - 0.0125), 0, len(voice_t) - 1)
+                probs = np.zeros((len(t), len(VOWELS)))
+                probs[:, :N_IDX] = pvowel[k]
+                probs[op <= 0] = np.nan  # no vowel where the mouth is shut: keeps the last
         if len(t) == 0:
             vow = np.zeros((n, len(VOWELS)), np.float32)
             vow[:, N_IDX] = 1.0
@@ -86,6 +114,11 @@ class MfccLipSync:
         lo = np.clip(lo, 0, len(t) - 1)
         hi = np.clip(np.maximum(hi, lo + 1), 1, len(t))
         mouth = _range_max(op, lo, hi)
+        if voice_t is not None:
+            # shut where the offline net hears no voice; at least half open where it does
+            g = np.clip((np.interp(t, voice_t, pvoice) - 0.3) / 0.4, 0.0, 1.0)
+            g = _range_max(g, lo, hi)  # same span as the openness: opens early, closes on time
+            mouth = np.maximum(mouth, 0.45 * g) * g
         # vowels: fill unknown hops with the last known, average over the frame span, led
         known = np.isfinite(probs[:, 0])
         if known.any():
@@ -108,6 +141,13 @@ class MfccLipSync:
         vow[:, N_IDX] += 1.0 - o
         vow /= vow.sum(axis=1, keepdims=True)
         return LipSyncResult(mouth.astype(np.float32), vow.astype(np.float32))
+
+
+def _median(x: np.ndarray, k: int) -> np.ndarray:
+    if len(x) < k:
+        return x
+    pad = np.pad(x, (k // 2, k // 2), mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(pad, k), axis=1)
 
 
 def _range_max(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -1,0 +1,161 @@
+"""A tiny network that hears a voice (even over a band) and its vowel, from MFCC context.
+
+Per 10 ms hop the input is a stack of hop vectors (20 MFCCs of 40 mel bands of a 25 ms window,
+periodicity, log spectral flatness) at a few offsets: only past hops for the live engine, past
+and future for the offline one. Two fully connected layers (ReLU) end in 6 outputs: the logit
+of "a voice sounds here" and the logits of A I U E O. Inference is numpy only (the live path
+runs on machines without torch); `audio.vowel_net_train` trains it (torch) on the synthesized
+corpus with augmentation, and `scripts/build_default_profile.py` ships the result as
+`audio/profiles/vowel_net.npz` (float16 weights, a few hundred kB).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audio.mfcc import FrameFeatures, MfccSettings, mfcc_frames
+
+__all__ = [
+    "DEFAULT_NET",
+    "LIVE_OFFSETS",
+    "NET_SETTINGS",
+    "OFFLINE_OFFSETS",
+    "LiveNet",
+    "Mlp",
+    "VowelNet",
+    "hop_vectors",
+    "load_net",
+    "stack",
+]
+
+NET_SETTINGS = MfccSettings(n_mels=40, first_coef=1, last_coef=20)
+LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
+OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
+DEFAULT_NET = Path(__file__).resolve().parent / "profiles" / "vowel_net.npz"
+HOP_DIM = NET_SETTINGS.n_coefs + 2
+
+
+def hop_vectors(f: FrameFeatures) -> np.ndarray:
+    """(n, HOP_DIM) float32: MFCCs, periodicity, log10 flatness."""
+    return np.concatenate(
+        [
+            f.mfcc,
+            f.periodicity[:, None],
+            np.log10(np.maximum(f.flatness, 1e-4))[:, None],
+        ],
+        axis=1,
+    ).astype(np.float32)
+
+
+def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
+    """Rows k of v at k + offset for each offset, side by side (edges held)."""
+    n = len(v)
+    idx = np.clip(np.arange(n)[:, None] + np.asarray(offsets)[None, :], 0, max(n - 1, 0))
+    return v[idx].reshape(n, -1)
+
+
+@dataclass
+class Mlp:
+    mean: np.ndarray
+    std: np.ndarray
+    layers: list[tuple[np.ndarray, np.ndarray]]
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = (np.asarray(x, np.float32) - self.mean) / self.std
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if i < len(self.layers) - 1:
+                np.maximum(h, 0.0, out=h)
+        return h
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
+        z = self.logits(np.atleast_2d(x))
+        pv = 1.0 / (1.0 + np.exp(-np.clip(z[:, 0], -30, 30)))
+        e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
+        return pv, e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass
+class VowelNet:
+    live: Mlp
+    offline: Mlp
+    info: str = ""
+    settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
+
+    def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
+        f = mfcc_frames(y, sr, NET_SETTINGS)
+        pv, pw = self.offline.predict(stack(hop_vectors(f), OFFLINE_OFFSETS))
+        return f.end, pv, pw
+
+    def save(self, path: str | os.PathLike) -> None:
+        arrays: dict[str, np.ndarray] = {"info": np.array(self.info)}
+        for name, m in (("live", self.live), ("offline", self.offline)):
+            arrays[f"{name}_mean"] = m.mean.astype(np.float32)
+            arrays[f"{name}_std"] = m.std.astype(np.float32)
+            for i, (w, b) in enumerate(m.layers):
+                arrays[f"{name}_w{i}"] = w.astype(np.float16)
+                arrays[f"{name}_b{i}"] = b.astype(np.float16)
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, p)
+
+
+def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
+    with np.load(path) as z:
+        nets = []
+        for name in ("live", "offline"):
+            layers = []
+            i = 0
+            while f"{name}_w{i}" in z:
+                w = z[f"{name}_w{i}"].astype(np.float32)
+                layers.append((w, z[f"{name}_b{i}"].astype(np.float32)))
+                i += 1
+            nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
+        return VowelNet(nets[0], nets[1], str(z["info"]))
+
+
+_DEFAULT: VowelNet | None = None
+
+
+def default_net() -> VowelNet | None:
+    """The shipped network (cached), or None where the file is missing."""
+    global _DEFAULT
+    if _DEFAULT is None and DEFAULT_NET.exists():
+        _DEFAULT = load_net(DEFAULT_NET)
+    return _DEFAULT
+
+
+class LiveNet:
+    """The live net hop by hop: keeps the last hop vectors its offsets need."""
+
+    def __init__(self, mlp: Mlp) -> None:
+        self.mlp = mlp
+        self.span = -min(LIVE_OFFSETS) + 1
+        self.ring = np.zeros((self.span, HOP_DIM), np.float32)
+        self.count = 0
+        self._idx = np.asarray(LIVE_OFFSETS) + self.span - 1
+
+    def _vec(self, cep, per, flat) -> np.ndarray:
+        return np.concatenate(
+            [np.asarray(cep, np.float32), [per, np.log10(max(flat, 1e-4))]]
+        ).astype(np.float32)
+
+    def step(self, cep, per: float, flat: float, commit: bool = True):
+        """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged."""
+        v = self._vec(cep, per, flat)
+        if self.count == 0:
+            ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
+        else:
+            ring = np.concatenate([self.ring[1:], v[None]])
+        if commit:
+            self.ring = ring
+            self.count += 1
+        pv, pw = self.mlp.predict(ring[self._idx].reshape(1, -1))
+        return float(pv[0]), pw[0]
