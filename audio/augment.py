@@ -80,8 +80,10 @@ def band(seconds: float, seed: int = 0) -> np.ndarray:
         if b % 2 == 1:
             k = int(0.25 * SR)
             sn = signal.sosfilt(sos_sn, rng.standard_normal(k)) * _env(k, 0.001, 0.07)
-            sn += 0.4 * np.sin(2 * np.pi * rng.uniform(160, 220) * np.arange(k) / SR) * _env(
-                k, 0.001, 0.04
+            sn += (
+                0.4
+                * np.sin(2 * np.pi * rng.uniform(160, 220) * np.arange(k) / SR)
+                * _env(k, 0.001, 0.04)
             )
             _add(out, t0, gains[1] * 0.6 * sn)
         for h in range(2):  # eighth-note hats
@@ -156,4 +158,4 @@ def speed(x: np.ndarray, factor: float) -> np.ndarray:
     """Play `factor` times faster: pitch and formants x factor, duration / factor."""
     if abs(factor - 1.0) < 1e-6:
         return np.asarray(x, np.float32)
-    return resample_mono(x, int(round(SR * factor)), SR)
+    return resample_mono(x, round(SR * factor), SR)

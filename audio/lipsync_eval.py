@@ -72,6 +72,25 @@ def speech_track(spec: VoiceSpec, n_texts: int | None = None, offset: int = 0, s
     return join(spec.name, spec, [(u.audio, u.phones) for u in utts], seed)
 
 
+def sung_track(
+    specs: list[VoiceSpec],
+    n_notes: int = 20,
+    seed: int = 0,
+    f0_range: tuple[float, float] = (150.0, 1000.0),
+) -> Track:
+    """Sung vowels (`audio.singing`) on the vowel envelopes of `specs`' sentences."""
+    from audio.singing import sing, vowel_envelopes
+
+    envs = []
+    for sp in specs:
+        envs += vowel_envelopes(synthesize(sp))
+    y, ph = sing(envs, n_notes, np.random.default_rng(seed), f0_range)
+    lo, hi = f0_range
+    tr = join(f"sung {lo:g}-{hi:g} Hz ({specs[0].source})", None, [(y, ph)], seed)
+    tr.spec = specs[0]
+    return tr
+
+
 def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:
     backing = augment.band(len(track.voice) / SR + 0.1, seed)
     y = augment.mix_at(track.voice, backing, vbr_db)
@@ -146,7 +165,7 @@ def score(track: Track, times: np.ndarray, open_: np.ndarray, vowels: np.ndarray
     for a, b in zip(edges[::2], edges[1::2], strict=True):
         if (b - a) * dt < MIN_PAUSE_S:
             continue
-        k = int(round(TRIM_S / dt))
+        k = round(TRIM_S / dt)
         inside = open_[a + k : b - k]
         if len(inside) == 0:
             continue

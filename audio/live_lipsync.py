@@ -5,7 +5,7 @@ Compared with uLipSync (shared/ANCHORS.md §4: 64 ms window + ~50 ms spring ≈ 
 * **Short windows.** Vowels from MFCCs of a 25 ms window (`audio.mfcc`); openness from the level
   of the most recent 12 ms only, so an onset shows up within one hop.
 * **Noise gate with hysteresis** relative to a tracked noise floor: the gate opens when the level
-  is `open_db` above the floor *and* the frame is tonal (low spectral flatness or clear
+  is `open_db` above the floor, less than `quiet_db` under the recent peak *and* the frame is tonal (low spectral flatness or clear
   periodicity: broadband noise is neither), and closes only when the level falls under
   `close_db` above the floor (close < open), so the mouth neither chews on noise nor shuts on
   the soft end of a phrase. The floor follows the level down at once and up slowly while the
@@ -140,6 +140,9 @@ class LiveLipSync:
         self.min_open = min_open
         self.floor_rise = floor_rise_db_s * self.hop_s
         self.peak_decay = 3.0 * self.hop_s
+        # a hum or hiss this far under the recent loud peak is not a voice (synthesizers'
+        # recorded pauses, a fan): the gate stays shut
+        self.quiet_db = 35.0
         # alpha-beta gains per hop (attack: nearly immediate; release: ~2-3 hops)
         self.att = (0.85, 0.35)
         self.rel = (0.5, 0.12)
@@ -163,7 +166,7 @@ class LiveLipSync:
         self.live_net = None
         if self.net is not None:
             self.nstream = MfccStream(self.sample_rate, self.net_settings)
-            self.live_net = LiveNet(self.net.live)
+            self.live_net = LiveNet(self.net.live, self.net.cmn_init)
 
     # ------------------------------------------------------------------------------------
     def push(self, samples: np.ndarray) -> list[LipFrame]:
@@ -218,7 +221,7 @@ class LiveLipSync:
         pw = None
         pv = 1.0
         if self.live_net is not None and nhop is not None:
-            pv, pw = self.live_net.step(nhop[1], nhop[4], nhop[3], commit)
+            pv, pw = self.live_net.step(nhop[1], nhop[2], nhop[4], nhop[3], commit)
         self.last_voice = pv
         self.unvoiced = self.unvoiced + 1 if pv < 0.25 else 0
         # --- gate with hysteresis against the tracked floor -------------------------------
@@ -230,11 +233,15 @@ class LiveLipSync:
                 or self.unvoiced * self.hop_s >= 0.03
             ):
                 self.gate = False
-        elif lev > -75.0 and (
-            (tonal and lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75
+        elif (
+            lev > -75.0
+            and (self.peak is None or lev > self.peak - self.quiet_db)
+            and ((tonal and lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75)
         ):
             self.gate = True
             self.untonal = 0
+        elif self.peak is not None:  # the loud reference fades while nothing sounds
+            self.peak -= self.peak_decay
         if lev < self.floor:
             self.floor = max(lev, -96.0)
         elif not self.gate:

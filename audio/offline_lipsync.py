@@ -46,6 +46,8 @@ class MfccLipSync:
         vowel_lead_s: float = 0.05,
         min_shape_s: float = 0.07,
         net: VowelNet | str | None = "auto",
+        net_vowel_lead_s: float = 0.0,
+        net_min_shape_s: float = 0.04,
     ) -> None:
         if profile is None:
             profile = load_user_or_default()
@@ -65,21 +67,27 @@ class MfccLipSync:
         else:
             self.net_vowels = net is not None
         self.net = net
+        # the offline net already hears ±120 ms around each hop: its vowels need no extra lead
+        self.net_vowel_lead_s = net_vowel_lead_s
+        self.net_min_shape_s = net_min_shape_s  # its vowels are steady: a shorter minimum
 
     def hops(self, mono: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per 10 ms hop: time (s, last sample), openness, vowel probabilities (n, 6) or NaN."""
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
-        eng = LiveLipSync(self.profile, sr, method=self.method, net=self.net)
+        # the level gate and openness only: the offline net (both ways) does the rest
+        eng = LiveLipSync(self.profile, sr, method=self.method, net=None)
         nan = np.full(len(VOWELS), np.nan)
-        t, op, raw = [], [], []
+        t, op, raw, lev = [], [], [], []
         block = eng.stream.hop
         for i in range(0, len(y) - block + 1, block):
             for fr in eng.push(y[i : i + block]):  # exactly one frame per hop-sized block
                 t.append(fr.t)
                 op.append(fr.open)
+                lev.append(fr.level_db)
                 raw.append(nan if eng.last_probs is None else eng.last_probs)
         probs = np.array(raw, np.float64).reshape(-1, len(VOWELS))
+        self._levels = np.asarray(lev, np.float64)  # for `analyze`'s clip-level gate
         return np.asarray(t), np.asarray(op, np.float64), probs
 
     def analyze(
@@ -97,16 +105,6 @@ class MfccLipSync:
             win = round(self.net.settings_win_s * self.profile.sample_rate)
             voice_t = (end - win / 2) / self.profile.sample_rate  # each hop's window centre
             pvoice = _median(pvoice, 5)
-            if self.net_vowels:
-                # the offline net's vowel at each live hop's time (same 10 ms grid)
-                k = np.clip(np.searchsorted(voice_t, t - 0.0125), 0, len(voice_t) - 1)
-                probs = np.zeros((len(t), len(VOWELS)))
-                probs[:, :N_IDX] = pvowel[k]
-                probs[op <= 0] = np.nan  # no vowel where the mouth is shut: keeps the last
-        if len(t) == 0:
-            vow = np.zeros((n, len(VOWELS)), np.float32)
-            vow[:, N_IDX] = 1.0
-            return LipSyncResult(np.zeros(n, np.float32), vow)
         # openness: engine output `delay_s` later, max over the next open_lead_s + frame span
         half = 0.5 / fps
         lo = np.searchsorted(t, frame_t + self.delay_s - half)
@@ -115,8 +113,12 @@ class MfccLipSync:
         hi = np.clip(np.maximum(hi, lo + 1), 1, len(t))
         mouth = _range_max(op, lo, hi)
         if voice_t is not None:
-            # shut where the offline net hears no voice; at least half open where it does
-            g = np.clip((np.interp(t, voice_t, pvoice) - 0.3) / 0.4, 0.0, 1.0)
+            # shut where the clip is more than 35 dB under its loud reference (hum, hiss) ...
+            lev = self._levels
+            ref = float(np.percentile(lev[op > 0], 95)) if (op > 0).any() else float(lev.max())
+            quiet = np.clip((lev - (ref - 35.0)) / 6.0, 0.0, 1.0)
+            # ... and where the offline net hears no voice; at least half open where it does
+            g = np.clip((np.interp(t, voice_t, pvoice) - 0.3) / 0.4, 0.0, 1.0) * quiet
             g = _range_max(g, lo, hi)  # same span as the openness: opens early, closes on time
             mouth = np.maximum(mouth, 0.45 * g) * g
         # vowels: fill unknown hops with the last known, average over the frame span, led
@@ -134,7 +136,19 @@ class MfccLipSync:
         vhi = np.clip(np.searchsorted(t, frame_t + self.vowel_lead_s + half), 0, len(t))
         vhi = np.maximum(vhi, vlo + 1)
         pv = (c[vhi] - c[vlo]) / (vhi - vlo)[:, None]
-        k = max(int(np.ceil(self.min_shape_s * fps - 1e-9)), 1)
+        if voice_t is not None and self.net_vowels:
+            # the offline net's vowel over each frame's span (its hops' window centres)
+            cn = np.concatenate([np.zeros((1, N_IDX)), np.cumsum(pvowel, axis=0)])
+            lead = self.net_vowel_lead_s
+            nlo = np.clip(np.searchsorted(voice_t, frame_t + lead - half), 0, len(voice_t) - 1)
+            nhi = np.clip(np.searchsorted(voice_t, frame_t + lead + half), 0, len(voice_t))
+            nhi = np.maximum(nhi, nlo + 1)
+            pv = np.zeros((n, len(VOWELS)))
+            pv[:, :N_IDX] = (cn[nhi] - cn[nlo]) / (nhi - nlo)[:, None]
+            shape_s = self.net_min_shape_s
+        else:
+            shape_s = self.min_shape_s
+        k = max(int(np.ceil(shape_s * fps - 1e-9)), 1)
         pv = FormantLipSync._min_length(pv, k)
         o = np.clip(mouth / 0.3, 0.0, 1.0)
         vow = pv * o[:, None]

@@ -309,7 +309,7 @@ def _festival(spec: VoiceSpec, texts: list[str], tmp: Path):
             f'(set! utt (SynthText "{t}"))',
             f'(utt.save.wave utt "{tmp / f"{i}.wav"}" \'riff)',
             f'(set! fd (fopen "{tmp / f"{i}.seg"}" "w"))',
-            "(mapcar (lambda (s) (format fd \"%s %f\\n\" (item.name s) (item.feat s \"end\")))"
+            '(mapcar (lambda (s) (format fd "%s %f\\n" (item.name s) (item.feat s "end")))'
             " (utt.relation.items utt 'Segment))",
             "(fclose fd)",
         ]

@@ -12,7 +12,7 @@ corpus with augmentation, and `scripts/build_default_profile.py` ships the resul
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +39,62 @@ DEFAULT_NET = Path(__file__).resolve().parent / "profiles" / "vowel_net.npz"
 HOP_DIM = NET_SETTINGS.n_coefs + 2
 
 
-def hop_vectors(f: FrameFeatures) -> np.ndarray:
-    """(n, HOP_DIM) float32: MFCCs, periodicity, log10 flatness."""
+# Cepstral mean normalisation: MFCCs less their mean over the sounding hops remove what is the
+# same all along — the microphone, the room, the synthesizer's or the singer's spectral tilt —
+# and is the one change that most helped voices of other synthesizers. Offline the mean is the
+# clip's; live it is a running mean (`CMN_TAU` hops, starting from the training mean worth
+# `CMN_PRIOR` hops), the same in training as in use.
+CMN_TAU = 1000
+CMN_PRIOR = 200  # a long sustained vowel must not become the mean
+CMN_RANGE_DB = 30.0  # hops within this of the (decaying) loudest one count as sounding
+
+
+def clip_cmn(f: FrameFeatures) -> np.ndarray:
+    """MFCCs less their mean over the clip's sounding hops (offline)."""
+    if len(f) == 0:
+        return f.mfcc
+    top = float(np.percentile(f.level_db, 95))
+    act = f.level_db > top - CMN_RANGE_DB
+    m = f.mfcc[act].mean(axis=0) if act.any() else f.mfcc.mean(axis=0)
+    return f.mfcc - m
+
+
+class RunningCmn:
+    """The live mean: one `update` per hop, in order."""
+
+    def __init__(self, init: np.ndarray) -> None:
+        self.mean = np.asarray(init, np.float64).copy()
+        self.n = CMN_PRIOR
+        self.peak = -120.0
+
+    def update(self, cep: np.ndarray, level_db: float) -> np.ndarray:
+        self.peak = max(level_db, self.peak - 0.03)  # 3 dB/s decay at 10 ms hops
+        if level_db > self.peak - CMN_RANGE_DB and level_db > -75.0:
+            self.n = min(self.n + 1, CMN_TAU)
+            self.mean += (np.asarray(cep, np.float64) - self.mean) / self.n
+        return (np.asarray(cep, np.float64) - self.mean).astype(np.float32)
+
+    def state(self) -> tuple:
+        return self.mean.copy(), self.n, self.peak
+
+    def restore(self, st: tuple) -> None:
+        self.mean, self.n, self.peak = st[0].copy(), st[1], st[2]
+
+
+def running_cmn(f: FrameFeatures, init: np.ndarray) -> np.ndarray:
+    r = RunningCmn(init)
+    return (
+        np.stack([r.update(c, lv) for c, lv in zip(f.mfcc, f.level_db, strict=True)])
+        if len(f)
+        else f.mfcc
+    )
+
+
+def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
+    """(n, HOP_DIM) float32: MFCCs (normalised: `mfcc`), periodicity, log10 flatness."""
     return np.concatenate(
         [
-            f.mfcc,
+            f.mfcc if mfcc is None else mfcc,
             f.periodicity[:, None],
             np.log10(np.maximum(f.flatness, 1e-4))[:, None],
         ],
@@ -85,16 +136,26 @@ class VowelNet:
     live: Mlp
     offline: Mlp
     info: str = ""
+    cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
 
     def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
         f = mfcc_frames(y, sr, NET_SETTINGS)
-        pv, pw = self.offline.predict(stack(hop_vectors(f), OFFLINE_OFFSETS))
-        return f.end, pv, pw
+        pv, pw = self.offline.predict(stack(hop_vectors(f, clip_cmn(f)), OFFLINE_OFFSETS))
+        # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
+        # instrumental): the live net, whose running mean starts from the training mean,
+        # must agree that a voice sounds.
+        pl, _ = self.live.predict(
+            stack(hop_vectors(f, running_cmn(f, self.cmn_init)), LIVE_OFFSETS)
+        )
+        return f.end, np.sqrt(pv * pl), pw
 
     def save(self, path: str | os.PathLike) -> None:
-        arrays: dict[str, np.ndarray] = {"info": np.array(self.info)}
+        arrays: dict[str, np.ndarray] = {
+            "info": np.array(self.info),
+            "cmn_init": self.cmn_init.astype(np.float32),
+        }
         for name, m in (("live", self.live), ("offline", self.offline)):
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
             arrays[f"{name}_std"] = m.std.astype(np.float32)
@@ -118,7 +179,7 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 layers.append((w, z[f"{name}_b{i}"].astype(np.float32)))
                 i += 1
             nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
-        return VowelNet(nets[0], nets[1], str(z["info"]))
+        return VowelNet(nets[0], nets[1], str(z["info"]), z["cmn_init"].astype(np.float64))
 
 
 _DEFAULT: VowelNet | None = None
@@ -135,21 +196,21 @@ def default_net() -> VowelNet | None:
 class LiveNet:
     """The live net hop by hop: keeps the last hop vectors its offsets need."""
 
-    def __init__(self, mlp: Mlp) -> None:
+    def __init__(self, mlp: Mlp, cmn_init: np.ndarray) -> None:
         self.mlp = mlp
+        self.cmn = RunningCmn(cmn_init)
         self.span = -min(LIVE_OFFSETS) + 1
         self.ring = np.zeros((self.span, HOP_DIM), np.float32)
         self.count = 0
         self._idx = np.asarray(LIVE_OFFSETS) + self.span - 1
 
-    def _vec(self, cep, per, flat) -> np.ndarray:
-        return np.concatenate(
-            [np.asarray(cep, np.float32), [per, np.log10(max(flat, 1e-4))]]
-        ).astype(np.float32)
-
-    def step(self, cep, per: float, flat: float, commit: bool = True):
+    def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True):
         """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged."""
-        v = self._vec(cep, per, flat)
+        st = None if commit else self.cmn.state()
+        c = self.cmn.update(cep, level_db)
+        if st is not None:
+            self.cmn.restore(st)
+        v = np.concatenate([c, [per, np.log10(max(flat, 1e-4))]]).astype(np.float32)
         if self.count == 0:
             ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
         else:

@@ -25,11 +25,13 @@ from audio.vowel_net import (
     OFFLINE_OFFSETS,
     Mlp,
     VowelNet,
+    clip_cmn,
     hop_vectors,
+    running_cmn,
     stack,
 )
 
-__all__ = ["Examples", "examples", "train"]
+__all__ = ["Examples", "cmn_prior", "examples", "train"]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
 
@@ -47,27 +49,37 @@ class Examples:
                           ("live", "offline", "voice", "vowel")))  # fmt: skip
 
 
-def _one(audio: np.ndarray, phones, warp: float) -> Examples:
+def _one(audio: np.ndarray, phones, warp: float, cmn_init: np.ndarray) -> Examples:
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp)
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
-    v = hop_vectors(f)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     return Examples(
-        stack(v, LIVE_OFFSETS),
-        stack(v, OFFLINE_OFFSETS),
+        stack(hop_vectors(f, running_cmn(f, cmn_init)), LIVE_OFFSETS),
+        stack(hop_vectors(f, clip_cmn(f)), OFFLINE_OFFSETS),
         (lab != "-").astype(np.float32),
         vowel,
     )
 
 
-def examples(tracks: list[Track], n_aug: int = 4, seed: int = 0, clean: bool = True) -> Examples:
+def cmn_prior(tracks: list[Track]) -> np.ndarray:
+    """The mean MFCCs of the clean tracks' sounding hops: where the live running mean starts."""
+    means = []
+    for tr in tracks:
+        f = mfcc_frames(tr.voice, SR, NET_SETTINGS)
+        means.append(f.mfcc.astype(np.float64) - clip_cmn(f))
+    return np.mean([m[0] for m in means], axis=0)
+
+
+def examples(
+    tracks: list[Track], cmn_init: np.ndarray, n_aug: int = 4, seed: int = 0, clean: bool = True
+) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented."""
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
         if clean:
-            parts.append(_one(tr.voice, tr.phones, 1.0))
+            parts.append(_one(tr.voice, tr.phones, 1.0, cmn_init))
         for _ in range(n_aug):
             s = float(np.exp(rng.uniform(np.log(0.85), np.log(1.5))))
             warp = float(np.exp(rng.uniform(np.log(0.85), np.log(1.2)))) / np.sqrt(s)
@@ -81,7 +93,7 @@ def examples(tracks: list[Track], n_aug: int = 4, seed: int = 0, clean: bool = T
                 y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
-            parts.append(_one(y, ph, warp))
+            parts.append(_one(y, ph, warp, cmn_init))
     return Examples.concat(parts)
 
 
@@ -135,7 +147,14 @@ LIVE_HIDDEN = (64, 32)
 OFFLINE_HIDDEN = (96, 48)
 
 
-def train(ex: Examples, info: str = "", epochs: int = 8, seed: int = 0, stride: int = 2):
+def train(
+    ex: Examples,
+    cmn_init: np.ndarray,
+    info: str = "",
+    epochs: int = 8,
+    seed: int = 0,
+    stride: int = 2,
+) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same)."""
     import torch
 
@@ -147,4 +166,4 @@ def train(ex: Examples, info: str = "", epochs: int = 8, seed: int = 0, stride: 
         off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
     finally:
         torch.set_num_threads(threads)
-    return VowelNet(live, off, info)
+    return VowelNet(live, off, info, np.asarray(cmn_init, np.float64))
