@@ -133,6 +133,11 @@ class LiveLipSync:
             self.net_vowels = bool(profile.extra.get("vowel_net"))
         else:
             self.net_vowels = net is not None
+        if net is not None and (settings.win_ms, settings.preemph) != (
+            NET_SETTINGS.win_ms,
+            NET_SETTINGS.preemph,
+        ):
+            net = None  # a profile with another window: the net's features cannot share it
         self.net = net
         self.net_settings = dataclasses.replace(NET_SETTINGS, hop_ms=float(hop_ms))
         self.hop_s = self.stream.hop / self.sample_rate
@@ -161,22 +166,17 @@ class LiveLipSync:
         self.last_voice = 1.0  # the net's p(voice) of the last hop (1 without a net)
         self.unvoiced = 0  # hops in a row the net heard no voice
         self._last_end = -1  # stream position of the last hop's newest sample
-        self.stream = MfccStream(self.sample_rate, self.stream.settings)
-        self.nstream = None
+        also = self.net_settings if self.net is not None else None
+        self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
         self.live_net = None
         if self.net is not None:
-            self.nstream = MfccStream(self.sample_rate, self.net_settings)
             self.live_net = LiveNet(self.net.live, self.net.cmn_init)
 
     # ------------------------------------------------------------------------------------
     def push(self, samples: np.ndarray) -> list[LipFrame]:
         """Feed mono float32 samples (any block size); returns the frames they completed."""
-        hops = self.stream.push(samples)
-        nhops = self.nstream.push(samples) if self.nstream is not None else None
-        out = []
-        for i, (end, cep, lev, flat, per) in enumerate(hops):
-            out.append(self._step(end, cep, lev, flat, per, nhops[i] if nhops else None))
-        return out
+        # with a net the stream appends the net's cepstrum to each hop (same spectrum)
+        return [self._step(*hop) for hop in self.stream.push(samples)]
 
     def latch(self) -> LipFrame | None:
         """The mouth now: a provisional hop ending at the newest sample pushed (its MFCCs,
@@ -191,10 +191,9 @@ class LiveLipSync:
         newest = self.stream.newest()
         if newest is None or newest[0] == self._last_end:
             return None
-        nnew = self.nstream.newest() if self.nstream is not None else None
         state = self._save()
         try:
-            return self._step(*newest, nnew, commit=False)
+            return self._step(*newest, commit=False)
         finally:
             self._load(state)
 
@@ -213,15 +212,15 @@ class LiveLipSync:
         lev: float,
         flat: float,
         per: float,
-        nhop: tuple | None = None,
+        net_cep: np.ndarray | None = None,
         commit: bool = True,
     ) -> LipFrame:
         self._last_end = end
         tonal = flat < 0.12 or per > 0.6
         pw = None
         pv = 1.0
-        if self.live_net is not None and nhop is not None:
-            pv, pw = self.live_net.step(nhop[1], nhop[2], nhop[4], nhop[3], commit)
+        if self.live_net is not None and net_cep is not None:
+            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit)
         self.last_voice = pv
         self.unvoiced = self.unvoiced + 1 if pv < 0.25 else 0
         # --- gate with hysteresis against the tracked floor -------------------------------

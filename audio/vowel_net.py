@@ -49,13 +49,20 @@ CMN_PRIOR = 200  # a long sustained vowel must not become the mean
 CMN_RANGE_DB = 30.0  # hops within this of the (decaying) loudest one count as sounding
 
 
-def clip_cmn(f: FrameFeatures) -> np.ndarray:
-    """MFCCs less their mean over the clip's sounding hops (offline)."""
+def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+    """MFCCs less their mean over the clip's sounding hops (offline).
+
+    With a `prior` (the training mean) the mean starts from it, worth `CMN_PRIOR` hops: a
+    short clip of one sustained vowel must not become its own mean (which would erase it)."""
     if len(f) == 0:
         return f.mfcc
     top = float(np.percentile(f.level_db, 95))
     act = f.level_db > top - CMN_RANGE_DB
-    m = f.mfcc[act].mean(axis=0) if act.any() else f.mfcc.mean(axis=0)
+    sel = f.mfcc[act] if act.any() else f.mfcc
+    if prior is None:
+        m = sel.mean(axis=0)
+    else:
+        m = (CMN_PRIOR * np.asarray(prior) + sel.sum(axis=0)) / (CMN_PRIOR + len(sel))
     return f.mfcc - m
 
 
@@ -142,7 +149,9 @@ class VowelNet:
     def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
         f = mfcc_frames(y, sr, NET_SETTINGS)
-        pv, pw = self.offline.predict(stack(hop_vectors(f, clip_cmn(f)), OFFLINE_OFFSETS))
+        pv, pw = self.offline.predict(
+            stack(hop_vectors(f, clip_cmn(f, self.cmn_init)), OFFLINE_OFFSETS)
+        )
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
