@@ -24,7 +24,8 @@ import numpy as np
 
 from pipeline.avatar import VOWELS
 
-N_TEXTS = 8  # sentences per voice in the scored tracks
+N_TEXTS = 4  # sentences per voice in the scored tracks
+CROSS_AUG, CROSS_EPOCHS = 2, 6  # the cross-source trainings: a little lighter than the shipped
 
 
 def _engines(net="auto"):
@@ -44,7 +45,10 @@ def _tracks(source: str):
     from audio.lipsync_eval import speech_track
     from audio.speech_corpus import voices
 
-    return [speech_track(v, N_TEXTS) for v in voices(source)]
+    vs = voices(source)
+    if source == "espeak-ng":
+        vs = vs[::2]  # half of its 16 voices: the scores hardly move, the run halves
+    return [speech_track(v, N_TEXTS) for v in vs]
 
 
 def _banded(tracks, vbr: float):
@@ -91,8 +95,8 @@ def corpus_report(say, cross: bool = True) -> None:
     say("")
     say(
         "Balanced vowel accuracy (A I U E O, 10 ms hops, phone timings as truth) / pauses "
-        f"(≥ 0.2 s) with the mouth shut; {N_TEXTS} sentences per voice. Shipped net: trained "
-        "on espeak-ng and festival (ked), never on flite."
+        f"(≥ 0.2 s) with the mouth shut; {N_TEXTS} sentences per voice (espeak-ng: 8 of its 16 "
+        "voices). Shipped net: trained on espeak-ng and festival (ked), never on flite."
     )
     say("")
     say("| condition | engine | " + " | ".join(
@@ -163,12 +167,17 @@ def _cross(say, tracks) -> None:
     say("### Cross-source (train without a synthesizer and its speakers, test on it)")
     say("")
     say(
+        f"The shipped recipe with {CROSS_AUG} augmented copies and {CROSS_EPOCHS} epochs (the "
+        "shipped net: 3 and 8); cells: balanced vowel accuracy / pauses shut."
+    )
+    say("")
+    say(
         "| held out | trained on | offline clean | live clean | offline band 0 dB | live band 0 dB |"
     )
     say("|---|---|---|---|---|---|")
     for s in SOURCES:
         t0 = time.perf_counter()
-        net = mod.build_net(s)
+        net = mod.build_net(s, n_aug=CROSS_AUG, epochs=CROSS_EPOCHS)
         srcs = sorted({v.source for v in mod.training_voices(s)})
         off = offline_engine(MfccLipSync(prof, net=net))
         live = live_engine(lambda net=net: LiveLipSync(prof, 16000, net=net))

@@ -40,7 +40,7 @@ import numpy as np
 
 from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.mfcc import MfccStream
-from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, default_net
+from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, default_net, fuse
 from pipeline.avatar import VOWELS, AvatarParams
 
 __all__ = [
@@ -235,7 +235,8 @@ class LiveLipSync:
         elif (
             lev > -75.0
             and (self.peak is None or lev > self.peak - self.quiet_db)
-            and ((tonal and lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75)
+            and tonal  # noise is never a voice, whatever the net says
+            and ((lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75)
         ):
             self.gate = True
             self.untonal = 0
@@ -271,6 +272,9 @@ class LiveLipSync:
             if pw is not None and self.net_vowels:
                 probs = np.zeros(len(VOWELS))
                 probs[:N_IDX] = pw
+            elif pw is not None:  # a calibrated profile: templates and net vote together
+                probs = np.zeros(len(VOWELS))
+                probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
             else:
                 probs = self.matcher.probs(cep)
             self.last_probs = probs

@@ -24,11 +24,12 @@ import os
 
 import numpy as np
 
-from audio.calibration import Profile, load_profile, load_user_or_default
+from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
-from audio.vowel_net import VowelNet, default_net
+from audio.mfcc import mfcc_frames
+from audio.vowel_net import VowelNet, default_net, fuse
 from pipeline.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -105,6 +106,12 @@ class MfccLipSync:
             win = round(self.net.settings_win_s * self.profile.sample_rate)
             voice_t = (end - win / 2) / self.profile.sample_rate  # each hop's window centre
             pvoice = _median(pvoice, 5)
+            if not self.net_vowels:
+                # a calibrated profile: its templates and the net vote together
+                tmpl = VowelMatcher(self.profile, self.method).probs(
+                    mfcc_frames(y, self.profile.sample_rate, self.profile.mfcc).mfcc
+                )[: len(pvowel), :N_IDX]
+                pvowel = fuse(pvowel, tmpl)
         # openness: engine output `delay_s` later, max over the next open_lead_s + frame span
         half = 0.5 / fps
         lo = np.searchsorted(t, frame_t + self.delay_s - half)
@@ -136,7 +143,7 @@ class MfccLipSync:
         vhi = np.clip(np.searchsorted(t, frame_t + self.vowel_lead_s + half), 0, len(t))
         vhi = np.maximum(vhi, vlo + 1)
         pv = (c[vhi] - c[vlo]) / (vhi - vlo)[:, None]
-        if voice_t is not None and self.net_vowels:
+        if voice_t is not None:
             # the offline net's vowel over each frame's span (its hops' window centres)
             cn = np.concatenate([np.zeros((1, N_IDX)), np.cumsum(pvowel, axis=0)])
             lead = self.net_vowel_lead_s

@@ -25,6 +25,7 @@ __all__ = [
     "NET_SETTINGS",
     "OFFLINE_OFFSETS",
     "LiveNet",
+    "fuse",
     "Mlp",
     "VowelNet",
     "hop_vectors",
@@ -189,6 +190,19 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 i += 1
             nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
         return VowelNet(nets[0], nets[1], str(z["info"]), z["cmn_init"].astype(np.float64))
+
+
+TEMPLATE_WEIGHT = 0.5
+
+
+def fuse(net_probs: np.ndarray, template_probs: np.ndarray) -> np.ndarray:
+    """A calibrated profile's template probabilities and the net's, as one vote (A..O).
+
+    The templates were made from the user's own sustained vowels, the net from many voices'
+    sentences: the product keeps what both agree on (`TEMPLATE_WEIGHT` tempers the sharper
+    templates)."""
+    p = np.asarray(net_probs, np.float64) * np.maximum(template_probs, 1e-6) ** TEMPLATE_WEIGHT
+    return p / p.sum(axis=-1, keepdims=True)
 
 
 _DEFAULT: VowelNet | None = None
