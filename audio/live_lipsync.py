@@ -214,6 +214,7 @@ class LiveLipSync:
         per: float,
         net_cep: np.ndarray | None = None,
         commit: bool = True,
+        template_probs: np.ndarray | None = None,
     ) -> LipFrame:
         self._last_end = end
         tonal = flat < 0.12 or per > 0.6
@@ -275,6 +276,8 @@ class LiveLipSync:
             elif pw is not None:  # a calibrated profile: templates and net vote together
                 probs = np.zeros(len(VOWELS))
                 probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
+            elif template_probs is not None:  # computed for all hops at once (offline)
+                probs = template_probs
             else:
                 probs = self.matcher.probs(cep)
             self.last_probs = probs

@@ -78,15 +78,25 @@ class MfccLipSync:
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
         # the level gate and openness only: the offline net (both ways) does the rest
         eng = LiveLipSync(self.profile, sr, method=self.method, net=None)
+        # the hops' features all at once (the same numbers the stream gives, see audio.mfcc),
+        # then only the engine's state machine hop by hop
+        f = mfcc_frames(y, sr, eng.stream.settings)
+        tmpl = eng.matcher.probs(f.mfcc) if len(f) else np.zeros((0, len(VOWELS)))
         nan = np.full(len(VOWELS), np.nan)
-        t, op, raw, lev = [], [], [], []
-        block = eng.stream.hop
-        for i in range(0, len(y) - block + 1, block):
-            for fr in eng.push(y[i : i + block]):  # exactly one frame per hop-sized block
-                t.append(fr.t)
-                op.append(fr.open)
-                lev.append(fr.level_db)
-                raw.append(nan if eng.last_probs is None else eng.last_probs)
+        t, op, raw = [], [], []
+        for k in range(len(f)):
+            fr = eng._step(
+                int(f.end[k]),
+                f.mfcc[k],
+                float(f.level_db[k]),
+                float(f.flatness[k]),
+                float(f.periodicity[k]),
+                template_probs=tmpl[k],
+            )
+            t.append(fr.t)
+            op.append(fr.open)
+            raw.append(nan if eng.last_probs is None else eng.last_probs)
+        lev = f.level_db
         probs = np.array(raw, np.float64).reshape(-1, len(VOWELS))
         self._levels = np.asarray(lev, np.float64)  # for `analyze`'s clip-level gate
         return np.asarray(t), np.asarray(op, np.float64), probs
