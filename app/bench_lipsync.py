@@ -28,6 +28,12 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--minutes", type=float, default=60.0, help="simulated live input (default 60)")
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
+    b.add_argument(
+        "--no-corpus", action="store_true", help="skip the synthesized-speech accuracy part"
+    )
+    b.add_argument(
+        "--no-cross", action="store_true", help="skip the cross-source trainings (minutes)"
+    )
     return b
 
 
@@ -248,6 +254,7 @@ def bench_lipsync(args: argparse.Namespace) -> int:
         return f"median {np.median(v):.1f} ms, P99 {np.percentile(v, 99):.1f} ms (n={len(v)})"
 
     cmd = "kagura bench lipsync" + (f" --minutes {args.minutes:g}" if args.minutes != 60 else "")
+    cmd += " --no-corpus" * bool(args.no_corpus) + " --no-cross" * bool(args.no_cross)
     from app.benchdoc import today
 
     say("## Live lip-sync (MFCC, calibrated profile)")
@@ -287,6 +294,13 @@ def bench_lipsync(args: argparse.Namespace) -> int:
     say("|---|" + "---|" * 5)
     for j, v in enumerate(VOWELS[:5]):
         say(f"| {v} | " + " | ".join(str(int(n)) for n in conf_d[j]) + " |")
+    say("")
+    from app.bench_lipsync_corpus import corpus_report, song_speed
+
+    song_speed(say)
+    say("")
+    if not args.no_corpus:
+        corpus_report(say, cross=not args.no_cross)
     if not args.no_write:
         from app.benchdoc import write_section
 

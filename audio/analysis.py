@@ -16,7 +16,20 @@ from audio.motion import Motion, MotionParams, motion
 from pipeline.avatar import RANGES, AvatarTrack
 from pipeline.clock import frame_count, frame_pts_ns
 
-__all__ = ["analyze_clip", "analyze_mono"]
+__all__ = ["analyze_clip", "analyze_mono", "default_lipsync"]
+
+
+def default_lipsync() -> LipSync:
+    """The engine `render` and `demo` use: the MFCC engine with the shipped voice/vowel net
+    (`audio.offline_lipsync.MfccLipSync`: it hears the voice over a band and shuts the mouth
+    in vocal pauses; docs/BENCHMARKS.md), or the formant engine where the net is missing."""
+    from audio.vowel_net import default_net
+
+    if default_net() is None:
+        return FormantLipSync()
+    from audio.offline_lipsync import MfccLipSync
+
+    return MfccLipSync()
 
 
 def analyze_mono(
@@ -35,7 +48,7 @@ def analyze_mono(
     # Resample once; every engine accepts any rate, and 16 kHz is what ours use.
     y = resample_mono(mono, sample_rate, ANALYSIS_RATE)
     feat = compute_features(y, ANALYSIS_RATE, fps, n)
-    lips = (lipsync or FormantLipSync()).analyze(y, ANALYSIS_RATE, fps, n)
+    lips = (lipsync or default_lipsync()).analyze(y, ANALYSIS_RATE, fps, n)
     mot = motion(feat, seed=seed, params=motion_params)
 
     track = AvatarTrack.neutral(pts, fps)

@@ -5,7 +5,7 @@ Compared with uLipSync (shared/ANCHORS.md §4: 64 ms window + ~50 ms spring ≈ 
 * **Short windows.** Vowels from MFCCs of a 25 ms window (`audio.mfcc`); openness from the level
   of the most recent 12 ms only, so an onset shows up within one hop.
 * **Noise gate with hysteresis** relative to a tracked noise floor: the gate opens when the level
-  is `open_db` above the floor *and* the frame is tonal (low spectral flatness or clear
+  is `open_db` above the floor, less than `quiet_db` under the recent peak *and* the frame is tonal (low spectral flatness or clear
   periodicity: broadband noise is neither), and closes only when the level falls under
   `close_db` above the floor (close < open), so the mouth neither chews on noise nor shuts on
   the soft end of a phrase. The floor follows the level down at once and up slowly while the
@@ -21,6 +21,13 @@ Compared with uLipSync (shared/ANCHORS.md §4: 64 ms window + ~50 ms spring ≈ 
 Vowel shapes come from `audio.calibration.VowelMatcher` (nearest template per vowel; several
 templates per vowel) smoothed over ~2 hops; N (closed mouth / hum) takes the weight the mouth is
 not open.
+
+**The shipped network** (`audio.vowel_net`, when audio/profiles/vowel_net.npz is present) hears
+whether a voice sounds — also over a band or background music — from the last ~80 ms of MFCCs:
+the gate opens on a clear, tonal rise above the floor only if the net does not deny a voice, or
+on the net alone when it is sure (a singer over music never rises far above the music's level),
+and it closes when the net hears no voice for 30 ms. With the default profile (which names the
+net) the net also gives the vowel; a calibrated profile keeps its own templates for vowels.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import numpy as np
 
 from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.mfcc import MfccStream
+from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, default_net, fuse
 from pipeline.avatar import VOWELS, AvatarParams
 
 __all__ = [
@@ -104,6 +112,7 @@ class LiveLipSync:
         span_db: float = 24.0,
         min_open: float = 0.12,
         floor_rise_db_s: float = 6.0,
+        net: VowelNet | str | None = "auto",
     ) -> None:
         if profile is None:
             profile = load_user_or_default()
@@ -116,11 +125,29 @@ class LiveLipSync:
         settings = dataclasses.replace(profile.mfcc, hop_ms=float(hop_ms))
         self.stream = MfccStream(self.sample_rate, settings)
         self.matcher = VowelMatcher(profile, method)
+        # "auto": the shipped net for voice activity; for vowels too if the profile names it
+        if isinstance(net, str):
+            if net != "auto":
+                raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
+            net = default_net()
+            self.net_vowels = bool(profile.extra.get("vowel_net"))
+        else:
+            self.net_vowels = net is not None
+        if net is not None and (settings.win_ms, settings.preemph) != (
+            NET_SETTINGS.win_ms,
+            NET_SETTINGS.preemph,
+        ):
+            net = None  # a profile with another window: the net's features cannot share it
+        self.net = net
+        self.net_settings = dataclasses.replace(NET_SETTINGS, hop_ms=float(hop_ms))
         self.hop_s = self.stream.hop / self.sample_rate
         self.open_db, self.close_db, self.span_db = open_db, close_db, span_db
         self.min_open = min_open
         self.floor_rise = floor_rise_db_s * self.hop_s
         self.peak_decay = 3.0 * self.hop_s
+        # a hum or hiss this far under the recent loud peak is not a voice (synthesizers'
+        # recorded pauses, a fan): the gate stays shut
+        self.quiet_db = 35.0
         # alpha-beta gains per hop (attack: nearly immediate; release: ~2-3 hops)
         self.att = (0.85, 0.35)
         self.rel = (0.5, 0.12)
@@ -136,16 +163,20 @@ class LiveLipSync:
         self.p = np.zeros(len(VOWELS))
         self.p[0] = 1.0
         self.last_probs: np.ndarray | None = None  # raw classifier output of the last hop
+        self.last_voice = 1.0  # the net's p(voice) of the last hop (1 without a net)
+        self.unvoiced = 0  # hops in a row the net heard no voice
         self._last_end = -1  # stream position of the last hop's newest sample
-        self.stream = MfccStream(self.sample_rate, self.stream.settings)
+        also = self.net_settings if self.net is not None else None
+        self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
+        self.live_net = None
+        if self.net is not None:
+            self.live_net = LiveNet(self.net.live, self.net.cmn_init)
 
     # ------------------------------------------------------------------------------------
     def push(self, samples: np.ndarray) -> list[LipFrame]:
         """Feed mono float32 samples (any block size); returns the frames they completed."""
-        out = []
-        for end, cep, lev, flat, per in self.stream.push(samples):
-            out.append(self._step(end, cep, lev, flat, per))
-        return out
+        # with a net the stream appends the net's cepstrum to each hop (same spectrum)
+        return [self._step(*hop) for hop in self.stream.push(samples)]
 
     def latch(self) -> LipFrame | None:
         """The mouth now: a provisional hop ending at the newest sample pushed (its MFCCs,
@@ -162,29 +193,56 @@ class LiveLipSync:
             return None
         state = self._save()
         try:
-            return self._step(*newest)
+            return self._step(*newest, commit=False)
         finally:
             self._load(state)
 
     def _save(self) -> tuple:
         return (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p.copy(),
-                self.last_probs, self._last_end)  # fmt: skip
+                self.last_probs, self._last_end, self.last_voice, self.unvoiced)  # fmt: skip
 
     def _load(self, state: tuple) -> None:
         (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p,
-         self.last_probs, self._last_end) = state  # fmt: skip
+         self.last_probs, self._last_end, self.last_voice, self.unvoiced) = state  # fmt: skip
 
-    def _step(self, end: int, cep: np.ndarray, lev: float, flat: float, per: float) -> LipFrame:
+    def _step(
+        self,
+        end: int,
+        cep: np.ndarray,
+        lev: float,
+        flat: float,
+        per: float,
+        net_cep: np.ndarray | None = None,
+        commit: bool = True,
+        template_probs: np.ndarray | None = None,
+    ) -> LipFrame:
         self._last_end = end
         tonal = flat < 0.12 or per > 0.6
+        pw = None
+        pv = 1.0
+        if self.live_net is not None and net_cep is not None:
+            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit)
+        self.last_voice = pv
+        self.unvoiced = self.unvoiced + 1 if pv < 0.25 else 0
         # --- gate with hysteresis against the tracked floor -------------------------------
         if self.gate:
             self.untonal = 0 if tonal else self.untonal + 1
-            if lev < self.floor + self.close_db or self.untonal * self.hop_s > 0.15:
+            if (
+                lev < self.floor + self.close_db
+                or self.untonal * self.hop_s > 0.15
+                or self.unvoiced * self.hop_s >= 0.03
+            ):
                 self.gate = False
-        elif tonal and lev > self.floor + self.open_db and lev > -75.0:
+        elif (
+            lev > -75.0
+            and (self.peak is None or lev > self.peak - self.quiet_db)
+            and tonal  # noise is never a voice, whatever the net says
+            and ((lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75)
+        ):
             self.gate = True
             self.untonal = 0
+        elif self.peak is not None:  # the loud reference fades while nothing sounds
+            self.peak -= self.peak_decay
         if lev < self.floor:
             self.floor = max(lev, -96.0)
         elif not self.gate:
@@ -195,6 +253,8 @@ class LiveLipSync:
             self.peak = lev if self.peak is None else max(lev, self.peak - self.peak_decay)
             top = float(np.clip(self.peak - 6.0, lo + 10.0, lo + self.span_db))
             target = max(min((lev - lo) / (top - lo), 1.0), self.min_open)
+            if self.live_net is not None:  # over music the level hardly rises: the net opens
+                target = max(target, 0.4 * pv)
         else:
             target = 0.0
         # --- predictive alpha-beta filter --------------------------------------------------------
@@ -210,9 +270,19 @@ class LiveLipSync:
         conf = 0.0
         self.last_probs = None
         if self.gate and tonal:
-            pv = self.last_probs = self.matcher.probs(cep)
-            conf = float(pv.max())
-            self.p += 0.6 * (pv - self.p)
+            if pw is not None and self.net_vowels:
+                probs = np.zeros(len(VOWELS))
+                probs[:N_IDX] = pw
+            elif pw is not None:  # a calibrated profile: templates and net vote together
+                probs = np.zeros(len(VOWELS))
+                probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
+            elif template_probs is not None:  # computed for all hops at once (offline)
+                probs = template_probs
+            else:
+                probs = self.matcher.probs(cep)
+            self.last_probs = probs
+            conf = float(probs.max())
+            self.p += 0.6 * (probs - self.p)
         silent = not self.gate and op == 0.0
         w = np.zeros(len(VOWELS), np.float32)
         if silent:

@@ -74,7 +74,7 @@ def _mel_inv(m: np.ndarray) -> np.ndarray:
 class _Plan:
     """Window, filterbank and DCT matrices for one (settings, sample rate)."""
 
-    def __init__(self, s: MfccSettings, sr: int) -> None:
+    def __init__(self, s: MfccSettings, sr: int, warp: float = 1.0) -> None:
         if sr <= 0:
             raise ValueError(f"sample rate must be positive, got {sr}")
         self.s = s
@@ -87,6 +87,9 @@ class _Plan:
         freqs = np.fft.rfftfreq(self.nfft, 1.0 / sr)
         fmax = min(s.fmax, sr / 2.0)
         edges = _mel_inv(np.linspace(_mel(s.fmin), _mel(fmax), s.n_mels + 2))
+        # warp != 1: the features of the same sound with every formant `warp` times higher
+        # (vocal-tract-length augmentation for training; 1 everywhere else)
+        edges = edges / warp
         fb = np.zeros((s.n_mels, len(freqs)))
         for j in range(s.n_mels):
             lo, c, hi = edges[j], edges[j + 1], edges[j + 2]
@@ -106,8 +109,19 @@ class _Plan:
         self.ac_norm = np.correlate(self.window, self.window, "full")[self.win - 1 :]
         self.ac_norm = self.ac_norm / self.ac_norm[0]
 
-    def analyse(self, frames: np.ndarray, prev: np.ndarray) -> tuple[np.ndarray, ...]:
-        """frames (n, win) float64, prev (n,) = the sample before each frame (pre-emphasis)."""
+    def cepstrum(self, power: np.ndarray) -> np.ndarray:
+        mel = power @ self.fb_t
+        peak = mel.max(axis=1, keepdims=True)
+        logmel = 10.0 * np.log10(mel + 1e-9 * peak + 1e-20)  # gain-invariant floor
+        return (logmel @ self.dct_t).astype(np.float32)
+
+    def analyse(
+        self, frames: np.ndarray, prev: np.ndarray, also: _Plan | None = None
+    ) -> tuple[np.ndarray, ...]:
+        """frames (n, win) float64, prev (n,) = the sample before each frame (pre-emphasis).
+
+        `also`: a second plan with the same window whose cepstrum is appended (from the same
+        spectrum: the live engine's network features cost one filterbank, not a second FFT)."""
         s = self.s
         x = frames
         level = np.mean(x[:, -self.level_n :] ** 2, axis=1)
@@ -117,10 +131,7 @@ class _Plan:
         y[:, 0] = x[:, 0] - s.preemph * prev
         y *= self.window
         power = np.abs(np.fft.rfft(y, self.nfft, axis=1)) ** 2
-        mel = power @ self.fb_t
-        peak = mel.max(axis=1, keepdims=True)
-        logmel = 10.0 * np.log10(mel + 1e-9 * peak + 1e-20)  # gain-invariant floor
-        cep = logmel @ self.dct_t
+        cep = self.cepstrum(power)
         band = power[:, self.flat_bins] + 1e-20
         flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
         # periodicity on the raw (windowed, not pre-emphasised) frame
@@ -128,31 +139,36 @@ class _Plan:
         ac = np.fft.irfft(np.abs(np.fft.rfft(xw, 2 * self.nfft, axis=1)) ** 2, axis=1)
         ac = ac[:, : self.lag_hi + 1] / self.ac_norm[: self.lag_hi + 1]
         per = ac[:, self.lag_lo :].max(axis=1) / np.maximum(ac[:, 0], 1e-20)
-        return (
-            cep.astype(np.float32),
+        out = (
+            cep,
             level_db.astype(np.float32),
             flat.astype(np.float32),
             np.clip(per, 0.0, 1.0).astype(np.float32),
         )
+        return out if also is None else (*out, also.cepstrum(power))
 
 
 _PLANS: dict[tuple, _Plan] = {}
 
 
-def _plan(s: MfccSettings, sr: int) -> _Plan:
-    key = (s, int(sr))
+def _plan(s: MfccSettings, sr: int, warp: float = 1.0) -> _Plan:
+    key = (s, int(sr), float(warp))
     p = _PLANS.get(key)
     if p is None:
-        p = _PLANS[key] = _Plan(s, int(sr))
+        if len(_PLANS) > 64:  # warped plans of training runs are not worth keeping
+            _PLANS.clear()
+        p = _PLANS[key] = _Plan(s, int(sr), float(warp))
     return p
 
 
 def mfcc_frames(
-    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None
+    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None, warp: float = 1.0
 ) -> FrameFeatures:
-    """Features of every complete hop of `samples` (mono), all frames at once (offline)."""
+    """Features of every complete hop of `samples` (mono), all frames at once (offline).
+
+    `warp` (training only) gives the features as if every formant were `warp` times higher."""
     s = settings or MfccSettings()
-    p = _plan(s, sample_rate)
+    p = _plan(s, sample_rate, warp)
     x = np.asarray(samples, np.float64).reshape(-1)
     n = len(x) // p.hop
     if n == 0:
@@ -174,9 +190,21 @@ def mfcc_frames(
 class MfccStream:
     """Incremental features: `push` samples of any length, get the frames they complete."""
 
-    def __init__(self, sample_rate: int, settings: MfccSettings | None = None) -> None:
+    def __init__(
+        self,
+        sample_rate: int,
+        settings: MfccSettings | None = None,
+        also: MfccSettings | None = None,
+    ) -> None:
+        """`also`: settings of a second cepstrum per frame (same window, hop and
+        pre-emphasis), appended to each frame's tuple."""
         self.settings = settings or MfccSettings()
         self.plan = _plan(self.settings, sample_rate)
+        self.also = None if also is None else _plan(also, sample_rate)
+        if self.also is not None:
+            a, p = self.also, self.plan
+            if (a.win, a.hop, a.nfft, a.s.preemph) != (p.win, p.hop, p.nfft, p.s.preemph):
+                raise ValueError("MfccStream: `also` must share window, hop and pre-emphasis")
         self.sample_rate = int(sample_rate)
         p = self.plan
         # history: the win+1 samples before the next frame end, kept in a fixed buffer
@@ -201,8 +229,12 @@ class MfccStream:
         if self._fill < p.win + 1:
             return None
         frame = self._buf[self._fill - p.win - 1 : self._fill][None, :]
-        cep, lev, flat, per = p.analyse(frame[:, 1:], frame[:, 0])
-        return self._pos, cep[0], float(lev[0]), float(flat[0]), float(per[0])
+        return self._pos, *self._row(p.analyse(frame[:, 1:], frame[:, 0], self.also))
+
+    @staticmethod
+    def _row(r: tuple) -> tuple:
+        head = (r[0][0], float(r[1][0]), float(r[2][0]), float(r[3][0]))
+        return head if len(r) == 4 else (*head, r[4][0])
 
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
         """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""
@@ -221,8 +253,8 @@ class MfccStream:
             self._pos += take
             if self._fill == len(buf):
                 frame = buf[p.hop :][None, :]  # the last win+1 samples
-                cep, lev, flat, per = p.analyse(frame[:, 1:], frame[:, 0])
-                out.append((self._pos, cep[0], float(lev[0]), float(flat[0]), float(per[0])))
+                r = p.analyse(frame[:, 1:], frame[:, 0], self.also)
+                out.append((self._pos, *self._row(r)))
                 buf[: p.win + 1] = buf[p.hop :]
                 self._fill = p.win + 1
         return out

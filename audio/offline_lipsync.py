@@ -10,6 +10,11 @@
 * vowel probabilities are averaged over each video frame's span, and a dominant shape shorter
   than `min_shape_s` (Rhubarb: 70 ms) takes the previous shape, so nothing flickers.
 
+With the shipped network (`audio.vowel_net`) the offline engine also listens both ways: its
+offline net (±120 ms of context) gives the vowel (default profile) and whether a voice sounds;
+the mouth is shut wherever it hears none — a band playing through a vocal pause — and opened
+at least partly where it hears one, however loud the music around it is.
+
 Plug it in with ``analyze_clip(clip, fps, lipsync=MfccLipSync())``.
 """
 
@@ -19,10 +24,12 @@ import os
 
 import numpy as np
 
-from audio.calibration import Profile, load_profile, load_user_or_default
+from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
+from audio.mfcc import mfcc_frames
+from audio.vowel_net import VowelNet, default_net, fuse
 from pipeline.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -39,6 +46,9 @@ class MfccLipSync:
         open_lead_s: float = 0.03,
         vowel_lead_s: float = 0.05,
         min_shape_s: float = 0.07,
+        net: VowelNet | str | None = "auto",
+        net_vowel_lead_s: float = 0.0,
+        net_min_shape_s: float = 0.04,
     ) -> None:
         if profile is None:
             profile = load_user_or_default()
@@ -50,21 +60,45 @@ class MfccLipSync:
         self.open_lead_s = open_lead_s
         self.vowel_lead_s = vowel_lead_s
         self.min_shape_s = min_shape_s
+        if isinstance(net, str):
+            if net != "auto":
+                raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
+            net = default_net()
+            self.net_vowels = bool(profile.extra.get("vowel_net"))
+        else:
+            self.net_vowels = net is not None
+        self.net = net
+        # the offline net already hears ±120 ms around each hop: its vowels need no extra lead
+        self.net_vowel_lead_s = net_vowel_lead_s
+        self.net_min_shape_s = net_min_shape_s  # its vowels are steady: a shorter minimum
 
     def hops(self, mono: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per 10 ms hop: time (s, last sample), openness, vowel probabilities (n, 6) or NaN."""
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
-        eng = LiveLipSync(self.profile, sr, method=self.method)
+        # the level gate and openness only: the offline net (both ways) does the rest
+        eng = LiveLipSync(self.profile, sr, method=self.method, net=None)
+        # the hops' features all at once (the same numbers the stream gives, see audio.mfcc),
+        # then only the engine's state machine hop by hop
+        f = mfcc_frames(y, sr, eng.stream.settings)
+        tmpl = eng.matcher.probs(f.mfcc) if len(f) else np.zeros((0, len(VOWELS)))
         nan = np.full(len(VOWELS), np.nan)
         t, op, raw = [], [], []
-        block = eng.stream.hop
-        for i in range(0, len(y) - block + 1, block):
-            for fr in eng.push(y[i : i + block]):  # exactly one frame per hop-sized block
-                t.append(fr.t)
-                op.append(fr.open)
-                raw.append(nan if eng.last_probs is None else eng.last_probs)
+        for k in range(len(f)):
+            fr = eng._step(
+                int(f.end[k]),
+                f.mfcc[k],
+                float(f.level_db[k]),
+                float(f.flatness[k]),
+                float(f.periodicity[k]),
+                template_probs=tmpl[k],
+            )
+            t.append(fr.t)
+            op.append(fr.open)
+            raw.append(nan if eng.last_probs is None else eng.last_probs)
+        lev = f.level_db
         probs = np.array(raw, np.float64).reshape(-1, len(VOWELS))
+        self._levels = np.asarray(lev, np.float64)  # for `analyze`'s clip-level gate
         return np.asarray(t), np.asarray(op, np.float64), probs
 
     def analyze(
@@ -75,10 +109,19 @@ class MfccLipSync:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
         t, op, probs = self.hops(mono, sample_rate)
         frame_t = np.arange(n) / fps
-        if len(t) == 0:
-            vow = np.zeros((n, len(VOWELS)), np.float32)
-            vow[:, N_IDX] = 1.0
-            return LipSyncResult(np.zeros(n, np.float32), vow)
+        voice_t = None
+        if self.net is not None and len(t):
+            y = resample_mono(np.asarray(mono, np.float32), sample_rate, self.profile.sample_rate)
+            end, pvoice, pvowel = self.net.offline_probs(y, self.profile.sample_rate)
+            win = round(self.net.settings_win_s * self.profile.sample_rate)
+            voice_t = (end - win / 2) / self.profile.sample_rate  # each hop's window centre
+            pvoice = _median(pvoice, 5)
+            if not self.net_vowels:
+                # a calibrated profile: its templates and the net vote together
+                tmpl = VowelMatcher(self.profile, self.method).probs(
+                    mfcc_frames(y, self.profile.sample_rate, self.profile.mfcc).mfcc
+                )[: len(pvowel), :N_IDX]
+                pvowel = fuse(pvowel, tmpl)
         # openness: engine output `delay_s` later, max over the next open_lead_s + frame span
         half = 0.5 / fps
         lo = np.searchsorted(t, frame_t + self.delay_s - half)
@@ -86,6 +129,15 @@ class MfccLipSync:
         lo = np.clip(lo, 0, len(t) - 1)
         hi = np.clip(np.maximum(hi, lo + 1), 1, len(t))
         mouth = _range_max(op, lo, hi)
+        if voice_t is not None:
+            # shut where the clip is more than 35 dB under its loud reference (hum, hiss) ...
+            lev = self._levels
+            ref = float(np.percentile(lev[op > 0], 95)) if (op > 0).any() else float(lev.max())
+            quiet = np.clip((lev - (ref - 35.0)) / 6.0, 0.0, 1.0)
+            # ... and where the offline net hears no voice; at least half open where it does
+            g = np.clip((np.interp(t, voice_t, pvoice) - 0.3) / 0.4, 0.0, 1.0) * quiet
+            g = _range_max(g, lo, hi)  # same span as the openness: opens early, closes on time
+            mouth = np.maximum(mouth, 0.45 * g) * g
         # vowels: fill unknown hops with the last known, average over the frame span, led
         known = np.isfinite(probs[:, 0])
         if known.any():
@@ -101,13 +153,32 @@ class MfccLipSync:
         vhi = np.clip(np.searchsorted(t, frame_t + self.vowel_lead_s + half), 0, len(t))
         vhi = np.maximum(vhi, vlo + 1)
         pv = (c[vhi] - c[vlo]) / (vhi - vlo)[:, None]
-        k = max(int(np.ceil(self.min_shape_s * fps - 1e-9)), 1)
+        if voice_t is not None:
+            # the offline net's vowel over each frame's span (its hops' window centres)
+            cn = np.concatenate([np.zeros((1, N_IDX)), np.cumsum(pvowel, axis=0)])
+            lead = self.net_vowel_lead_s
+            nlo = np.clip(np.searchsorted(voice_t, frame_t + lead - half), 0, len(voice_t) - 1)
+            nhi = np.clip(np.searchsorted(voice_t, frame_t + lead + half), 0, len(voice_t))
+            nhi = np.maximum(nhi, nlo + 1)
+            pv = np.zeros((n, len(VOWELS)))
+            pv[:, :N_IDX] = (cn[nhi] - cn[nlo]) / (nhi - nlo)[:, None]
+            shape_s = self.net_min_shape_s
+        else:
+            shape_s = self.min_shape_s
+        k = max(int(np.ceil(shape_s * fps - 1e-9)), 1)
         pv = FormantLipSync._min_length(pv, k)
         o = np.clip(mouth / 0.3, 0.0, 1.0)
         vow = pv * o[:, None]
         vow[:, N_IDX] += 1.0 - o
         vow /= vow.sum(axis=1, keepdims=True)
         return LipSyncResult(mouth.astype(np.float32), vow.astype(np.float32))
+
+
+def _median(x: np.ndarray, k: int) -> np.ndarray:
+    if len(x) < k:
+        return x
+    pad = np.pad(x, (k // 2, k // 2), mode="edge")
+    return np.median(np.lib.stride_tricks.sliding_window_view(pad, k), axis=1)
 
 
 def _range_max(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -8,12 +8,15 @@ cd "$(dirname "$0")/.."
 # Skia's wheel links libEGL and libGL (present on most desktops, not on minimal images);
 # PortAudio is what sounddevice captures through; PulseAudio gives the tests a real sound
 # server with a null sink to play speech into; Xvfb and Qt's xcb libraries run the desktop
-# app on a virtual screen; Mesa's lavapipe gives the Vulkan presenter a CPU device.
+# app on a virtual screen; Mesa's lavapipe gives the Vulkan presenter a CPU device; flite and
+# festival (with two diphone voices and an HTS voice) are the lip-sync's other synthesizers, for
+# its training corpus, tests and benchmark.
 APT_PACKAGES=(
     espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils
     xvfb libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
     libxcb-render-util0 libxcb-image0 libdbus-1-3 libfontconfig1
     libvulkan1 mesa-vulkan-drivers
+    flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

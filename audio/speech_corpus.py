@@ -1,0 +1,414 @@
+"""Synthesized speech with phone timings: the lip-sync's training and evaluation corpus.
+
+Three speech synthesizers that Debian installs by name, each with its own synthesis method:
+
+* **espeak-ng** (formant synthesis, plus its Klatt variants), in-process through libespeak-ng
+  with phoneme events (the sample where each phoneme starts);
+* **flite** (CMU: the ``kal16`` diphone voice and the ``awb``/``rms``/``slt`` statistical
+  parametric voices), phone end times from ``-psdur``;
+* **festival** (the ``kal``/``ked`` LPC diphone voices and the ``slt`` HTS voice), phone end times
+  from the utterance's Segment relation.
+
+The truth per phone is a mouth label: a vowel ``A I U E O`` (diphthongs are split in two halves,
+e.g. /aI/ = A then I), ``-`` for a pause, ``c`` for a consonant, ``x`` for a reduced vowel
+(schwa, r-coloured vowels: no mouth shape is right or wrong for them). Speakers shared between
+synthesizers (flite and festival both carry the ``kal`` and ``slt`` speakers) carry the same
+``speaker`` name, so a held-out synthesizer can also hold out its speakers.
+
+Audio is generated on demand and kept in a cache folder (``KAGURA_CACHE_DIR`` or the user cache
+dir), one small ``.npz`` per utterance; nothing large is committed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from audio.features import resample_mono
+
+__all__ = [
+    "SOURCES",
+    "Utterance",
+    "VoiceSpec",
+    "cache_dir",
+    "frame_labels",
+    "labels_at",
+    "synthesize",
+    "voices",
+]
+
+SR = 16000
+SOURCES = ("espeak-ng", "flite", "festival")
+CORPUS_VERSION = 1  # bump when labels or synthesis change (the cache key includes it)
+
+# --- sentences --------------------------------------------------------------------------------
+# Written for this project; vowel-rich, with commas so every utterance has inner pauses.
+TEXTS = {
+    "en": (
+        "Hello there, my friend. I saw a boat on the lake.",
+        "We need to see the moon, not the sun, before we go home.",
+        "Father asked me to bake a cake, but I was too late.",
+        "Blue shoes are cool, and the food was good too.",
+        "Open the window, please; the room is hot and old.",
+        "Keep the tea warm, we will eat at eight.",
+        "A tall man walked across the park, calling his dog.",
+        "Is it easy to read these green leaves? Maybe not.",
+        "Go slowly over the bridge, the road is wet.",
+        "I like to fly high in the sky at night.",
+        "Who knew the news would move you so much?",
+        "They came home late, and the baby was awake.",
+    ),
+    "ja": (
+        "あさ、あおいうみをみました。",
+        "きょうは、いいてんきですね。",
+        "うえのこうえんで、おかあさんとあいました。",
+        "ええ、そうです。おおきいいえです。",
+        "さくらのはなが、きれいにさきました。",
+        "おはよう、またあした。",
+    ),
+    "es": (
+        "La casa es muy bonita, pero el perro no.",
+        "Todos los días, el sol sale por la mañana.",
+        "Me gusta comer uvas, peras y manzanas.",
+        "El niño toca la guitarra, y su amigo canta.",
+        "Abre la ventana, por favor; hace calor.",
+        "Usted puede usar este libro otra vez.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class VoiceSpec:
+    source: str  # one of SOURCES
+    voice: str  # synthesizer's voice name
+    speaker: str  # identity across synthesizers (shared speakers leak if not held out together)
+    lang: str  # key of TEXTS
+    pitch: float = 50.0  # espeak-ng -p 0..99; flite/festival: mean f0 in Hz (0 = voice default)
+    rate: float = 1.0  # speaking rate factor (>1 faster)
+
+    @property
+    def name(self) -> str:
+        p = f" p{self.pitch:g}" if self.pitch else ""
+        r = f" r{self.rate:g}" if self.rate != 1.0 else ""
+        return f"{self.source}:{self.voice}{p}{r}"
+
+
+def voices(source: str | None = None) -> list[VoiceSpec]:
+    """The corpus voices (of one source, or all), male and female, several pitches and accents."""
+    es = [
+        ("en-us", "en", 40), ("en-us+f2", "en", 55), ("en-us+m3", "en", 30),
+        ("en-us+f4", "en", 70), ("en+m1", "en", 45), ("en+f3", "en", 60),
+        ("en-gb-scotland+m2", "en", 40), ("en-us+klatt", "en", 50), ("en-us+klatt4", "en", 65),
+        ("ja", "ja", 45), ("ja+f5", "ja", 65), ("ja+m5", "ja", 35), ("ja+klatt2", "ja", 55),
+        ("es", "es", 45), ("es+f1", "es", 60), ("es+m7", "es", 40),
+    ]  # fmt: skip
+    out = [VoiceSpec("espeak-ng", v, f"espeak-{v}", lang, p) for v, lang, p in es]
+    out += [
+        VoiceSpec("flite", "kal16", "kal", "en", 0.0),
+        VoiceSpec("flite", "awb", "awb", "en", 0.0),
+        VoiceSpec("flite", "rms", "rms", "en", 0.0),
+        VoiceSpec("flite", "slt", "slt", "en", 0.0),
+        VoiceSpec("flite", "slt", "slt", "en", 230.0, 1.15),
+        VoiceSpec("flite", "rms", "rms", "en", 140.0, 0.9),
+    ]
+    out += [
+        VoiceSpec("festival", "kal_diphone", "kal", "en", 0.0),
+        VoiceSpec("festival", "ked_diphone", "ked", "en", 0.0),
+        VoiceSpec("festival", "cmu_us_slt_arctic_hts", "slt", "en", 0.0),
+        VoiceSpec("festival", "ked_diphone", "ked", "en", 150.0, 0.85),
+    ]
+    return [v for v in out if source is None or v.source == source]
+
+
+@dataclass
+class Utterance:
+    spec: VoiceSpec
+    text: str
+    audio: np.ndarray  # float32 mono at SR
+    phones: list[tuple[float, float, str]]  # (start s, end s, label in A I U E O - c x)
+
+    @property
+    def seconds(self) -> float:
+        return len(self.audio) / SR
+
+
+# --- phone -> mouth label ---------------------------------------------------------------------
+
+_ARPA = {
+    "aa": "A", "ae": "A", "ah": "A", "ao": "O", "aw": "AU", "ay": "AI", "eh": "E", "ey": "EI",
+    "ih": "I", "iy": "I", "ow": "OU", "oy": "OI", "uh": "U", "uw": "U",
+    "ax": "x", "axr": "x", "er": "x", "pau": "-", "h#": "-", "brth": "-",
+}  # fmt: skip
+_ESPEAK = {
+    "a": "A", "A": "A", "aa": "A", "A@": "A", "V": "A", "a2": "A", "&": "A",
+    "aI": "AI", "aI@": "AI", "aU": "AU", "aI3": "AI",
+    "E": "E", "e": "E", "e@": "E", "eI": "EI", "E2": "E", "E3": "E",
+    "i": "I", "I": "I", "I2": "I", "I#": "I", "i@": "I", "i@3": "I", "iu": "I",
+    "o": "O", "O": "O", "0": "O", "O@": "O", "o@": "O", "OI": "OI", "oU": "OU", "O2": "O",
+    "u": "U", "U": "U", "U@": "U", "u#": "x", "w#": "c",
+    "aI2": "AI", "**": "x", ";": "x",
+    "@": "x", "@L": "x", "@2": "x", "@5": "x", "3": "x", "3:": "x", "a#": "x", "@-": "x",
+}  # fmt: skip
+
+
+def _label_espeak(ph: str) -> str:
+    if ph.startswith("_") or ph == "":
+        return "-"
+    key = ph.replace(":", "").replace(";", "").replace("'", "").replace(",", "")
+    return _ESPEAK.get(key, _ESPEAK.get(ph, "c"))
+
+
+def _split(phones: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Diphthong labels (two letters) -> two halves; merge touching pauses."""
+    out: list[tuple[float, float, str]] = []
+    for a, b, lab in phones:
+        if b <= a:
+            continue
+        if len(lab) == 2:
+            m = 0.5 * (a + b)
+            out += [(a, m, lab[0]), (m, b, lab[1])]
+        elif out and lab == "-" and out[-1][2] == "-" and abs(out[-1][1] - a) < 1e-6:
+            out[-1] = (out[-1][0], b, "-")
+        else:
+            out.append((a, b, lab))
+    return out
+
+
+# --- synthesizers -----------------------------------------------------------------------------
+
+_ESPEAK_LOCK = threading.Lock()
+
+
+class _Espeak:
+    """libespeak-ng in synchronous mode with phoneme events (one instance per process)."""
+
+    class _Event(ctypes.Structure):
+        _fields_ = [
+            ("type", ctypes.c_int),
+            ("unique_identifier", ctypes.c_uint),
+            ("text_position", ctypes.c_int),
+            ("length", ctypes.c_int),
+            ("audio_position", ctypes.c_int),
+            ("sample", ctypes.c_int),
+            ("user_data", ctypes.c_void_p),
+            ("id", ctypes.c_char * 8),
+        ]
+
+    _inst: _Espeak | None = None
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libespeak-ng.so.1")
+        cb_t = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(self._Event)
+        )
+        # 2 = AUDIO_OUTPUT_SYNCHRONOUS, 1 = espeakINITIALIZE_PHONEME_EVENTS
+        self.rate = int(self.lib.espeak_Initialize(2, 0, None, 1))
+        if self.rate <= 0:
+            raise RuntimeError("libespeak-ng: espeak_Initialize failed")
+        self._chunks: list[np.ndarray] = []
+        self._events: list[tuple[int, str]] = []
+        self._cb = cb_t(self._callback)  # keep a reference: ctypes does not
+        self.lib.espeak_SetSynthCallback(self._cb)
+
+    @classmethod
+    def get(cls) -> _Espeak:
+        if cls._inst is None:
+            cls._inst = cls()
+        return cls._inst
+
+    def _callback(self, wav, n, ev) -> int:
+        if n > 0:
+            self._chunks.append(np.ctypeslib.as_array(wav, (n,)).copy())
+        i = 0
+        while ev[i].type != 0:  # espeakEVENT_LIST_TERMINATED
+            if ev[i].type == 7:  # espeakEVENT_PHONEME
+                self._events.append((int(ev[i].sample), ev[i].id.decode("ascii", "replace")))
+            i += 1
+        return 0
+
+    def say(self, voice: str, pitch: float, rate: float, text: str):
+        with _ESPEAK_LOCK:
+            self._chunks, self._events = [], []
+            if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+                raise RuntimeError(f"espeak-ng: no voice {voice!r}")
+            self.lib.espeak_SetParameter(3, int(pitch), 0)  # espeakPITCH
+            self.lib.espeak_SetParameter(1, int(175 * rate), 0)  # espeakRATE (words/min)
+            b = text.encode("utf-8")
+            self.lib.espeak_Synth(b, len(b) + 1, 0, 0, 0, 1, None, None)  # 1 = espeakCHARS_UTF8
+            self.lib.espeak_Synchronize()
+            x = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.int16)
+            ev = list(self._events)
+        sr = self.rate
+        x = x.astype(np.float32) / 32768.0
+        phones = []
+        for k, (s, ph) in enumerate(ev):
+            end = ev[k + 1][0] if k + 1 < len(ev) else len(x)
+            phones.append((s / sr, end / sr, _label_espeak(ph)))
+        if phones and phones[0][0] > 0:
+            phones.insert(0, (0.0, phones[0][0], "-"))
+        return x, sr, phones
+
+
+def _read_wav(path: Path) -> tuple[np.ndarray, int]:
+    import scipy.io.wavfile
+
+    sr, x = scipy.io.wavfile.read(path)
+    x = x.astype(np.float32) / (32768.0 if x.dtype == np.int16 else 1.0)
+    return (x.mean(axis=1) if x.ndim > 1 else x), int(sr)
+
+
+def _ends_to_phones(items: list[tuple[str, float]]) -> list[tuple[float, float, str]]:
+    out, t = [], 0.0
+    for name, end in items:
+        out.append((t, end, _ARPA.get(name, "c")))
+        t = end
+    return out
+
+
+def _flite(spec: VoiceSpec, texts: list[str], tmp: Path):
+    res = []
+    for i, text in enumerate(texts):
+        wav = tmp / f"{i}.wav"
+        cmd = ["flite", "-voice", spec.voice, "-psdur"]
+        if spec.pitch:
+            cmd += ["--setf", f"int_f0_target_mean={spec.pitch:g}"]
+        if spec.rate != 1.0:
+            cmd += ["--setf", f"duration_stretch={1.0 / spec.rate:.3f}"]
+        out = subprocess.run(
+            [*cmd, "-t", text, "-o", str(wav)], check=True, capture_output=True, text=True
+        ).stdout
+        items = [(p.rsplit(":", 1)[0], float(p.rsplit(":", 1)[1])) for p in out.split()]
+        x, sr = _read_wav(wav)
+        res.append((x, sr, _ends_to_phones(items)))
+    return res
+
+
+def _festival(spec: VoiceSpec, texts: list[str], tmp: Path):
+    lines = [f"(voice_{spec.voice})"]
+    if spec.pitch:
+        # the diphone voices' linear-regression intonation takes a target mean
+        lines.append(
+            "(set! int_lr_params (list (list 'target_f0_mean "
+            f"{spec.pitch:g}) (list 'target_f0_std 20) (list 'model_f0_mean 170) "
+            "(list 'model_f0_std 34)))"
+        )
+    if spec.rate != 1.0:
+        lines.append(f"(Parameter.set 'Duration_Stretch {1.0 / spec.rate:.3f})")
+    for i, text in enumerate(texts):
+        t = text.replace("\\", " ").replace('"', " ")
+        lines += [
+            f'(set! utt (SynthText "{t}"))',
+            f'(utt.save.wave utt "{tmp / f"{i}.wav"}" \'riff)',
+            f'(set! fd (fopen "{tmp / f"{i}.seg"}" "w"))',
+            '(mapcar (lambda (s) (format fd "%s %f\\n" (item.name s) (item.feat s "end")))'
+            " (utt.relation.items utt 'Segment))",
+            "(fclose fd)",
+        ]
+    script = tmp / "run.scm"
+    script.write_text("\n".join(lines) + "\n")
+    subprocess.run(["festival", "-b", str(script)], check=True, capture_output=True)
+    res = []
+    for i in range(len(texts)):
+        items = []
+        for line in (tmp / f"{i}.seg").read_text().splitlines():
+            name, end = line.split()
+            items.append((name, float(end)))
+        x, sr = _read_wav(tmp / f"{i}.wav")
+        res.append((x, sr, _ends_to_phones(items)))
+    return res
+
+
+def available(source: str) -> bool:
+    if source == "espeak-ng":
+        try:
+            ctypes.CDLL("libespeak-ng.so.1")
+            return True
+        except OSError:
+            return False
+    return shutil.which({"flite": "flite", "festival": "festival"}[source]) is not None
+
+
+def cache_dir() -> Path:
+    folder = os.environ.get("KAGURA_CACHE_DIR")
+    if not folder:
+        import platformdirs
+
+        folder = platformdirs.user_cache_dir("kagura")
+    return Path(folder) / f"lipsync-corpus-v{CORPUS_VERSION}"
+
+
+def _key(spec: VoiceSpec, text: str) -> str:
+    h = hashlib.sha1(f"{CORPUS_VERSION}|{spec!r}|{text}".encode()).hexdigest()[:16]
+    return f"{spec.source}-{h}"
+
+
+def synthesize(spec: VoiceSpec, n_texts: int | None = None, offset: int = 0) -> list[Utterance]:
+    """Utterances of `spec` (texts offset.., n_texts of them), from the cache where present."""
+    texts = list(TEXTS[spec.lang])
+    texts = (texts[offset:] + texts[:offset])[: n_texts or len(texts)]
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    out: list[Utterance | None] = [None] * len(texts)
+    todo = []
+    for i, text in enumerate(texts):
+        f = folder / (_key(spec, text) + ".npz")
+        if f.exists():
+            try:
+                with np.load(f) as z:
+                    ph = [(float(a), float(b), str(c)) for a, b, c in z["phones"]]
+                    out[i] = Utterance(spec, text, z["audio"].astype(np.float32) / 32767.0, ph)
+                continue
+            except (OSError, ValueError, KeyError):
+                pass  # a broken cache entry is regenerated
+        todo.append(i)
+    if todo:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            sub = [texts[i] for i in todo]
+            if spec.source == "espeak-ng":
+                eng = _Espeak.get()
+                raw = [eng.say(spec.voice, spec.pitch, spec.rate, t) for t in sub]
+            elif spec.source == "flite":
+                raw = _flite(spec, sub, tmp)
+            else:
+                raw = _festival(spec, sub, tmp)
+        for i, (x, sr, phones) in zip(todo, raw, strict=True):
+            y = resample_mono(x, sr, SR)
+            peak = float(np.max(np.abs(y))) or 1.0
+            y = (y * (0.7 / peak)).astype(np.float32)
+            phones = _split(phones)
+            u = Utterance(spec, texts[i], y, phones)
+            arr = np.array([(a, b, c) for a, b, c in phones], dtype=object)
+            f = folder / (_key(spec, texts[i]) + ".npz")
+            tmpf = f.with_suffix(".tmp.npz")
+            np.savez_compressed(
+                tmpf, audio=np.round(y * 32767).astype(np.int16), phones=arr.astype(str)
+            )
+            os.replace(tmpf, f)
+            out[i] = u
+    return [u for u in out if u is not None]
+
+
+def labels_at(phones: list[tuple[float, float, str]], times: np.ndarray) -> np.ndarray:
+    """Label (one character) at each time (s); times outside every phone are pauses."""
+    times = np.asarray(times, np.float64)
+    lab = np.full(len(times), "-", dtype="<U1")
+    for a, b, c in phones:
+        lab[(times >= a) & (times < b)] = c
+    return lab
+
+
+def frame_labels(
+    phones: list[tuple[float, float, str]], n: int, hop_s: float = 0.01, offset_s: float = 0.0
+) -> np.ndarray:
+    """Label of the hop whose centre is at offset + (k + 0.5) * hop, for k < n."""
+    return labels_at(phones, offset_s + (np.arange(n) + 0.5) * hop_s)

@@ -1,0 +1,245 @@
+"""A tiny network that hears a voice (even over a band) and its vowel, from MFCC context.
+
+Per 10 ms hop the input is a stack of hop vectors (20 MFCCs of 40 mel bands of a 25 ms window,
+periodicity, log spectral flatness) at a few offsets: only past hops for the live engine, past
+and future for the offline one. Two fully connected layers (ReLU) end in 6 outputs: the logit
+of "a voice sounds here" and the logits of A I U E O. Inference is numpy only (the live path
+runs on machines without torch); `audio.vowel_net_train` trains it (torch) on the synthesized
+corpus with augmentation, and `scripts/build_default_profile.py` ships the result as
+`audio/profiles/vowel_net.npz` (float16 weights, a few hundred kB).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from audio.mfcc import FrameFeatures, MfccSettings, mfcc_frames
+
+__all__ = [
+    "DEFAULT_NET",
+    "LIVE_OFFSETS",
+    "NET_SETTINGS",
+    "OFFLINE_OFFSETS",
+    "LiveNet",
+    "Mlp",
+    "VowelNet",
+    "fuse",
+    "hop_vectors",
+    "load_net",
+    "stack",
+]
+
+NET_SETTINGS = MfccSettings(n_mels=40, first_coef=1, last_coef=20)
+LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
+OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
+DEFAULT_NET = Path(__file__).resolve().parent / "profiles" / "vowel_net.npz"
+HOP_DIM = NET_SETTINGS.n_coefs + 2
+
+
+# Cepstral mean normalisation: MFCCs less their mean over the sounding hops remove what is the
+# same all along — the microphone, the room, the synthesizer's or the singer's spectral tilt —
+# and is the one change that most helped voices of other synthesizers. Offline the mean is the
+# clip's; live it is a running mean (`CMN_TAU` hops, starting from the training mean worth
+# `CMN_PRIOR` hops), the same in training as in use.
+CMN_TAU = 1000
+CMN_PRIOR = 200  # a long sustained vowel must not become the mean
+CMN_RANGE_DB = 30.0  # hops within this of the (decaying) loudest one count as sounding
+
+
+def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+    """MFCCs less their mean over the clip's sounding hops (offline).
+
+    With a `prior` (the training mean) the mean starts from it, worth `CMN_PRIOR` hops: a
+    short clip of one sustained vowel must not become its own mean (which would erase it)."""
+    if len(f) == 0:
+        return f.mfcc
+    top = float(np.percentile(f.level_db, 95))
+    act = f.level_db > top - CMN_RANGE_DB
+    sel = f.mfcc[act] if act.any() else f.mfcc
+    if prior is None:
+        m = sel.mean(axis=0)
+    else:
+        m = (CMN_PRIOR * np.asarray(prior) + sel.sum(axis=0)) / (CMN_PRIOR + len(sel))
+    return f.mfcc - m
+
+
+class RunningCmn:
+    """The live mean: one `update` per hop, in order."""
+
+    def __init__(self, init: np.ndarray) -> None:
+        self.mean = np.asarray(init, np.float64).copy()
+        self.n = CMN_PRIOR
+        self.peak = -120.0
+
+    def update(self, cep: np.ndarray, level_db: float) -> np.ndarray:
+        self.peak = max(level_db, self.peak - 0.03)  # 3 dB/s decay at 10 ms hops
+        if level_db > self.peak - CMN_RANGE_DB and level_db > -75.0:
+            self.n = min(self.n + 1, CMN_TAU)
+            self.mean += (np.asarray(cep, np.float64) - self.mean) / self.n
+        return (np.asarray(cep, np.float64) - self.mean).astype(np.float32)
+
+    def state(self) -> tuple:
+        return self.mean.copy(), self.n, self.peak
+
+    def restore(self, st: tuple) -> None:
+        self.mean, self.n, self.peak = st[0].copy(), st[1], st[2]
+
+
+def running_cmn(f: FrameFeatures, init: np.ndarray) -> np.ndarray:
+    r = RunningCmn(init)
+    return (
+        np.stack([r.update(c, lv) for c, lv in zip(f.mfcc, f.level_db, strict=True)])
+        if len(f)
+        else f.mfcc
+    )
+
+
+def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
+    """(n, HOP_DIM) float32: MFCCs (normalised: `mfcc`), periodicity, log10 flatness."""
+    return np.concatenate(
+        [
+            f.mfcc if mfcc is None else mfcc,
+            f.periodicity[:, None],
+            np.log10(np.maximum(f.flatness, 1e-4))[:, None],
+        ],
+        axis=1,
+    ).astype(np.float32)
+
+
+def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
+    """Rows k of v at k + offset for each offset, side by side (edges held)."""
+    n = len(v)
+    idx = np.clip(np.arange(n)[:, None] + np.asarray(offsets)[None, :], 0, max(n - 1, 0))
+    return v[idx].reshape(n, -1)
+
+
+@dataclass
+class Mlp:
+    mean: np.ndarray
+    std: np.ndarray
+    layers: list[tuple[np.ndarray, np.ndarray]]
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = (np.asarray(x, np.float32) - self.mean) / self.std
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if i < len(self.layers) - 1:
+                np.maximum(h, 0.0, out=h)
+        return h
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
+        z = self.logits(np.atleast_2d(x))
+        pv = 1.0 / (1.0 + np.exp(-np.clip(z[:, 0], -30, 30)))
+        e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
+        return pv, e / e.sum(axis=1, keepdims=True)
+
+
+@dataclass
+class VowelNet:
+    live: Mlp
+    offline: Mlp
+    info: str = ""
+    cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
+    settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
+
+    def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
+        f = mfcc_frames(y, sr, NET_SETTINGS)
+        pv, pw = self.offline.predict(
+            stack(hop_vectors(f, clip_cmn(f, self.cmn_init)), OFFLINE_OFFSETS)
+        )
+        # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
+        # instrumental): the live net, whose running mean starts from the training mean,
+        # must agree that a voice sounds.
+        pl, _ = self.live.predict(
+            stack(hop_vectors(f, running_cmn(f, self.cmn_init)), LIVE_OFFSETS)
+        )
+        return f.end, np.sqrt(pv * pl), pw
+
+    def save(self, path: str | os.PathLike) -> None:
+        arrays: dict[str, np.ndarray] = {
+            "info": np.array(self.info),
+            "cmn_init": self.cmn_init.astype(np.float32),
+        }
+        for name, m in (("live", self.live), ("offline", self.offline)):
+            arrays[f"{name}_mean"] = m.mean.astype(np.float32)
+            arrays[f"{name}_std"] = m.std.astype(np.float32)
+            for i, (w, b) in enumerate(m.layers):
+                arrays[f"{name}_w{i}"] = w.astype(np.float16)
+                arrays[f"{name}_b{i}"] = b.astype(np.float16)
+        p = Path(path)
+        tmp = p.with_name(p.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, p)
+
+
+def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
+    with np.load(path) as z:
+        nets = []
+        for name in ("live", "offline"):
+            layers = []
+            i = 0
+            while f"{name}_w{i}" in z:
+                w = z[f"{name}_w{i}"].astype(np.float32)
+                layers.append((w, z[f"{name}_b{i}"].astype(np.float32)))
+                i += 1
+            nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
+        return VowelNet(nets[0], nets[1], str(z["info"]), z["cmn_init"].astype(np.float64))
+
+
+TEMPLATE_WEIGHT = 0.5
+
+
+def fuse(net_probs: np.ndarray, template_probs: np.ndarray) -> np.ndarray:
+    """A calibrated profile's template probabilities and the net's, as one vote (A..O).
+
+    The templates were made from the user's own sustained vowels, the net from many voices'
+    sentences: the product keeps what both agree on (`TEMPLATE_WEIGHT` tempers the sharper
+    templates)."""
+    p = np.asarray(net_probs, np.float64) * np.maximum(template_probs, 1e-6) ** TEMPLATE_WEIGHT
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+_DEFAULT: VowelNet | None = None
+
+
+def default_net() -> VowelNet | None:
+    """The shipped network (cached), or None where the file is missing."""
+    global _DEFAULT
+    if _DEFAULT is None and DEFAULT_NET.exists():
+        _DEFAULT = load_net(DEFAULT_NET)
+    return _DEFAULT
+
+
+class LiveNet:
+    """The live net hop by hop: keeps the last hop vectors its offsets need."""
+
+    def __init__(self, mlp: Mlp, cmn_init: np.ndarray) -> None:
+        self.mlp = mlp
+        self.cmn = RunningCmn(cmn_init)
+        self.span = -min(LIVE_OFFSETS) + 1
+        self.ring = np.zeros((self.span, HOP_DIM), np.float32)
+        self.count = 0
+        self._idx = np.asarray(LIVE_OFFSETS) + self.span - 1
+
+    def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True):
+        """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged."""
+        st = None if commit else self.cmn.state()
+        c = self.cmn.update(cep, level_db)
+        if st is not None:
+            self.cmn.restore(st)
+        v = np.concatenate([c, [per, np.log10(max(flat, 1e-4))]]).astype(np.float32)
+        if self.count == 0:
+            ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
+        else:
+            ring = np.concatenate([self.ring[1:], v[None]])
+        if commit:
+            self.ring = ring
+            self.count += 1
+        pv, pw = self.mlp.predict(ring[self._idx].reshape(1, -1))
+        return float(pv[0]), pw[0]

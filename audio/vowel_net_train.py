@@ -1,0 +1,169 @@
+"""Training `audio.vowel_net.VowelNet` on the synthesized corpus, with augmentation (torch).
+
+Each training track (one voice's sentences joined with pauses) is heard several times, each
+time changed at random: played faster or slower (pitch, formants and tempo together), formants
+shifted alone (a warped mel filterbank: vocal-tract length), white or pink noise at 30-10 dB
+SNR, room reverb, and a synthetic band underneath at +12 to -3 dB vocal-to-backing ratio (the
+band also plays through the pauses, which teaches "band, no voice"). Labels come from the
+synthesizer's phone timings at the centre of each hop's window: "voice" wherever the truth is
+not a pause, a vowel class where it is one of A I U E O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from audio import augment
+from audio.lipsync_eval import Track
+from audio.mfcc import mfcc_frames
+from audio.speech_corpus import SR, labels_at
+from audio.vowel_net import (
+    LIVE_OFFSETS,
+    NET_SETTINGS,
+    OFFLINE_OFFSETS,
+    Mlp,
+    VowelNet,
+    clip_cmn,
+    hop_vectors,
+    running_cmn,
+    stack,
+)
+
+__all__ = ["Examples", "cmn_prior", "examples", "train"]
+
+_VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
+
+
+@dataclass
+class Examples:
+    live: np.ndarray  # float32 (n, d_live)
+    offline: np.ndarray  # float32 (n, d_offline)
+    voice: np.ndarray  # float32 (n,) 0/1
+    vowel: np.ndarray  # int64 (n,) 0..4, -1 where not a vowel
+
+    @staticmethod
+    def concat(parts: list[Examples]) -> Examples:
+        return Examples(*(np.concatenate([getattr(p, k) for p in parts]) for k in
+                          ("live", "offline", "voice", "vowel")))  # fmt: skip
+
+
+def _one(audio: np.ndarray, phones, warp: float, cmn_init: np.ndarray) -> Examples:
+    f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp)
+    win = round(NET_SETTINGS.win_ms * SR / 1000)
+    lab = labels_at(phones, (f.end - win / 2) / SR)
+    vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
+    return Examples(
+        stack(hop_vectors(f, running_cmn(f, cmn_init)), LIVE_OFFSETS),
+        stack(hop_vectors(f, clip_cmn(f)), OFFLINE_OFFSETS),
+        (lab != "-").astype(np.float32),
+        vowel,
+    )
+
+
+def cmn_prior(tracks: list[Track]) -> np.ndarray:
+    """The mean MFCCs of the clean tracks' sounding hops: where the live running mean starts."""
+    means = []
+    for tr in tracks:
+        f = mfcc_frames(tr.voice, SR, NET_SETTINGS)
+        means.append(f.mfcc.astype(np.float64) - clip_cmn(f))
+    return np.mean([m[0] for m in means], axis=0)
+
+
+def examples(
+    tracks: list[Track], cmn_init: np.ndarray, n_aug: int = 4, seed: int = 0, clean: bool = True
+) -> Examples:
+    """The tracks as heard clean (if `clean`) and `n_aug` times augmented."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for tr in tracks:
+        if clean:
+            parts.append(_one(tr.voice, tr.phones, 1.0, cmn_init))
+        for _ in range(n_aug):
+            s = float(np.exp(rng.uniform(np.log(0.85), np.log(1.5))))
+            warp = float(np.exp(rng.uniform(np.log(0.85), np.log(1.2)))) / np.sqrt(s)
+            y = augment.speed(tr.voice, s)
+            ph = [(a / s, b / s, c) for a, b, c in tr.phones]
+            y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
+            if rng.uniform() < 0.3:
+                y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
+            if rng.uniform() < 0.55:
+                backing = augment.band(len(y) / SR + 0.1, int(rng.integers(1 << 30)))
+                y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
+            if rng.uniform() < 0.5:
+                y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
+            parts.append(_one(y, ph, warp, cmn_init))
+    return Examples.concat(parts)
+
+
+def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed) -> Mlp:
+    import torch
+
+    torch.manual_seed(seed)
+    mean = x.mean(axis=0)
+    std = x.std(axis=0) + 1e-3
+    xt = torch.from_numpy((x - mean) / std).float()
+    vt = torch.from_numpy(voice).float()
+    wt = torch.from_numpy(vowel).long()
+    dims = [x.shape[1], *hidden, 6]
+    mods: list[torch.nn.Module] = []
+    for i in range(len(dims) - 1):
+        mods.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            mods += [torch.nn.ReLU(), torch.nn.Dropout(0.1)]
+    net = torch.nn.Sequential(*mods)
+    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
+    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
+    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=1e-4)
+    n = len(xt)
+    steps = epochs * (n // 512 + 1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    g = torch.Generator().manual_seed(seed)
+    bce = torch.nn.BCEWithLogitsLoss()
+    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
+    net.train()
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=g)
+        for i in range(0, n, 512):
+            idx = perm[i : i + 512]
+            z = net(xt[idx])
+            loss = bce(z[:, 0], vt[idx])
+            if (wt[idx] >= 0).any():
+                loss = loss + ce(z[:, 1:], wt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    layers = [
+        (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
+        for m in net
+        if isinstance(m, torch.nn.Linear)
+    ]
+    return Mlp(mean.astype(np.float32), std.astype(np.float32), layers)
+
+
+LIVE_HIDDEN = (64, 32)
+OFFLINE_HIDDEN = (96, 48)
+
+
+def train(
+    ex: Examples,
+    cmn_init: np.ndarray,
+    info: str = "",
+    epochs: int = 8,
+    seed: int = 0,
+    stride: int = 2,
+) -> VowelNet:
+    """Both nets on every `stride`-th example (neighbouring hops are nearly the same)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small matrices: one thread is faster than two
+    try:
+        s = slice(None, None, stride)
+        live = _fit(ex.live[s], ex.voice[s], ex.vowel[s], LIVE_HIDDEN, epochs, seed)
+        off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
+    finally:
+        torch.set_num_threads(threads)
+    return VowelNet(live, off, info, np.asarray(cmn_init, np.float64))
