@@ -102,7 +102,7 @@ def command_argv(args: argparse.Namespace, command: str, out_dir: Path) -> list[
         argv = ["render", str(args.audio), "-o", str(out_dir / "render.mp4")]
     else:
         argv = ["demo", "-o", str(out_dir / "demo.mp4")]
-    argv += ["--device", args.device, "--quiet"]  # --quiet: no progress bar into the pipe
+    argv += ["--device", args.device, "--quiet", "-y"]  # -y: each repeat rewrites the file
     if args.size:
         argv += ["--size", args.size]
     if args.seconds is not None:
