@@ -32,7 +32,7 @@ WHEELS=(
     skia-python==144.1 av==18.1.0
     librosa==0.11.0 soxr audioread pooch soundfile cffi pycparser decorator
     pydantic==2.14.4 pydantic_core==2.50.5 annotated-types typing-inspection
-    platformdirs
+    platformdirs psd-tools==1.26.0 attrs
 )
 if [ "${FORCE:-0}" = 1 ] || [ ! -f .whl/site.tar.xz ]; then
     rm -rf .whl /tmp/kagura-wheels /tmp/kagura-site && mkdir -p .whl /tmp/kagura-wheels /tmp/kagura-site
