@@ -8,7 +8,9 @@
 
 `--audio-file` plays the file through the live path at real-time pace (as if it came from a
 microphone; it is also played out loud when an output device exists, unless --no-play-out).
-`--quit-after` closes the window cleanly after that many seconds; `--screenshot` saves the
+`--quit-after` closes the window cleanly that many seconds after the first frame is on screen
+(the session starts after the window: a scripted run always has frames to report), or that
+many seconds plus a minute after the window opened if none ever comes; `--screenshot` saves the
 window to a PNG just before closing. On exit one JSON line with the run's statistics is printed:
 frames shown / dropped / repeated, the latency estimate and the UI thread's milliseconds per
 displayed frame (median / P99) — and, with GPU stages, the quality ladder's state.
@@ -58,7 +60,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="frame size WxH (960x540; with GPU stages the output size = render × --upscale)",
     )
     p.add_argument("--fps", type=int, default=30, help="frames per second (30)")
-    p.add_argument("--quit-after", type=float, metavar="SECONDS", help="close after SECONDS")
+    p.add_argument(
+        "--quit-after",
+        type=float,
+        metavar="SECONDS",
+        help="close SECONDS after the first frame is shown",
+    )
     p.add_argument("--screenshot", type=Path, metavar="PNG", help="save the window before closing")
     p.add_argument(
         "--no-play-out", action="store_true", help="do not play --audio-file through the speakers"
@@ -234,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         if args.stage_window:
             win.open_stage_window()
         if args.quit_after is not None:
-            QTimer.singleShot(int(args.quit_after * 1000), finish)
+            _quit_after_first_frame(win, args.quit_after, finish)
         app.exec()
     win.shutdown()
     result = win.run_stats()
@@ -242,3 +249,27 @@ def run(args: argparse.Namespace) -> int:
         result["quality"] = (getattr(win, "_last_session_stats", None) or {}).get("quality")
     print(json.dumps(result), flush=True)
     return 0
+
+
+def _quit_after_first_frame(win, seconds: float, finish) -> None:
+    """Call `finish` `seconds` after the window first shows a frame (polled every 50 ms), or
+    `seconds` + 60 s after now if it never does."""
+    from PySide6.QtCore import QTimer
+
+    poll = QTimer(win)
+    fired = {"done": False}
+
+    def once() -> None:
+        if not fired["done"]:
+            fired["done"] = True
+            poll.stop()
+            finish()
+
+    def check() -> None:
+        if win.run_stats()["frames_shown"]:
+            poll.stop()
+            QTimer.singleShot(int(seconds * 1000), once)
+
+    poll.timeout.connect(check)
+    poll.start(50)
+    QTimer.singleShot(int((seconds + 60.0) * 1000), once)

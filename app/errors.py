@@ -89,6 +89,12 @@ def kept_suffix(exc: BaseException) -> str:
     return f"; the frames written are kept in {kept}" if kept else ""
 
 
+def _is_user_error(exc: BaseException) -> bool:
+    if isinstance(exc, UsageError):  # needs nothing imported (the other types import torch)
+        return True
+    return isinstance(exc, user_error_types())
+
+
 def report(exc: BaseException, prog: str = "kagura") -> int:
     """Print the one line for `exc` on stderr; the exit status it stands for."""
     if isinstance(exc, Terminated):
@@ -97,7 +103,7 @@ def report(exc: BaseException, prog: str = "kagura") -> int:
     if isinstance(exc, KeyboardInterrupt):
         print(f"{prog}: interrupted{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if isinstance(exc, user_error_types()):
+    if _is_user_error(exc):
         print(f"{prog}: error: {one_line(exc)}{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_USAGE
     os_exc = os_error_in(exc)

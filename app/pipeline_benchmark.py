@@ -336,7 +336,7 @@ def _batched_img2img(st):
                 lat = (
                     st._sa[i + 1 : i + 2] * lat + st._s1a[i + 1 : i + 2] * st._noise[i + 1 : i + 2]
                 )
-        y = st._decode(lat).float()
+        y = st._decode(lat, img).float()
         rgb = ((y + 1.0) * 127.5).clamp(0.0, 255.0)
         rgb = torch.minimum(rgb, alpha).add(0.5).floor()
         return torch.cat((rgb, alpha), 1).to(torch.uint8).permute(0, 2, 3, 1).contiguous()

@@ -40,7 +40,7 @@ import numpy as np
 
 from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.mfcc import MfccStream
-from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, default_net, fuse
+from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, fuse, resolve_net
 from pipeline.avatar import VOWELS, AvatarParams
 
 __all__ = [
@@ -125,14 +125,7 @@ class LiveLipSync:
         settings = dataclasses.replace(profile.mfcc, hop_ms=float(hop_ms))
         self.stream = MfccStream(self.sample_rate, settings)
         self.matcher = VowelMatcher(profile, method)
-        # "auto": the shipped net for voice activity; for vowels too if the profile names it
-        if isinstance(net, str):
-            if net != "auto":
-                raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
-            net = default_net()
-            self.net_vowels = bool(profile.extra.get("vowel_net"))
-        else:
-            self.net_vowels = net is not None
+        net, self.net_vowels = resolve_net(net, profile)
         if net is not None and (settings.win_ms, settings.preemph) != (
             NET_SETTINGS.win_ms,
             NET_SETTINGS.preemph,

@@ -29,7 +29,7 @@ from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
 from audio.mfcc import mfcc_frames
-from audio.vowel_net import VowelNet, default_net, fuse
+from audio.vowel_net import VowelNet, fuse, resolve_net
 from pipeline.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -60,13 +60,7 @@ class MfccLipSync:
         self.open_lead_s = open_lead_s
         self.vowel_lead_s = vowel_lead_s
         self.min_shape_s = min_shape_s
-        if isinstance(net, str):
-            if net != "auto":
-                raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
-            net = default_net()
-            self.net_vowels = bool(profile.extra.get("vowel_net"))
-        else:
-            self.net_vowels = net is not None
+        net, self.net_vowels = resolve_net(net, profile)
         self.net = net
         # the offline net already hears ±120 ms around each hop: its vowels need no extra lead
         self.net_vowel_lead_s = net_vowel_lead_s

@@ -216,6 +216,17 @@ def default_net() -> VowelNet | None:
     return _DEFAULT
 
 
+def resolve_net(net, profile) -> tuple[VowelNet | None, bool]:
+    """(the net an engine uses, whether its vowels count) for the engines' `net` argument:
+    "auto" = the shipped net, for voice activity, and for vowels when the profile names it;
+    a VowelNet = that net for both; None = no net."""
+    if not isinstance(net, str):
+        return net, net is not None
+    if net != "auto":
+        raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
+    return default_net(), bool(profile.extra.get("vowel_net"))
+
+
 class LiveNet:
     """The live net hop by hop: keeps the last hop vectors its offsets need."""
 

@@ -1175,8 +1175,14 @@ class MainWindow(QMainWindow):
             "ui_ms_p99": ui["p99"],
             "preset": self.settings["preset"],
             "presenter": getattr(self.preview, "name", "?"),
-            "source": ss.get("source"),
+            # the session names its source; a run stopped before it started names the planned one
+            "source": ss.get("source") or self._planned_source(),
         }
+
+    def _planned_source(self) -> str | None:
+        if self._source_kind == "file" and self._audio_file:
+            return f"file: {Path(self._audio_file).name}"
+        return None
 
     def shutdown(self, timeout: float = 15.0) -> None:
         """Stop the session synchronously (used on close: the app is going away anyway)."""
