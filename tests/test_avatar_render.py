@@ -21,7 +21,7 @@ from pipeline.avatar import AvatarParams
 from pipeline.frame import Frame
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import Context, spec
+from pipeline.stage import Context
 from presets.loader import load_preset
 from render.avatar_doc import load_avatar
 from render.idol import IdolRenderer
@@ -30,6 +30,7 @@ from render.pool import PooledRenderStage
 from render.process import RenderProcessStage
 from render.stage import RenderStage
 from tests.avatar_art import BACK_RGB, BODY_RGB, EYE_RGB, HAIR_RGB, MOUTH_RGB, SKIN_RGB, write_psd
+from tests.test_parallel_render import Collect
 
 W, H, FPS = 320, 180, 30
 
@@ -175,26 +176,6 @@ def _mask(rgba, rgb, tol=8):
 
 def _xor(a, b, rgb) -> int:
     return int((_mask(a, rgb) ^ _mask(b, rgb)).sum())
-
-
-class Collect:
-    name = "collect"
-    needs = spec("image", "motion")
-
-    def __init__(self) -> None:
-        self.frames: list[Frame] = []
-
-    def setup(self, ctx) -> None:
-        pass
-
-    def write(self, frame: Frame) -> None:
-        self.frames.append(frame)
-
-    def finish(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def _run(stage, track) -> list[Frame]:
