@@ -165,6 +165,18 @@ def downscale_notice(width: int, height: int) -> tuple[float, str] | None:
     return k, f"canvas {width}x{height} is over {MAX_SIDE} px: downscaled to {w}x{h} on load"
 
 
+def fit_canvas(width: int, height: int, raw: list, notices: list[str]):
+    """(width, height, raw, notices) with a canvas over MAX_SIDE and all its layers scaled
+    down to fit, the notice saying so added; unchanged otherwise. `raw`: the importers'
+    (name, parent, rgba, x, y, opacity, visible) tuples."""
+    down = downscale_notice(width, height)
+    if down is None:
+        return width, height, raw, notices
+    k, text = down
+    raw = [(n, p, *scale_layer(a, x, y, k), o, v) for n, p, a, x, y, o, v in raw]
+    return max(1, round(width * k)), max(1, round(height * k)), raw, [*notices, text]
+
+
 def scale_layer(rgba: np.ndarray, x: int, y: int, k: float) -> tuple[np.ndarray, int, int]:
     """A straight-alpha layer scaled by k (premultiplied while resampled, so edges stay clean)."""
     from PIL import Image

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from render.avatar_doc import MANIFEST, downscale_notice, scale_layer
+from render.avatar_doc import MANIFEST, fit_canvas
 from render.avatar_manifest import AvatarError, Manifest
 from render.avatar_roles import ROLES, role_of
 from render.psd_import import Raw
@@ -49,14 +49,7 @@ def read_png_folder(folder: Path, manifest: Manifest) -> tuple[int, int, list[Ra
         raw.append((name, None, rgba, s.x if s else 0, s.y if s else 0, 1.0, True))
     width = max(x + a.shape[1] for _, _, a, x, _, _, _ in raw)
     height = max(y + a.shape[0] for _, _, a, _, y, _, _ in raw)
-    notices = []
-    down = downscale_notice(width, height)
-    if down is not None:
-        k, text = down
-        notices.append(text)
-        raw = [(n, p, *scale_layer(a, x, y, k), o, v) for n, p, a, x, y, o, v in raw]
-        width, height = max(1, round(width * k)), max(1, round(height * k))
-    return width, height, raw, notices
+    return fit_canvas(width, height, raw, [])
 
 
 def _is_png(p: Path) -> bool:

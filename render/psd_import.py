@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from render.avatar_doc import downscale_notice, scale_layer
+from render.avatar_doc import fit_canvas
 from render.avatar_manifest import AvatarError
 from render.avatar_roles import group_prefix, role_of
 
@@ -45,8 +45,6 @@ def read_psd(path: Path) -> tuple[int, int, list[Raw], list[str]]:
         notices.append(f"{mode} document converted to RGB (no colour profile applied)")
     if psd.depth != 8:
         notices.append(f"{psd.depth}-bit document converted to 8 bits per channel")
-    width, height = psd.width, psd.height
-    down = downscale_notice(width, height)
     raw: list[Raw] = []
     try:
         _walk(psd, None, True, raw)
@@ -54,12 +52,7 @@ def read_psd(path: Path) -> tuple[int, int, list[Raw], list[str]]:
         raise
     except Exception as err:
         raise AvatarError(f"{path}: cannot read a layer ({type(err).__name__}: {err})") from err
-    if down is not None:
-        k, text = down
-        notices.append(text)
-        raw = [(n, p, *scale_layer(a, x, y, k), o, v) for n, p, a, x, y, o, v in raw]
-        width, height = max(1, round(width * k)), max(1, round(height * k))
-    return width, height, raw, notices
+    return fit_canvas(psd.width, psd.height, raw, notices)
 
 
 def _walk(group, prefix: str | None, visible: bool, out: list[Raw]) -> None:
