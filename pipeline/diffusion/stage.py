@@ -42,9 +42,10 @@ returned for input n is the one painted from input n - (k - 1): **the output lag
 k - 1 frames** (`lag_frames`). The stage returns the *current* frame (its pts and params)
 carrying that lagged image, and the motion vectors *of the lagged picture* (the step from its
 predecessor to it), so the temporal stage after it warps history and picture consistently; a
-caller that needs picture and pts to match delays the audio / metadata by `lag_frames` frames. No blank or brown start: on the first frame of a stream (and
-after reset() or a steps/strength/seed change) the empty slots are primed with that frame's
-latent noised to each slot's level, so outputs 0 .. k-2 are one-step results of frame 0.
+caller that needs picture and pts to match delays the audio / metadata by `lag_frames` frames.
+No blank or brown start: on the first frame of a stream (and after reset() or a
+steps/strength/seed change) the empty slots are primed with that frame's latent noised to each
+slot's level, so outputs 0 .. k-2 are one-step results of frame 0.
 With stream_batch=False each frame runs its k UNet calls (batch 1) one after another: no lag,
 k times the UNet cost.
 
@@ -240,8 +241,8 @@ class DiffusionStage(BaseStage):
         self._cfg = False
         self._embeds: OrderedDict[tuple[str, str | None], tuple] = OrderedDict()
         self._graphs: dict[tuple[int, bool], torch.cuda.CUDAGraph] = {}
-        self._host_fresh = True
-        self._motions: deque = deque(maxlen=9)  # the last frames' motion vectors (stream lag)
+        # the motion vectors of the frames since the stream (re)started: see process()
+        self._motions: deque = deque(maxlen=9)
         self._buffers_ready = False
         self.setup_done = False
 
@@ -393,8 +394,7 @@ class DiffusionStage(BaseStage):
                 for i in range(self.max_steps):  # row by row: the same noise for any max_steps
                     self._noise[i].copy_(torch.randn(4, lh, lw, generator=gen))
                 self._seed = d.seed
-            self._fresh.fill_(True)
-            self._host_fresh = True  # the host's copy: no device read per frame
+            self._restart_stream()
         self._k, self._cfg, self._active, self._preset = k, cfg, d, d
 
     # -- the step -------------------------------------------------------------------------------
@@ -616,8 +616,7 @@ class DiffusionStage(BaseStage):
             pool = torch.cuda.graph_pool_handle()
             for k, cfg in self._shapes():
                 self._graphs[(k, cfg)] = self._capture(k, cfg, pool)
-        self._fresh.fill_(True)  # the warm-up frame is not part of the stream
-        self._host_fresh = True
+        self._restart_stream()  # the warm-up frame is not part of the stream
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.setup_done = True
@@ -625,8 +624,11 @@ class DiffusionStage(BaseStage):
     def reset(self) -> None:
         """A new stream: the next frame primes the in-flight slots (no blank frame)."""
         if self._buffers_ready:
-            self._fresh.fill_(True)
-            self._host_fresh = True  # the host's copy: no device read per frame
+            self._restart_stream()
+
+    def _restart_stream(self) -> None:
+        """The next step primes the in-flight slots; the lagged motion starts afresh."""
+        self._fresh.fill_(True)
         self._motions.clear()
 
     def close(self) -> None:
@@ -677,13 +679,9 @@ class DiffusionStage(BaseStage):
         img = frame.image
         if img is None:
             raise ValueError(f"diffusion: frame {frame.index} has no image")
-        fresh = self._host_fresh
-        out = self.apply(img)
-        self._host_fresh = False
+        out = self.apply(img)  # a stream (re)started by it has cleared _motions
         motion = self._motion(frame.motion, (img.shape[1], img.shape[0]))
         if self.lag_frames:
-            if fresh:
-                self._motions.clear()
             self._motions.append(motion)
             # the picture is frame n - lag's: its motion is the one that arrived lag frames ago
             # (a primed stream repeats its first picture, which has no motion: zero)
