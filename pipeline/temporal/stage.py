@@ -35,14 +35,14 @@ current frame is used alone.
 
 Neighbourhood clamp. Before the blend the warped history is clamped, channel by channel, to the
 range the *current* frame spans in the 3x3 pixels around each pixel, widened by `clamp_margin`
-(the colour-box clamp of temporal anti-aliasing; None: no clamp). Where the motion vectors miss — a thin hair strand whose spring bends
-it inside its part, part boundaries that the 4x4 part-ID blocks round off, a picture that lags
-its vectors — the history holds a line where the current frame has none; unclamped, the 0.7
-blend kept 0.7, 0.49, 0.34 ... of that line for frames: parallel echo lines beside every moving
-edge (the ghost trails). A history colour the current neighbourhood cannot explain is pulled
-to the nearest colour it can, so a stale line disappears within one frame; the margin lets
-low-amplitude flicker (a stylizer's colour jitter of a few levels, which moves the whole range)
-still be averaged away.
+(the colour-box clamp of temporal anti-aliasing; None: no clamp). Where the motion vectors
+miss — a thin hair strand whose spring bends it inside its part, part boundaries that the 4x4
+part-ID blocks round off, a picture that lags its vectors — the history holds a line where the
+current frame has none; unclamped, the 0.7 blend kept 0.7, 0.49, 0.34 ... of that line for
+frames: parallel echo lines beside every moving edge (the ghost trails). A history colour the
+current neighbourhood cannot explain is pulled to the nearest colour it can, so a stale line
+disappears within one frame; the margin lets low-amplitude flicker (a stylizer's colour jitter
+of a few levels, which moves the whole range) still be averaged away.
 
 Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
 boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
@@ -52,12 +52,13 @@ Detail from the current frame. On the current frame's edges (its 3x3 colour rang
 `edge_tol`) the correction w * (history - current) is smoothed by a `smooth` x `smooth` box
 (1: never smoothed) before it is added: what the history fixes is flicker of colour and
 shading, which is smooth; the lines, eyes and highlights come from the current frame as it is.
-Elsewhere the correction is added at full resolution, so grain flicker is averaged too. Resampling the history every frame softens its edges
-(bicubic at fractional offsets), and adding that history at full resolution cost the idol's
-edges about a seventh of their Laplacian energy; smoothed, the correction leaves them nearly
-untouched (figures in docs/BENCHMARKS.md, "temporal"). Everything is premultiplied RGBA in float32 0..1; the history is
-kept in float32 (no 8-bit rounding accumulates), the output is rounded to uint8 with
-0 <= rgb <= alpha. The history is resampled every frame, so the kernel matters: bilinear blurs
+Elsewhere the correction is added at full resolution, so grain flicker is averaged too.
+Resampling the history every frame softens its edges (bicubic at fractional offsets); added at
+full resolution there, that history cost the idol's edges a part of their Laplacian energy
+(figures in docs/BENCHMARKS.md, "The picture").
+
+Everything is premultiplied RGBA in float32 0..1; the history is kept in float32 (no 8-bit
+rounding accumulates), the output is rounded to uint8 with 0 <= rgb <= alpha. The history is resampled every frame, so the kernel matters: bilinear blurs
 it cumulatively (an unstylized 640x360 clip lost 12 % of its gradient through the stage at
 blend 0.7), bicubic keeps it (-1.6 %), hence the default.
 
@@ -337,7 +338,7 @@ def sharpness(frames: Sequence[torch.Tensor] | torch.Tensor) -> float:
     with torch.inference_mode():
         for i in range(x.shape[0]):
             f = _to_float(x[i], x.device)
-            y = 0.299 * f[:, 0] + 0.587 * f[:, 1] + 0.114 * f[:, 2]  # (1, H, W)
+            y = _luma(f)  # (1, H, W)
             gx = y[:, :-1, 1:] - y[:, :-1, :-1]
             gy = y[:, 1:, :-1] - y[:, :-1, :-1]
             mag = torch.sqrt(gx * gx + gy * gy)
