@@ -220,7 +220,6 @@ def export(models, folder: Path, train_state: dict | None = None) -> Path:
     if train_state is not None:
         write_json(tmp / "train_state.json", train_state)
     keep = [p for p in folder.glob("*") if p.is_file() and not (tmp / p.name).exists()]
-    keep = keep if folder.is_dir() else []
     for p in keep:  # the model card, metrics and the like travel with the weights
         shutil.copy2(p, tmp / p.name)
     old = folder.with_name(folder.name + ".old")

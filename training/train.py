@@ -379,12 +379,11 @@ class Trainer:
 
     def train_step(self, bank: PairBank) -> dict[str, float]:
         m = self.models
-        if self.frozen_encoder and next(m.vae.encoder.parameters()).requires_grad:
-            m.vae.encoder.requires_grad_(False)  # started from a model: keep its latent space
-            self.ema_vae.module.encoder.load_state_dict(m.vae.encoder.state_dict())
-        if self.step >= self.cfg.ae_steps and next(m.vae.encoder.parameters()).requires_grad:
-            # the encoder is final from here on: latents stop moving, and the exported (EMA)
-            # encoder must be exactly the one the denoiser learned on
+        final = self.frozen_encoder or self.step >= self.cfg.ae_steps
+        if final and next(m.vae.encoder.parameters()).requires_grad:
+            # the encoder is final from here on (or came with the model it started from):
+            # latents stop moving, and the exported (EMA) encoder must be exactly the one the
+            # denoiser learned on
             m.vae.encoder.requires_grad_(False)
             self.ema_vae.module.encoder.load_state_dict(m.vae.encoder.state_dict())
         for group in self.opt.param_groups:
