@@ -30,6 +30,7 @@ from pipeline.avatar import VOWELS, AvatarParams
 from presets.schema import LineStyle, Palette, rgb
 from render import idol_parts as ip
 from render.motion import MotionField
+from render.mouth_canvas import MouthCanvas
 from render.rig import INDEX, PARTS, Rig
 
 MOUTH_PART = INDEX["mouth"]  # parts from here on are drawn again by a late mouth
@@ -111,7 +112,7 @@ class IdolRenderer:
         self.motion = MotionField(self.w, self.h, 4)
         self.prev: np.ndarray | None = None
         self._late: tuple | None = None  # what redraw_mouth needs, kept by render_base
-        self._scratch: np.ndarray | None = None  # redraw_mouth's canvas
+        self._scratch: MouthCanvas | None = None  # redraw_mouth's canvas
         self._mouth_box = (0, 0, 0, 0)
         self._build()
 
@@ -275,21 +276,13 @@ class IdolRenderer:
         if self._late is None:
             raise RuntimeError("redraw_mouth() without a render_base() before it")
         skm, p, look, snapshot, parts = self._late
-        x0, y0, x1, y1 = self._mouth_box
         late, vowels, mouth_open = self._face_look(params.clamped())
         look = dict(look, form=late["form"])  # only the mouth takes the new values
         if self._scratch is None:
-            self._scratch = np.zeros((self.h, self.w, 4), np.uint8)
-        scratch = self._scratch  # outside the box it holds leftovers: never read
-        scratch[y0:y1, x0:x1] = snapshot
-        surface = skia.Surface(
-            scratch, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
-        )
-        c = surface.getCanvas()
-        for i in parts:
-            self._draw_at(c, skm, i, p, look, vowels, mouth_open)
-        del surface
-        rgba[y0:y1, x0:x1] = scratch[y0:y1, x0:x1]
+            self._scratch = MouthCanvas(self.w, self.h)
+        with self._scratch.draw(self._mouth_box, snapshot, rgba) as c:
+            for i in parts:
+                self._draw_at(c, skm, i, p, look, vowels, mouth_open)
         return self._mouth_box
 
     def _parts_over_mouth(self, skm: list, sil: list[tuple[int, skia.Path]]) -> list[int]:

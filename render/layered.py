@@ -42,6 +42,7 @@ from render.avatar_manifest import AvatarError
 from render.avatar_roles import EXPRESSION_ROLES, MOUTHS
 from render.layered_rig import LayeredRig
 from render.motion import MotionField
+from render.mouth_canvas import MouthCanvas
 
 CLOSED_BELOW = 0.12  # mouth_open under this shows mouth_closed
 MAX_LAYERS = 250  # the part-ID map is 8-bit
@@ -138,7 +139,7 @@ class LayeredRenderer:
             if part == "head" and self.roles[i] in ("head", "blush", "other")
         }
         self._late: tuple | None = None
-        self._scratch: np.ndarray | None = None
+        self._scratch: MouthCanvas | None = None
         self._mouth_box = (0, 0, 0, 0)
 
     def reset(self) -> None:
@@ -160,20 +161,12 @@ class LayeredRenderer:
         if self._late is None:
             raise RuntimeError("redraw_mouth() without a render_base() before it")
         pix, mats, pose, snapshot, reach = self._late
-        x0, y0, x1, y1 = self._mouth_box
         if self._scratch is None:
-            self._scratch = np.zeros((self.h, self.w, 4), np.uint8)
-        scratch = self._scratch  # outside the box it holds leftovers: never read
-        scratch[y0:y1, x0:x1] = snapshot
-        surface = skia.Surface(
-            scratch, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
-        )
-        c = surface.getCanvas()
-        for item in self._plan(pose, params.clamped()):
-            if item[0] >= self.first_mouth and (item[0] in reach or self._is_mouth(item[0])):
-                self._draw(c, pix, mats, item)
-        del surface
-        rgba[y0:y1, x0:x1] = scratch[y0:y1, x0:x1]
+            self._scratch = MouthCanvas(self.w, self.h)
+        with self._scratch.draw(self._mouth_box, snapshot, rgba) as c:
+            for item in self._plan(pose, params.clamped()):
+                if item[0] >= self.first_mouth and (item[0] in reach or self._is_mouth(item[0])):
+                    self._draw(c, pix, mats, item)
         return self._mouth_box
 
     # ------------------------------------------------------------------ drawing
