@@ -145,7 +145,9 @@ figures below for the weights beside this card:
   PSD avatars with other proportions) are outside its data.
 - Ink wash's reference has far more paper grain and dry-brush texture than the model paints
   (its Laplacian RMS is about half the reference's): the grain is fixed to the paper, which
-  the model cannot see; the fast look's own grain comes through unchanged.
+  the model cannot see; the fast look's own grain comes through unchanged. In the hair, where
+  the reference draws dry-brush strands, the model paints smeared grey patches instead (seen
+  at 100 % on held-out frames): the strands' places are not in its input, so it averages them.
 - Time-varying effects in the reference (none by design) could not be learned: the painters are
   deterministic per frame.
 """
