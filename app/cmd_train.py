@@ -61,6 +61,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--gan-start", type=int, default=None, help="patch discriminator from step N")
     p.add_argument("--no-gan", action="store_true", help="no patch discriminator")
+    p.add_argument(
+        "--loss-weight",
+        action="append",
+        default=[],
+        metavar="NAME=W",
+        help="override one loss weight (pix, edge, lat, rec, gan); repeatable",
+    )
     p.add_argument("--design-poses", type=int, default=4, help="poses per held-out design")
     p.add_argument("--bench-out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--docs-img", type=Path, default=DOCS_IMG)
@@ -97,6 +104,18 @@ def config_from(args: argparse.Namespace):
         cfg.init = str(args.init)
     if args.gan_start is not None:
         cfg.gan_start = args.gan_start
+    for item in args.loss_weight:
+        name, _, value = item.partition("=")
+        try:
+            weight = float(value)
+        except ValueError:
+            weight = float("nan")
+        if name not in cfg.loss_weights or not weight >= 0:
+            raise UsageError(
+                f"--loss-weight {item}: expected NAME=W with NAME one of "
+                f"{', '.join(cfg.loss_weights)} and W a number >= 0"
+            )
+        cfg.loss_weights = {**cfg.loss_weights, name: weight}
     if args.no_gan:
         cfg.loss_weights = {**cfg.loss_weights, "gan": 0.0}
     cfg.ae_steps = min(cfg.ae_steps, cfg.steps // 2)
