@@ -19,6 +19,7 @@ import numpy as np
 
 from app.benchdoc import machine_line, today, write_section
 from app.render_job import parse_size
+from core.stats import median_p99
 
 BLOCK = 25  # frames per block; sources alternate block by block
 
@@ -34,7 +35,7 @@ def _track(seconds: float, fps: int):
 
 def _stats(ms: list[float]) -> tuple[float, float, float]:
     a = np.asarray(ms)
-    return 1000.0 / a.mean(), float(np.median(a)), float(np.percentile(a, 99))
+    return 1000.0 / a.mean(), *median_p99(a)
 
 
 def bench_avatar(args: argparse.Namespace) -> int:

@@ -29,7 +29,6 @@ import json
 import os
 import resource
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 
 from app.errors import UsageError
+from core.stats import median_p99, percentile
 
 COMMANDS = ("render", "demo", "live")
 CACHE_VARS = ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -197,11 +197,6 @@ def top_imports(importtime_stderr: str, n: int = 6) -> list[tuple[str, float]]:
 # ---------------------------------------------------------------------------- the bench
 
 
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q / 100.0 * (len(s) - 1) + 0.5))]
-
-
 def summarize(runs: list[dict], live: bool) -> dict:
     """Median and P99 over the runs of one command and mode."""
     first_event = "first shown frame" if live else "first frame"
@@ -215,12 +210,12 @@ def summarize(runs: list[dict], live: bool) -> dict:
             per_phase.setdefault(name, []).append(s)
     return {
         "runs": len(runs),
-        "wall_s": [statistics.median(walls), _pct(walls, 99)],
-        "cpu_s": [statistics.median(cpus), _pct(cpus, 99)],
-        "first_frame_s": [statistics.median(firsts), _pct(firsts, 99)] if firsts else None,
-        "fps_whole": [statistics.median(fps), _pct(fps, 1)] if fps else None,
+        "wall_s": list(median_p99(walls)),
+        "cpu_s": list(median_p99(cpus)),
+        "first_frame_s": list(median_p99(firsts)) if firsts else None,
+        "fps_whole": [percentile(fps, 50), percentile(fps, 1)] if fps else None,
         "frames": runs[0].get("frames"),
-        "phases_s": {k: statistics.median(v) for k, v in per_phase.items()},
+        "phases_s": {k: percentile(v, 50) for k, v in per_phase.items()},
     }
 
 

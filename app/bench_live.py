@@ -273,16 +273,9 @@ def _gpu_options_given(args: argparse.Namespace) -> bool:
 
 
 def _pct(values: list[float]) -> dict[str, float | None]:
-    import numpy as np
+    from core.stats import summary
 
-    if not values:
-        return {"median": None, "p99": None, "n": 0}
-    a = np.asarray(values, float)
-    return {
-        "median": round(float(np.median(a)), 2),
-        "p99": round(float(np.percentile(a, 99)), 2),
-        "n": int(a.size),
-    }
+    return summary(values, digits=2) or {"median": None, "p99": None, "n": 0}
 
 
 class _Pump:

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from app.errors import UsageError
+from core.stats import median_p99
 from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
 
@@ -35,15 +36,6 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--frames", type=int, default=None, help="timed frames (default 300 / 20)")
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     return b
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q / 100.0 * (len(s) - 1) + 0.5))]
-
-
-def _stats(xs: list[float]) -> tuple[float, float]:
-    return statistics.median(xs), _pct(xs, 99.0)
 
 
 def _frames(device: str, size: tuple[int, int], n: int):
@@ -111,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 st.apply(frames["cyberpunk"][i % len(frames["cyberpunk"])])
                 ms.append((time.perf_counter() - t0) * 1e3)
-        med, p99 = _stats(ms)
+        med, p99 = median_p99(ms)
         model_ms[steps] = med
         label = "CUDA graph replay" if cuda else "eager, float32"
         rows.append(
@@ -138,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                     ref(x1, idx1)
                     one.append((time.perf_counter() - t0) * 1e3)
                 batch = []
-        med, p99 = _stats(one)
+        med, p99 = median_p99(one)
         rows.append(
             f"| reference painter {name}, batch 1 | {'CUDA events' if cuda else 'eager'} | "
             f"{med:.2f} | {p99:.2f} | {1000.0 / med:.1f} |"

@@ -99,9 +99,9 @@ class _Consumer:
 
 
 def _pct(values: list[float], q: float) -> float | None:
-    import numpy as np
+    from core.stats import percentile
 
-    return round(float(np.percentile(values, q)), 2) if values else None
+    return round(percentile(values, q), 2) if values else None
 
 
 def measure(args: argparse.Namespace) -> dict:

@@ -14,6 +14,7 @@ import torch
 
 from app.benchdoc import machine_line, today, write_section
 from app.render_job import parse_size
+from core.stats import median_p99
 from pipeline.avatar import AvatarParams
 from pipeline.stage import Context
 
@@ -42,11 +43,6 @@ def idol_frames(width: int, height: int, n: int, preset) -> torch.Tensor:
     return torch.stack(frames)
 
 
-def _stats(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values)
-    return float(np.median(arr)), float(np.percentile(arr, 99))
-
-
 def time_stage(stage, frames: torch.Tensor, device: str, repeats: int) -> tuple[float, float]:
     """Median and P99 of ms per frame over `repeats` passes through all frames in batches."""
     per_frame: list[float] = []
@@ -73,7 +69,7 @@ def time_stage(stage, frames: torch.Tensor, device: str, repeats: int) -> tuple[
                 t0 = time.perf_counter()
                 stage.apply(frames[i : i + BATCH], idx[i : i + BATCH])
                 per_frame.append((time.perf_counter() - t0) * 1e3 / BATCH)
-    return _stats(per_frame)
+    return median_p99(per_frame)
 
 
 def time_copies(frames: torch.Tensor) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -92,7 +88,7 @@ def time_copies(frames: torch.Tensor) -> tuple[tuple[float, float], tuple[float,
         up_ms.append((e[0], e[1]))
         down_ms.append((e[1], e[2]))
     torch.cuda.synchronize()
-    return _stats([a.elapsed_time(b) for a, b in up_ms]), _stats(
+    return median_p99([a.elapsed_time(b) for a, b in up_ms]), median_p99(
         [a.elapsed_time(b) for a, b in down_ms]
     )
 

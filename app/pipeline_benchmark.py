@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from app.benchdoc import machine_line, today, write_section
+from core.stats import median_p99
 from pipeline.avatar import AvatarParams
 from pipeline.stage import Context
 
@@ -77,8 +78,7 @@ COMPILE_LOG = "kagura_bench_compile.jsonl"  # in the compile cache folder
 
 
 def stats(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    return float(np.median(arr)), float(np.percentile(arr, 99))
+    return median_p99(values)
 
 
 class Clock:

@@ -88,6 +88,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from audio.ringbuffer import RingBuffer, RingReader, RingSource
+from core.stats import median_p99, percentile, summary
 from pipeline.avatar import AvatarParams
 from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from pipeline.cpu_threads import share_cores_with_other_stages
@@ -525,10 +526,9 @@ class _Timings:
 
 
 def _p50_p99(values: Sequence[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    a = np.asarray(values)
-    return {"median": round(float(np.median(a)), 3), "p99": round(float(np.percentile(a, 99)), 3)}
+    """{"median", "p99"} of `values` (core.stats), None when empty."""
+    s = summary(values)
+    return None if s is None else {"median": s["median"], "p99": s["p99"]}
 
 
 def _ramp(x: float) -> float:
@@ -1092,7 +1092,7 @@ class LiveSession:
         """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
         if len(self._phase_err) < 10:
             return START_MARGIN_NS
-        return max(START_MARGIN_NS, int(float(np.percentile(self._phase_err, 99)) * 1e6))
+        return max(START_MARGIN_NS, int(percentile(self._phase_err, 99) * 1e6))
 
     def _predicted_frame_ns(self) -> int:
         """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
@@ -1100,9 +1100,7 @@ class LiveSession:
         were learnt from."""
         if len(self._frame_ms) < FRAME_LEARN_MIN:
             return NS_PER_S // self.fps
-        return int(float(np.percentile(self._frame_ms, FRAME_PREDICT_Q)) * 1e6) + int(
-            self.frame_margin_ns
-        )
+        return int(percentile(self._frame_ms, FRAME_PREDICT_Q) * 1e6) + int(self.frame_margin_ns)
 
     def _lead_ns(self, release_delay: Callable[[], int] | None) -> int:
         lead = self._predicted_frame_ns()
@@ -1139,7 +1137,7 @@ class LiveSession:
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        lag = np.asarray(self._lag) if self._lag else None
+        lag = median_p99(self._lag) if self._lag else None
         rec = self._recorder
         return {
             "state": self.state,
@@ -1156,8 +1154,8 @@ class LiveSession:
             "analysis_latches": self.latches,
             "audio_overruns": self.audio_overruns,
             "look_switches": self.look_switches,
-            "lipsync_lag_ms": None if lag is None else round(float(np.median(lag)), 2),
-            "lipsync_lag_p99_ms": None if lag is None else round(float(np.percentile(lag, 99)), 2),
+            "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
+            "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
             "stage_ms": {**self._timings.summary(), **self._gpu_stage_stats()},
             "gpu_busy_ticks": self.gpu_busy_ticks,
             "phase_locked": self._display is not None,

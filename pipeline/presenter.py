@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from core.stats import percentile_sorted
+
 NS_PER_MS = 1_000_000
 
 
@@ -71,16 +73,6 @@ class PresenterStats:
         )
 
 
-def _percentile(sorted_values: list[int], q: float) -> float:
-    """Linear-interpolated percentile of an already sorted list (q in [0, 1])."""
-    if not sorted_values:
-        return 0.0
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 class _Window:
     """The last `size` values, kept sorted as well, for cheap running percentiles."""
 
@@ -97,7 +89,7 @@ class _Window:
         bisect.insort(self.sorted, value)
 
     def percentile(self, q: float) -> float:
-        return _percentile(self.sorted, q)
+        return percentile_sorted(self.sorted, q * 100.0)  # q in [0, 1]
 
     def __len__(self) -> int:
         return len(self._fifo)

@@ -22,8 +22,9 @@ Rules:
   means the climb failed: the hold before the next climb from that rung doubles (up to
   `max_up_frames`, default 16 x up_frames). A rung whose better neighbour does not fit is
   therefore tried less and less often instead of flapping at a fixed period.
-P99 is the sample at rank floor(0.99 x (n - 1)) of the window ("lower" percentile), so one
-isolated spike in a 60-frame window does not move it; two do.
+P99 here is the sample at rank floor(0.99 x (n - 1)) of the window (`core.stats.percentile_floor`,
+a decision rule, not a reported figure), so one isolated spike in a 60-frame window does not move
+it; two do.
 Every change is appended to `events` and logged (logger "kagura.quality") with its reason.
 """
 
@@ -33,7 +34,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
-import numpy as np
+from core.stats import percentile_floor
 
 log = logging.getLogger("kagura.quality")
 
@@ -116,9 +117,7 @@ class QualityController:
     def p99(self) -> float | None:
         if not self._times:
             return None
-        return float(
-            np.percentile(np.fromiter(self._times, float), self.percentile, method="lower")
-        )
+        return percentile_floor(self._times, self.percentile)
 
     def hold_for(self, level: int) -> int:
         return self._hold.get(level, self.up_frames)

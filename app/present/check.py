@@ -17,6 +17,8 @@ import time
 
 import numpy as np
 
+from core.stats import summary
+
 
 def pattern(w: int, h: int, k: int) -> np.ndarray:
     """Premultiplied RGBA test frame: four opaque quadrants whose colours depend on `k`."""
@@ -55,12 +57,8 @@ def _pixels_match(got: np.ndarray, want: np.ndarray, tol: int = 2) -> bool:
 
 
 def _stats_ms(ns: list[int]) -> dict:
-    a = np.array(ns, dtype=np.float64) / 1e6
-    return {
-        "median_ms": round(float(np.median(a)), 3),
-        "p99_ms": round(float(np.percentile(a, 99)), 3),
-        "n": len(a),
-    }
+    s = summary(np.array(ns, dtype=np.float64) / 1e6)
+    return {"median_ms": s["median"], "p99_ms": s["p99"], "n": s["n"]}
 
 
 def _pump(app, seconds: float = 0.05) -> None:

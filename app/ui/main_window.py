@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QColor, QKeySequence, QPainter, QShortcut
 from PySide6.QtWidgets import (
@@ -60,6 +59,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
+from core.stats import summary
 from pipeline.frame import MOUTH_TIMING
 
 log = logging.getLogger(__name__)
@@ -1070,14 +1070,10 @@ class MainWindow(QMainWindow):
 
     def ui_ms(self) -> dict[str, float | None]:
         """UI-thread milliseconds per displayed frame (tick + hand-over + paint)."""
-        if not self._ui_ms:
+        s = summary(self._ui_ms)
+        if s is None:
             return {"median": None, "p99": None, "frames": 0}
-        a = np.asarray(self._ui_ms)
-        return {
-            "median": round(float(np.median(a)), 3),
-            "p99": round(float(np.percentile(a, 99)), 3),
-            "frames": len(a),
-        }
+        return {"median": s["median"], "p99": s["p99"], "frames": s["n"]}
 
     def _update_meters(self) -> None:
         s = self.session

@@ -8,13 +8,13 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
+from core.stats import summary
 from pipeline.frame import Frame
 from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
 from pipeline.quality import QosEvent, QualityController, Rung
@@ -24,17 +24,6 @@ log = logging.getLogger("kagura.quality")
 
 # ---------------------------------------------------------------------------------------------
 # the control loop
-
-
-def _stats(values: Iterable[float]) -> dict[str, float] | None:
-    a = np.fromiter(values, float)
-    if a.size == 0:
-        return None
-    return {
-        "median": round(float(np.median(a)), 3),
-        "p99": round(float(np.percentile(a, 99)), 3),
-        "n": int(a.size),
-    }
 
 
 @dataclass
@@ -120,8 +109,8 @@ class QualityControl:
         with self._lock:
             items = {k: list(v) for k, v in self._stage_ms.items()}
             costs = list(self._cost)
-        out = {k: s for k, v in items.items() if (s := _stats(v)) is not None}
-        cost = _stats(costs)
+        out = {k: s for k, v in items.items() if (s := summary(v)) is not None}
+        cost = summary(costs)
         if cost is not None:
             out["ladder total"] = cost
         return out
