@@ -160,7 +160,7 @@ def run_render(cfg: dict, out: Path) -> dict:
     t0 = time.perf_counter()
     share_cores_with_other_stages()
     preset = load_preset(req.preset)
-    models = render_job._diffusion_models(req) if req.diffusion_on else None
+    models = render_job.diffusion_models(req) if req.diffusion_on else None
     audio, sr = demo_audio(req.seconds)
     frames = frame_count(audio.shape[1], sr, req.fps)
     track = synthetic_track(frames, req.fps, req.seed)

@@ -16,6 +16,8 @@ import signal
 import sys
 import traceback
 
+from core.errors import UsageError as UsageError  # defined in core/, re-exported for app/
+
 EXIT_BUG = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -34,10 +36,6 @@ OS_REASONS = {
     errno.ENOENT: "no such file or folder",
     errno.EIO: "input/output error (a failing disk or a lost network drive)",
 }
-
-
-class UsageError(ValueError):
-    """A bad argument or input file, described in one line for the user."""
 
 
 class Terminated(KeyboardInterrupt):

@@ -3,12 +3,13 @@
     --device cpu|cuda  --diffusion PATH | --diffusion-random sd-turbo|tiny  --diffusion-size WxH
     --upscale 1|2|3|4  --[no-]temporal  --[no-]cuda-graphs  --budget-ms MS  --no-ladder
 
-Stage construction is app/render_job.py's (one place for it): `RenderRequest` and
-`check_gpu_options` validate, `resolve_sizes` picks the render and output sizes (render ×
-upscale = output, exactly; 640x360 diffusion on cuda by default), `_diffusion_models` loads the
-checkpoint or the RANDOM-weight architecture (with its notice), `_upscale_stage` makes the x4
-upscaler (realesr-animevideov3 weights, or random ones with --diffusion-random) whose weights
-every other upscaler of the ladder shares (pipeline.live_gpu.shared_upscalers).
+Options are checked the way `kagura render` checks them (app/render_job.py: `RenderRequest`
+and `check_gpu_options` validate, `resolve_sizes` picks the render and output sizes: render ×
+upscale = output, exactly; 640x360 diffusion on cuda by default); the models come from the one
+factory both modes use (pipeline/model_factory.py): `load_diffusion_models` loads the checkpoint
+or the RANDOM-weight architecture (with its notice), `upscale_stage` makes the x4 upscaler
+(realesr-animevideov3 weights, or random ones with --diffusion-random) whose weights every
+other upscaler of the ladder shares (pipeline.live_gpu.shared_upscalers).
 
 Importing this module imports neither torch nor Qt (the CLI builds every parser at start).
 """
@@ -16,7 +17,6 @@ Importing this module imports neither torch nor Qt (the CLI builds every parser 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -84,19 +84,20 @@ def build_live_gpu(
     )
     check_gpu_options(req)
     render_size, _ = req.sizes()
-    from app import render_job
+    from app.render_job import diffusion_models
     from pipeline.live_gpu import LiveGpu, shared_upscalers
+    from pipeline.model_factory import upscale_stage
 
     notices: list[str] = []  # the session reports them; the window shows them in its banner
-    models = (
-        (lambda: render_job._diffusion_models(req, on_notice=notices.append))
-        if req.diffusion_on
-        else None
-    )
+    models = (lambda: diffusion_models(req, on_notice=notices.append)) if req.diffusion_on else None
     make_upscaler = None
     if req.upscale > 1:
-        x4 = dataclasses.replace(req, upscale=4)
-        make_upscaler = shared_upscalers(lambda in_size: render_job._upscale_stage(x4, in_size))
+        random_ok = req.diffusion_random is not None
+        make_upscaler = shared_upscalers(
+            lambda in_size: upscale_stage(
+                4, req.device, in_size, cuda_graph=req.graphs_on, random_ok=random_ok
+            )
+        )
     from pipeline.diffusion.kagura_model import KAGURA
 
     if args.diffusion == KAGURA:

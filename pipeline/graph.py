@@ -6,9 +6,12 @@ heavy work, so stages overlap on several cores) and moves frames through bounded
 
     source ─► q ─► stage 1 ─► q ─► … ─► stage n ─► q ─► sink
 
-Offline mode (now): queues block, nothing waits on a wall clock, and a stage that allows it
-receives up to `max_batch` frames at once. Live mode (later) swaps the queue policy to
-latest-wins and drives the source from the capture clock; the stages do not change.
+This is the offline runtime (`kagura render`, `kagura bench offline`): every queue blocks
+(Policy.BLOCK: every frame reaches the file), nothing waits on a wall clock, and a stage that
+allows it receives up to `max_batch` frames at once. Live mode (pipeline/live.py) runs the same
+stage objects on the capture clock instead, with latest-wins queues (Policy.LATEST) where a late
+item is worthless: the avatar parameters, the frames for the display, the recorder
+(docs/ARCHITECTURE.md, "One runtime, two clocks").
 """
 
 from __future__ import annotations
@@ -47,14 +50,12 @@ class Graph:
         stages: list[Stage],
         sink: Sink,
         queue_capacity: int = 4,
-        policy: Policy = Policy.BLOCK,
     ):
         self.source = source
         self.source_gives = source_gives
         self.stages = stages
         self.sink = sink
         self.queue_capacity = queue_capacity
-        self.policy = policy
 
     def build(self) -> Spec:
         """Check the chain; return what reaches the sink."""
@@ -87,7 +88,7 @@ class Graph:
         self.build()
         stats = RunStats(stage_ms={s.name: 0.0 for s in self.stages})
         queues = [
-            BoundedQueue[Frame](self.queue_capacity, self.policy)
+            BoundedQueue[Frame](self.queue_capacity, Policy.BLOCK)
             for _ in range(len(self.stages) + 1)
         ]
         errors: list[BaseException] = []

@@ -79,7 +79,7 @@ BUDGET_SHARE = 0.8  # default budget: this share of the frame period for the lad
 
 
 def shared_upscalers(make_x4: Callable[[tuple[int, int]], Any]) -> Callable:
-    """`make_x4(in_size)` -> an UpscaleStage(scale=4) (e.g. app.render_job._upscale_stage);
+    """`make_x4(in_size)` -> an UpscaleStage(scale=4) (e.g. pipeline.model_factory.upscale_stage);
     returns `make(in_size, scale)` for VsrLadder.build: the first call's weights (loaded once)
     are shared by every later stage; scales 2/3 wrap the same x4 network in ScaledSR."""
     first: list[Any] = []

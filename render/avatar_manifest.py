@@ -32,7 +32,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from app.errors import UsageError
+from core.errors import UsageError
 from render.avatar_roles import ROLES
 
 Role = Literal[ROLES]  # type: ignore[valid-type]
