@@ -278,30 +278,6 @@ def _pct(values: list[float]) -> dict[str, float | None]:
     return summary(values, digits=2) or {"median": None, "p99": None, "n": 0}
 
 
-class _Pump:
-    """Session output → jitter buffer, on its own thread (arrival = master clock now)."""
-
-    def __init__(self, session, jitter, warm_up_ns: int) -> None:
-        import threading
-
-        self.session, self.jitter, self.warm_up_ns = session, jitter, warm_up_ns
-        self.first: int | None = None
-        self.thread = threading.Thread(target=self._run, name="kagura-bench-pump", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        from pipeline.queues import Closed
-
-        while True:
-            try:
-                frame = self.session.output.get()
-            except Closed:
-                return
-            now = self.session.clock.now_ns()
-            self.first = now if self.first is None else self.first
-            self.jitter.push(frame, now, learn=now - self.first >= self.warm_up_ns)
-
-
 def measure_headless(args: argparse.Namespace) -> dict:
     """Run the live session headless for `args.seconds`; returns the measurements."""
     import math
@@ -311,8 +287,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from app.live_gpu import build_live_gpu
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
+    from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import AUDIO_AGE, LEAD, FilePlayback, LiveSession
-    from pipeline.presenter import JitterBuffer
 
     if args.fps <= 0 or args.fps > 240:
         raise UsageError(f"--fps {args.fps}: expected 1..240")
@@ -327,12 +303,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     session = LiveSession(src, args.preset, size=size or (960, 540), fps=args.fps, gpu=gpu)
     setup_s = time.perf_counter() - t_setup
     refresh_ns = round(1e9 / args.vsync_hz)
-    max_delay_ns = 250_000_000
-    jitter = JitterBuffer(
-        capacity=int(max_delay_ns * args.fps / 1e9) + 2,
-        initial_delay_ns=40_000_000,
-        max_delay_ns=max_delay_ns,
-    )
+    jitter = live_jitter_buffer(args.fps)
     warm_ns = int(args.warm_up * 1e9)
     latency: list[float] = []
     # its parts, per shown frame: pts -> flip, the mouth's audio age at pts, the frame's lead
@@ -354,7 +325,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     mark("live started")  # `kagura bench e2e`: time stamps from launch to the first frame shown
     first_shown = False
     started = session.started_at or time.monotonic()
-    pump = _Pump(session, jitter, warm_ns)
+    pump = FramePump(session, jitter, warm_up_ns=warm_ns, name="kagura-bench-pump")
     try:
         # VSYNC k at t0 + k * refresh; its display tick `lead` before it (0: right at it)
         t0 = time.monotonic_ns()

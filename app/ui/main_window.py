@@ -10,9 +10,9 @@ moves finished frames to the screen and forwards controls. Slow steps (opening a
 building a session, finishing a recording) run on short-lived helper threads and report back
 through a Qt signal, so the UI thread never waits on them.
 
-Display path: a pump thread takes frames from the session's LATEST queue and pushes them into
-the presenter's jitter buffer (`pipeline.presenter.JitterBuffer`) with their arrival time on the
-master clock; a timer at the display refresh calls `tick()` and hands a newly released frame to
+Display path: a pump thread (`pipeline.display_feed.FramePump`, the same one the headless live
+bench uses) takes frames from the session's LATEST queue and pushes them into the jitter buffer
+(`pipeline.display_feed.live_jitter_buffer`) with their arrival time on the master clock; a timer at the display refresh calls `tick()` and hands a newly released frame to
 the presenter widget. The UI thread's time per displayed frame (tick + hand-over + paint) is
 measured and exposed as `ui_ms()` (median / P99).
 
@@ -183,42 +183,6 @@ class _Bridge(QObject):
     state = Signal(str, str)  # session/source state changes
 
 
-class _FramePump:
-    """Session output queue → jitter buffer, on its own thread (arrival = master clock now)."""
-
-    def __init__(self, session: Any, jitter: Any) -> None:
-        self.session, self.jitter = session, jitter
-        self.sinks: list[Any] = []  # extra outputs fed off the UI thread (virtual camera)
-        self.thread = threading.Thread(target=self._run, name="kagura-ui-pump", daemon=True)
-        self.thread.start()
-
-    # Frames of the first second are shown but not learnt from: start-up transients (a capture
-    # device handing over its backlog in one burst, first-call costs) would otherwise set the
-    # jitter buffer's delay to its maximum and keep it there for many seconds.
-    WARM_UP_NS = 1_000_000_000
-
-    def _run(self) -> None:
-        from pipeline.queues import Closed
-
-        q = self.session.output
-        first_arrival: int | None = None
-        while True:
-            try:
-                frame = q.get()
-            except Closed:
-                return
-            now = self.session.clock.now_ns()
-            first_arrival = now if first_arrival is None else first_arrival
-            warming = now - first_arrival < self.WARM_UP_NS
-            self.jitter.push(frame, now, learn=not warming)
-            for sink in list(self.sinks):
-                try:
-                    sink.write(frame)
-                except Exception as exc:  # a camera that went away must not stop the preview
-                    log.warning("output %s stopped: %s", getattr(sink, "name", sink), exc)
-                    self.sinks.remove(sink)
-
-
 def _stop_orphan(result: Any) -> None:
     """Stop a session that a helper thread started after its window had closed."""
     stop = getattr(result, "stop", None)
@@ -258,7 +222,7 @@ class MainWindow(QMainWindow):
             self.settings["device"] = self.options.device
         self.session: Any = None
         self.jitter: Any = None
-        self._pump: _FramePump | None = None
+        self._pump: Any = None  # pipeline.display_feed.FramePump while live
         self._fps_mark = (time.monotonic(), 0)  # (when, frames shown) for the shown-fps meter
         self._shown_fps = 0.0
         self.stage_presenter: Any = None  # the see-through stage window (OBS window capture)
@@ -907,20 +871,14 @@ class MainWindow(QMainWindow):
         if self._closing:  # delivered while shutting down: stop it here and now
             _stop_orphan(result)
             return
-        from pipeline.presenter import JitterBuffer
+        from pipeline.display_feed import FramePump, live_jitter_buffer
 
         self.session = result
-        max_delay_ns = 250_000_000
-        self.jitter = JitterBuffer(
-            # room for every frame the largest delay can hold, so a grown delay never overflows
-            capacity=int(max_delay_ns * self.options.fps / 1e9) + 2,
-            initial_delay_ns=40_000_000,
-            max_delay_ns=max_delay_ns,
-        )
+        self.jitter = live_jitter_buffer(self.options.fps)
         # phase-locked (see _tick): the buffer releases each frame at the tick it was started
         # for, so its delay follows the session's instead of a percentile of arrival − pts
         self.jitter.follow(self.session.release_delay_ns)
-        self._pump = _FramePump(self.session, self.jitter)
+        self._pump = FramePump(self.session, self.jitter, name="kagura-ui-pump")
         if self.vcam is not None:
             self._pump.sinks.append(self.vcam)
         self.start_button.setText("Stop")
