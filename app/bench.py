@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.benchdoc import machine_line, today, write_section
 from app.render_job import parse_size
+from core.benchdoc import machine_line, today, write_section
 
 GOAL_FPS = 30.0
 

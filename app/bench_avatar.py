@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.benchdoc import machine_line, today, write_section
 from app.render_job import parse_size
+from core.benchdoc import machine_line, today, write_section
 from core.stats import median_p99
 
 BLOCK = 25  # frames per block; sources alternate block by block

@@ -268,7 +268,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def _device_line(device: str) -> str:
-    from app.benchdoc import machine_line
+    from core.benchdoc import machine_line
 
     line = machine_line()
     if device == "cuda":
@@ -376,7 +376,7 @@ def _short(argv: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.benchdoc import today, write_section
+    from core.benchdoc import today, write_section
 
     try:
         results = measure(args)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 SR = 16000
 BLOCK = SR // 200  # 5 ms device blocks
@@ -255,7 +255,7 @@ def bench_lipsync(args: argparse.Namespace) -> int:
 
     cmd = "kagura bench lipsync" + (f" --minutes {args.minutes:g}" if args.minutes != 60 else "")
     cmd += " --no-corpus" * bool(args.no_corpus) + " --no-cross" * bool(args.no_cross)
-    from app.benchdoc import today
+    from core.benchdoc import today
 
     say("## Live lip-sync (MFCC, calibrated profile)")
     say("")
@@ -302,7 +302,7 @@ def bench_lipsync(args: argparse.Namespace) -> int:
     if not args.no_corpus:
         corpus_report(say, cross=not args.no_cross)
     if not args.no_write:
-        from app.benchdoc import write_section
+        from core.benchdoc import write_section
 
         write_section(args.out, "lipsync", "\n".join(lines))
     return 0
@@ -310,7 +310,7 @@ def bench_lipsync(args: argparse.Namespace) -> int:
 
 def _machine() -> str:
     try:
-        from app.benchdoc import machine_line
+        from core.benchdoc import machine_line
 
         return machine_line()
     except ImportError:  # machine_line imports torch

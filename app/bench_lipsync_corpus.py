@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 N_TEXTS = 4  # sentences per voice in the scored tracks
 CROSS_AUG, CROSS_EPOCHS = 2, 6  # the cross-source trainings: a little lighter than the shipped

@@ -82,8 +82,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.benchdoc import machine_line, today, write_section
 from app.errors import UsageError
+from core.benchdoc import machine_line, today, write_section
 
 UI_GOAL_MS = 2.0
 LATENCY_GOAL_MS = 50.0  # audio-to-photon P99, live (the GPU-pipeline issue)

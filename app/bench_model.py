@@ -58,7 +58,7 @@ def _frames(device: str, size: tuple[int, int], n: int):
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from app.benchdoc import machine_line, today, write_section
+    from core.benchdoc import machine_line, today, write_section
     from pipeline.accel.timing import cuda_times
     from pipeline.diffusion import DiffusionStage, load_models
     from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS

@@ -50,8 +50,8 @@ SONG = Path(__file__).resolve().parents[1] / "audio" / "assets" / "demo_song.ogg
 def synthetic_track(frames: int, fps: int, seed: int = 0):
     """A smooth, singing-like AvatarTrack: phrases of syllables, cycling vowels, blinks every
     ~3 s, slow incommensurate head/body sway and breath. Deterministic in `seed`."""
-    from pipeline.avatar import VOWELS, AvatarTrack
-    from pipeline.clock import frame_pts_ns
+    from core.avatar import VOWELS, AvatarTrack
+    from core.clock import frame_pts_ns
 
     rng = np.random.default_rng(seed)
     ph = rng.uniform(0, 2 * np.pi, 16)
@@ -149,7 +149,7 @@ def _request(cfg: dict, out: Path):
 def run_render(cfg: dict, out: Path) -> dict:
     """One full render through the `kagura render` graph; returns its figures."""
     from app import render_job
-    from pipeline.clock import frame_count
+    from core.clock import frame_count
     from pipeline.cpu_memory import keep_freed_memory
     from pipeline.cpu_threads import share_cores_with_other_stages
     from presets.loader import load_preset
@@ -218,11 +218,11 @@ def _sink_figures(sink, frames: int) -> dict:
 
 def run_encode_only(cfg: dict, out: Path) -> dict:
     """The sink alone: a one-second loop of rendered, styled frames written as fast as it takes."""
-    from pipeline.clock import frame_count, frame_pts_ns
+    from core.clock import frame_count, frame_pts_ns
+    from core.frame import Frame
+    from core.stage import Context
     from pipeline.cpu_memory import keep_freed_memory
-    from pipeline.frame import Frame
     from pipeline.sources import track_frames
-    from pipeline.stage import Context
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.stage import RenderStage
@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
     body = report(args, cfg, n, m, runs)
     print(body)
     if not args.no_write:
-        from app.benchdoc import write_section
+        from core.benchdoc import write_section
 
         write_section(args.out, section_key(cfg), body)
         print(f"bench offline: updated {args.out}", file=sys.stderr)
@@ -491,7 +491,7 @@ def _device_name(device: str) -> str:
 
 
 def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
-    from app.benchdoc import machine_line, today
+    from core.benchdoc import machine_line, today
 
     fps = cfg["fps"]
     base, par = runs["render-1"], runs.get(f"render-{n}", runs["render-1"])

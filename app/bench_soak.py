@@ -271,7 +271,7 @@ def _command(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from app.benchdoc import write_section
+    from core.benchdoc import write_section
 
     r = measure(args)
     print(json.dumps(r, default=str), flush=True)

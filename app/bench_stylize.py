@@ -12,11 +12,11 @@ import sys
 import numpy as np
 import torch
 
-from app.benchdoc import machine_line, today, write_section
 from app.render_job import parse_size
+from core.avatar import AvatarParams
+from core.benchdoc import machine_line, today, write_section
+from core.stage import Context
 from core.stats import median_p99
-from pipeline.avatar import AvatarParams
-from pipeline.stage import Context
 
 BATCH = 4
 

@@ -365,8 +365,8 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     from app import render_job
     from app.e2e_trace import FrameMarks, mark
     from app.early_analysis import AnalysisProcess, worth_a_process
+    from core.workers import WorkerProcessError
     from pipeline.progress import RenderProgress
-    from pipeline.sinks.workers import WorkerProcessError
 
     # librosa loads on another core while torch, the models and the stages load here; started
     # before the request is made and checked, which imports torch for --device cuda

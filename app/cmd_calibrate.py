@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, ask=input, say=print) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     m = VowelMatcher(profile)
-    from pipeline.avatar import VOWELS
+    from core.avatar import VOWELS
 
     for v, x in recs.items():
         f = mfcc_frames(x, sr, profile.mfcc)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 RATE_HZ = 100
 
@@ -61,7 +61,7 @@ def lipsync_frames(
             frames.append(row)
         return frames
     from audio.offline_lipsync import MfccLipSync
-    from pipeline.clock import frame_count
+    from core.clock import frame_count
 
     n = frame_count(len(y), sr, RATE_HZ)
     res = MfccLipSync(profile, method=method).analyze(y, sr, RATE_HZ, n)

@@ -221,7 +221,7 @@ def _device_name(device: str) -> str:
 
     if device == "cuda" and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    from app.benchdoc import machine_line
+    from core.benchdoc import machine_line
 
     return machine_line()
 

@@ -52,10 +52,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from app.benchdoc import machine_line, today, write_section
+from core.avatar import AvatarParams
+from core.benchdoc import machine_line, today, write_section
+from core.stage import Context
 from core.stats import median_p99
-from pipeline.avatar import AvatarParams
-from pipeline.stage import Context
 
 LIVE_GOAL_MS = 12.0
 FIRST_FRAME_GOAL = 1.5

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import UsageError
+from core.stage import Context, spec
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.device_io import ReadbackStage, UploadStage
 from pipeline.graph import Graph
 from pipeline.model_factory import load_diffusion_models, notice, upscale_stage
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import Context, spec
 
 MAX_SIDE = 7680
 DIFFUSION_KINDS = ("sd-turbo", "tiny")
@@ -160,8 +160,8 @@ def resolve_workers(req: RenderRequest, frames: int) -> tuple[int, int]:
     1080p, scaled by frame area, ≤ 8; MP4 only) and `auto_render_workers` (a quarter of the
     cores, 2..8).
     """
+    from core.workers import usable_cores
     from pipeline.sinks.segmented import auto_encoders
-    from pipeline.sinks.workers import usable_cores
     from render.pool import auto_render_workers
 
     short = frames < PARALLEL_MIN_SECONDS * req.fps

@@ -1,7 +1,7 @@
 """Offline analysis: an `AudioClip` in, an `AvatarTrack` at the video frame rate out.
 
 `analyze_clip` is the one call the music-video renderer makes. Frame ``i`` has
-``pts_ns = pipeline.clock.frame_pts_ns(i, fps)`` and the clip needs
+``pts_ns = core.clock.frame_pts_ns(i, fps)`` and the clip needs
 ``frame_count(clip.num_samples, clip.sample_rate, fps)`` frames (the last partial one included).
 """
 
@@ -13,8 +13,8 @@ from audio.decode import AudioClip
 from audio.features import ANALYSIS_RATE, AudioFeatures, compute_features, resample_mono
 from audio.lipsync import FormantLipSync, LipSync
 from audio.motion import Motion, MotionParams, motion
-from pipeline.avatar import RANGES, AvatarTrack
-from pipeline.clock import frame_count, frame_pts_ns
+from core.avatar import RANGES, AvatarTrack
+from core.clock import frame_count, frame_pts_ns
 
 __all__ = ["analyze_clip", "analyze_mono", "default_lipsync"]
 

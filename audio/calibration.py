@@ -32,7 +32,7 @@ import numpy as np
 
 from audio.errors import AudioError
 from audio.mfcc import MfccSettings, mfcc_frames
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 __all__ = [
     "FORMAT",

@@ -4,7 +4,7 @@ Everything here works on a mono signal. `compute_features` resamples it to `ANAL
 (16 kHz: enough for voice formants and onsets, and cheap), then:
 
 * frame-exact quantities (loudness, periodicity, spectral shape) are computed on a short window
-  *centred on each frame's pts* (``pipeline.clock.frame_pts_ns``), so frame ``i`` describes the
+  *centred on each frame's pts* (``core.clock.frame_pts_ns``), so frame ``i`` describes the
   sound heard at ``pts_i``;
 * quantities that librosa computes on its own hop grid (onset strength, beats; optional YIN)
   are computed at a 16-20 ms hop and linearly interpolated to the frame times.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.clock import NS_PER_S, frame_pts_ns
+from core.clock import NS_PER_S, frame_pts_ns
 
 __all__ = [
     "ANALYSIS_RATE",

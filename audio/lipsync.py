@@ -35,7 +35,7 @@ from audio.features import (
     resample_mono,
     rms_dbfs,
 )
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 __all__ = ["VOWEL_FORMANTS", "FormantLipSync", "LipSync", "LipSyncResult", "formants"]
 

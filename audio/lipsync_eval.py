@@ -24,7 +24,7 @@ import numpy as np
 
 from audio import augment
 from audio.speech_corpus import SR, VoiceSpec, labels_at, synthesize
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 __all__ = ["Score", "Track", "live_engine", "offline_engine", "score", "speech_track"]
 

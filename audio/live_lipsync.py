@@ -41,7 +41,7 @@ import numpy as np
 from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.mfcc import MfccStream
 from audio.vowel_net import NET_SETTINGS, LiveNet, VowelNet, fuse, resolve_net
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 
 __all__ = [
     "OVR_VISEMES",

@@ -46,7 +46,7 @@ from audio.motion import (
     pulse,
     saccade_ease,
 )
-from pipeline.avatar import RANGES, AvatarParams
+from core.avatar import RANGES, AvatarParams
 
 __all__ = ["LiveMotion", "MotionState", "apply"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from audio.features import AudioFeatures
-from pipeline.avatar import RANGES
+from core.avatar import RANGES
 
 __all__ = [
     "BLINK_CLOSE_S",

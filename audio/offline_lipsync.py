@@ -30,7 +30,7 @@ from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
 from audio.mfcc import mfcc_frames
 from audio.vowel_net import VowelNet, fuse, resolve_net
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
 

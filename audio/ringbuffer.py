@@ -39,7 +39,7 @@ from typing import Self
 
 import numpy as np
 
-from pipeline.clock import samples_to_ns
+from core.clock import samples_to_ns
 
 __all__ = ["RingBuffer", "RingReader"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 
-from pipeline.frame import Frame
-from pipeline.stage import BaseStage, spec
+from core.frame import Frame
+from core.stage import BaseStage, spec
 
 
 class UploadStage(BaseStage):

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from core.frame import Frame
+from core.stage import Context, Sink, Spec, Stage
 from pipeline.cpu_memory import freeze_setup_objects
-from pipeline.frame import Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
-from pipeline.stage import Context, Sink, Spec, Stage
 
 
 class GraphError(ValueError):

@@ -69,7 +69,7 @@ When the source clock stops (microphone lost) no new frames are made: the presen
 last one, and `state` / `on_state` report the loss; Capture reopens the device by itself and the
 frames continue when its clock moves again.
 
-Images are uint8 (H, W, 4) RGBA, premultiplied alpha (pipeline/frame.py).
+Images are uint8 (H, W, 4) RGBA, premultiplied alpha (core/frame.py).
 """
 
 from __future__ import annotations
@@ -88,13 +88,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from audio.ringbuffer import RingBuffer, RingReader, RingSource
+from core.avatar import AvatarParams
+from core.clock import NS_PER_S, ns_to_samples, samples_to_ns
+from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
+from core.stage import Context
 from core.stats import median_p99, percentile, summary
-from pipeline.avatar import AvatarParams
-from pipeline.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from pipeline.cpu_threads import share_cores_with_other_stages
-from pipeline.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from pipeline.queues import BoundedQueue, Closed, Policy
-from pipeline.stage import Context
 
 __all__ = [
     "AUDIO_AGE",

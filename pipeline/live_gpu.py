@@ -55,9 +55,10 @@ from typing import Any
 
 import torch
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.cpu_memory import freeze_setup_objects
-from pipeline.frame import Frame
 from pipeline.ladder import (
     DiffusionLadder,
     LadderPlan,
@@ -69,7 +70,6 @@ from pipeline.ladder import (
     fit_ladder,
 )
 from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
-from pipeline.stage import Context
 
 __all__ = ["GpuChain", "LiveGpu", "shared_upscalers"]
 

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-from pipeline.frame import Frame
+from core.frame import Frame
 
 
 class RenderProgress:

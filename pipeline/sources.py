@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pipeline.avatar import AvatarTrack
-from pipeline.frame import Frame
-from pipeline.stage import Spec, spec
+from core.avatar import AvatarTrack
+from core.frame import Frame
+from core.stage import Spec, spec
 
 TRACK_GIVES: Spec = spec("params")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 from render.layered import LayeredRenderer
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import skia
 
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 from presets.schema import LineStyle, Palette, rgb
 from render import idol_parts as ip
 from render.motion import MotionField

@@ -36,7 +36,7 @@ import cv2
 import numpy as np
 import skia
 
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 from render.avatar_doc import AvatarDoc
 from render.avatar_manifest import AvatarError
 from render.avatar_roles import EXPRESSION_ROLES, MOUTHS

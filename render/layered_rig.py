@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
 from render.avatar_doc import AvatarDoc
 from render.avatar_roles import HAIR_ROLES, HEAD_ROLES
 from render.rig import Spring, _rot

@@ -35,9 +35,10 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from pipeline.avatar import AvatarTrack
-from pipeline.frame import Frame
-from pipeline.sinks.workers import (
+from core.avatar import AvatarTrack
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
+from core.workers import (
     SharedArena,
     WorkerProcessError,
     exit_text,
@@ -51,7 +52,6 @@ from pipeline.sinks.workers import (
     usable_cores,
     wait_started,
 )
-from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 
 MAX_RENDER_WORKERS = 64

@@ -34,9 +34,10 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import MOUTH_TIMING, RENDER_WAIT, Frame
-from pipeline.sinks.workers import (
+from core.avatar import AvatarParams
+from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
+from core.stage import BaseStage, Context, spec
+from core.workers import (
     SharedArena,
     exit_text,
     ready_workers,
@@ -45,7 +46,6 @@ from pipeline.sinks.workers import (
     stop_processes,
     wait_started,
 )
-from pipeline.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 from render.pool import (
     LIVE_SLOTS,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import skia
 
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 from render.idol import BOX_H, BOX_W, IdolRenderer
 from render.rig import INDEX
 

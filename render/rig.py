@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
 
 HEAD_R = 100.0  # head "sphere" radius in design units
 NECK = (0.0, 105.0)  # head roll pivot

@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from pipeline.frame import MOUTH_TIMING, Frame
-from pipeline.stage import BaseStage, Context, spec
+from core.frame import MOUTH_TIMING, Frame
+from core.stage import BaseStage, Context, spec
 from presets.schema import LineStyle, Palette
 from render.avatar_source import as_spec
 

@@ -34,7 +34,7 @@ from audio.calibration import (
 )
 from audio.mfcc import MfccSettings
 from audio.vowel_net import DEFAULT_NET
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 
 HELD_OUT_SOURCE = "flite"
 N_AUG = 3

@@ -12,7 +12,7 @@ import numpy as np
 from audio.analysis import analyze_clip
 from audio.decode import decode_audio
 from audio.demo_song import demo_song_path
-from pipeline.avatar import AvatarTrack
+from core.avatar import AvatarTrack
 from training.poses import CLIP_FILE, save_clip
 
 START_S, END_S, FPS = 12.0, 20.0, 30

@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
 from pipeline.reference import make_reference
 from pipeline.stylize import make_effect
 from presets.loader import load_preset

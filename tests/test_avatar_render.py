@@ -17,11 +17,11 @@ from scipy.stats import spearmanr
 
 from app.bench_offline import synthetic_track
 from app.cli import main
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.graph import Graph
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import Context
 from presets.loader import load_preset
 from render.avatar_doc import load_avatar
 from render.idol import IdolRenderer

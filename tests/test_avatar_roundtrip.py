@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from app.cli import main
-from pipeline.avatar import VOWELS, AvatarParams
+from core.avatar import VOWELS, AvatarParams
 from presets.loader import load_preset
 from render.avatar_doc import load_avatar
 from render.idol import IdolRenderer

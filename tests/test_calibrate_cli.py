@@ -22,7 +22,7 @@ from audio.calibration import (
 from audio.capture import CaptureError, record
 from audio.features import resample_mono
 from audio.mfcc import mfcc_frames
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 from tests.pulse import pulse  # noqa: F401  (the fixture)
 
 SR = 16000

@@ -24,7 +24,7 @@ from audio.calibration import (
 )
 from audio.features import resample_mono
 from audio.mfcc import mfcc_frames
-from pipeline.avatar import VOWELS
+from core.avatar import VOWELS
 from tests.pulse import pulse  # noqa: F401  (the fixture)
 
 PHONEMES = {"A": "A:", "I": "i:", "U": "u:", "E": "e", "O": "o:"}

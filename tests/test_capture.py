@@ -23,7 +23,7 @@ import pytest
 
 from audio.capture import Capture, CaptureError, list_input_devices
 from audio.ringbuffer import RingBuffer
-from pipeline.clock import samples_to_ns
+from core.clock import samples_to_ns
 from tests.pulse import pulse  # noqa: F401  (the fixture)
 
 RATE = 48000

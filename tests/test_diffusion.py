@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
+from core.frame import Frame
 from pipeline.diffusion import DiffusionStage, ModelError, load_models, write_tiny_tokenizer
 from pipeline.diffusion.models import UNET_CONFIGS, build_unet, fuse_lora, random_weights
-from pipeline.frame import Frame
 from presets.schema import Diffusion
 
 W, H = 64, 48  # latent 8 x 6

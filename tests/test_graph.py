@@ -7,13 +7,13 @@ import threading
 import numpy as np
 import pytest
 
-from pipeline.avatar import AvatarTrack
-from pipeline.clock import frame_count, frame_pts_ns, ns_to_samples, samples_to_ns
-from pipeline.frame import Frame
+from core.avatar import AvatarTrack
+from core.clock import frame_count, frame_pts_ns, ns_to_samples, samples_to_ns
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph, GraphError
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import BaseStage, Context, spec
 
 CTX = Context(width=64, height=36, fps=30, sample_rate=48000)
 

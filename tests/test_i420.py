@@ -10,14 +10,14 @@ from av.video.frame import VideoFrame
 from av.video.reformatter import ColorRange, Colorspace
 
 from app.bench_stylize import idol_frames
+from core.avatar import AvatarParams
+from core.clock import frame_pts_ns
+from core.frame import Frame
+from core.stage import Context
 from pipeline.accel.i420 import i420_shape, rgba_to_i420
-from pipeline.avatar import AvatarParams
-from pipeline.clock import frame_pts_ns
-from pipeline.frame import Frame
 from pipeline.media_probe import decode_video, probe
 from pipeline.sinks.segmented import SegmentedVideoSink
 from pipeline.sinks.video_file import VideoFileSink
-from pipeline.stage import Context
 from pipeline.stylize import StylizeStage
 from presets.loader import load_preset
 

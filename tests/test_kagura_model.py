@@ -290,8 +290,8 @@ def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):
 def test_stream_batch_hands_on_the_lagged_pictures_motion():
     """Under the stream batch the picture lags by steps - 1 frames; the motion vectors that
     leave the stage must be that picture's (the temporal stage warps with them)."""
-    from pipeline.avatar import AvatarParams
-    from pipeline.frame import Frame
+    from core.avatar import AvatarParams
+    from core.frame import Frame
 
     m = load_kagura(device="cpu")
     d = load_preset("ink-wash").diffusion.model_copy(update={"steps": 2})

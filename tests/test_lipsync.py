@@ -14,8 +14,8 @@ from scipy.stats import spearmanr
 
 from audio.decode import decode_audio
 from audio.lipsync import FormantLipSync, LipSync
-from pipeline.avatar import VOWELS
-from pipeline.clock import NS_PER_S, frame_count, frame_pts_ns
+from core.avatar import VOWELS
+from core.clock import NS_PER_S, frame_count, frame_pts_ns
 
 FPS = 30
 ESPEAK = shutil.which("espeak-ng")

@@ -94,7 +94,7 @@ def test_frames_and_mappings(profile):
         to_ovr_visemes,
         to_vrm,
     )
-    from pipeline.avatar import AvatarParams
+    from core.avatar import AvatarParams
 
     x = np.concatenate([np.zeros(SR // 4, np.float32), synth_vowel("ja+m1", 40, "I")])
     frames = LiveLipSync(profile).process(x)
@@ -193,7 +193,7 @@ def test_offline_engine_plugs_into_analyze_clip(profile):
     from audio.calibration import synth_vowel
     from audio.decode import AudioClip
     from audio.offline_lipsync import MfccLipSync
-    from pipeline.avatar import VOWELS
+    from core.avatar import VOWELS
 
     x = np.concatenate([np.zeros(SR // 2), synth_vowel("ja+m1", 40, "O"), np.zeros(SR // 2)])
     clip = AudioClip(x[None].astype(np.float32), SR)

@@ -16,7 +16,7 @@ import pytest
 from audio.live_motion import LiveMotion, MotionState, apply
 from audio.live_pitch import LivePitch
 from audio.motion import BLINK_TOTAL_S
-from pipeline.avatar import RANGES, AvatarParams
+from core.avatar import RANGES, AvatarParams
 from tests.signals import click_track
 
 SR = 16_000

@@ -10,7 +10,7 @@ import wave
 import numpy as np
 import pytest
 
-from pipeline.clock import NS_PER_S
+from core.clock import NS_PER_S
 from pipeline.live import (
     FRAME_LEARN_AFTER_S,
     FRAME_LEARN_MIN,

@@ -15,7 +15,7 @@ import av
 import numpy as np
 import pytest
 
-from pipeline.clock import NS_PER_S
+from core.clock import NS_PER_S
 from pipeline.live import FilePlayback, LiveSession
 from pipeline.queues import Closed
 
@@ -162,7 +162,7 @@ def test_stop_is_clean(run):
 
 
 def test_expressions_blend_in_and_out():
-    from pipeline.avatar import AvatarParams
+    from core.avatar import AvatarParams
     from pipeline.live import _Expressions
 
     e = _Expressions(0.15)

@@ -9,8 +9,8 @@ from audio.analysis import analyze_clip, analyze_mono
 from audio.decode import AudioClip
 from audio.features import compute_features
 from audio.motion import BLINK_CLOSE_S, BLINK_HOLD_S, BLINK_OPEN_S, motion
-from pipeline.avatar import RANGES, SCALARS, VOWELS
-from pipeline.clock import frame_count, frame_pts_ns
+from core.avatar import RANGES, SCALARS, VOWELS
+from core.clock import frame_count, frame_pts_ns
 from tests.signals import click_track
 
 FPS = 30

@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.clock import frame_count, frame_pts_ns
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.clock import frame_count, frame_pts_ns
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
+from core.workers import WorkerProcessError
 from pipeline.graph import Graph
 from pipeline.media_probe import decode_video, probe
 from pipeline.sinks.segmented import (
@@ -30,8 +32,6 @@ from pipeline.sinks.segmented import (
     encoder_threads,
 )
 from pipeline.sinks.video_file import partial_path
-from pipeline.sinks.workers import WorkerProcessError
-from pipeline.stage import BaseStage, Context, spec
 
 W, H, FPS, SR = 160, 96, 30, 48000
 BITS = 10

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from app.bench_offline import synthetic_track
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph
 from pipeline.media_probe import decode_video, probe
 from pipeline.sources import TRACK_GIVES, track_frames
-from pipeline.stage import BaseStage, Context, spec
 from presets.loader import load_preset
 from render.idol import IdolRenderer
 from render.pool import PooledRenderStage, RenderWorkerError, auto_render_workers

@@ -18,8 +18,9 @@ import time
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph
 from pipeline.ladder import (
     DiffusionLadder,
@@ -30,7 +31,6 @@ from pipeline.ladder import (
     resize_rgba,
 )
 from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
-from pipeline.stage import BaseStage, Context, spec
 
 pytest.importorskip("diffusers")
 

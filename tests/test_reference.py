@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
 from pipeline.reference import KINDS, ReferencePainter, make_reference
 from pipeline.stylize import make_effect
 from presets.loader import load_preset

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.avatar import VOWELS, AvatarParams
-from pipeline.frame import Frame
-from pipeline.stage import Context
+from core.avatar import VOWELS, AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from presets.schema import LineStyle, Preset, rgb
 from render.idol import IdolRenderer, RenderedFrame
 from render.rig import INDEX, PARTS

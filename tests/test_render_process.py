@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from app.bench_offline import synthetic_track
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import Context
 from pipeline.sources import track_frames
-from pipeline.stage import Context
 from presets.loader import load_preset
 from render.pool import RenderWorkerError
 from render.process import RenderProcessStage
@@ -121,7 +121,7 @@ def test_the_late_mouth_is_exact_in_any_pose(name):
     """Strong head turns and tilts put hair and brows over the mouth box, and expressions
     change the mouth's form: the late mouth still equals the whole frame drawn with it, bit for
     bit, for every line style (clean, brush) and in portrait frames too."""
-    from pipeline.avatar import AvatarParams
+    from core.avatar import AvatarParams
     from render.idol import IdolRenderer
 
     p = load_preset(name)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
-from pipeline.stage import Context
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.stylize import StylizeStage
 from presets.loader import load_preset
 

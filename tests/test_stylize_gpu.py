@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.bench_stylize import idol_frames
-from pipeline.stage import Context
+from core.stage import Context
 from pipeline.stylize import StylizeStage
 from presets.loader import load_preset
 

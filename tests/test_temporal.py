@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
-from pipeline.stage import Stage
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Stage
 from pipeline.temporal import TemporalStage, flicker, ghosting, laplacian_rms, sharpness, warp
 from pipeline.temporal.measure import flickery_stylizer, render_clip, run_stage
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
-from pipeline.stage import Context
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.upscale.animevideov3 import (
     BIN_BYTES,
     SRVGGNetCompact,

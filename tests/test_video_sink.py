@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.clock import frame_count, frame_pts_ns
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.clock import frame_count, frame_pts_ns
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph
 from pipeline.media_probe import decode_audio, decode_video, decoded_pix_fmt, probe
 from pipeline.progress import RenderProgress
 from pipeline.sinks.video_file import VideoFileSink, partial_path, unpremultiply
-from pipeline.stage import BaseStage, Context, spec
 
 W, H, FPS = 160, 96, 30
 PARAMS = AvatarParams()
@@ -343,10 +343,10 @@ def test_progress_reports_stop():
 KILL_SCRIPT = textwrap.dedent(
     """
     import sys, time, numpy as np, torch
-    from pipeline.avatar import AvatarParams
-    from pipeline.frame import Frame
+    from core.avatar import AvatarParams
+    from core.frame import Frame
     from pipeline.sinks.video_file import VideoFileSink
-    from pipeline.stage import Context
+    from core.stage import Context
     W, H, FPS, SR = 160, 96, 30, 48000
     t = np.arange(60 * SR) / SR
     audio = np.stack([0.2 * np.sin(2 * np.pi * 440 * t)] * 2).astype(np.float32)

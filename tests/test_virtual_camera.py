@@ -8,8 +8,9 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.sinks import virtual_camera as vc
 from pipeline.sinks.virtual_camera import (
     VirtualCameraError,
@@ -18,7 +19,6 @@ from pipeline.sinks.virtual_camera import (
     how_to_get_a_virtual_camera,
     virtual_camera_status,
 )
-from pipeline.stage import Context
 
 W, H = 64, 48
 

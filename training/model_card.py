@@ -156,7 +156,7 @@ figures below for the weights beside this card:
 
 
 def write_bench_section(path: Path, metrics: dict, command: str) -> None:
-    from app.benchdoc import today, write_section
+    from core.benchdoc import today, write_section
 
     t = metrics["train"]
     body = f"""## Kagura's own model: quality against the reference painters

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.avatar import EXPRESSIONS, RANGES, VOWELS, AvatarParams, AvatarTrack
+from core.avatar import EXPRESSIONS, RANGES, VOWELS, AvatarParams, AvatarTrack
 from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
 HELDOUT_SEED = 1_000_003

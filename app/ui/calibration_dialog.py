@@ -110,7 +110,7 @@ def _to_rate(x: np.ndarray, sr: int) -> np.ndarray:
 
 def vowel_confidence(profile: Profile, samples: np.ndarray, vowel: str) -> tuple[str, float]:
     """(vowel the profile hears most, mean probability of `vowel`) over the voiced frames."""
-    from pipeline.avatar import VOWELS
+    from core.avatar import VOWELS
 
     f = mfcc_frames(samples, profile.sample_rate, profile.mfcc)
     mask = voiced_mask(f.level_db, f.flatness, f.periodicity)
@@ -553,7 +553,7 @@ class _Meter:
     """Level and confidence of the newest ~50 ms of a take (runs on the recording thread)."""
 
     def __init__(self, matcher: VowelMatcher, profile: Profile, vowel: str) -> None:
-        from pipeline.avatar import VOWELS
+        from core.avatar import VOWELS
 
         self.matcher, self.profile = matcher, profile
         self.index = VOWELS.index(vowel)

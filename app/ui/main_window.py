@@ -59,8 +59,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
+from core.frame import MOUTH_TIMING
 from core.stats import summary
-from pipeline.frame import MOUTH_TIMING
 
 log = logging.getLogger(__name__)
 
@@ -688,8 +688,8 @@ class MainWindow(QMainWindow):
         self.stage_presenter.widget.show()
 
     def set_virtual_camera(self, on: bool) -> None:
+        from core.stage import Context
         from pipeline.sinks.virtual_camera import VirtualCameraSink, virtual_camera_status
-        from pipeline.stage import Context
 
         if not on:
             if self.vcam is not None:

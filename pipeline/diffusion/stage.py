@@ -109,9 +109,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.diffusion.compile import CompileError, CompileReport
-from pipeline.frame import Frame
-from pipeline.stage import BaseStage, Context, spec
 
 __all__ = [
     "CompileError",

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from core.frame import Frame
 from core.stats import summary
-from pipeline.frame import Frame
 from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
 from pipeline.quality import QosEvent, QualityController, Rung
 

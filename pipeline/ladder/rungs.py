@@ -11,10 +11,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import Context, spec
 from pipeline.ladder.stage import AUDIO_AGE, LadderStage, PresetChange
 from pipeline.quality import Rung
-from pipeline.stage import Context, spec
 
 log = logging.getLogger("kagura.quality")
 

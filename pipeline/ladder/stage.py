@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import BaseStage, Context
 from pipeline.quality import QosEvent, Rung
-from pipeline.stage import BaseStage, Context
 
 if TYPE_CHECKING:
     from pipeline.ladder.control import QualityControl

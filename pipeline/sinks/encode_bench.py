@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.avatar import AvatarParams
-from pipeline.frame import Frame
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
 from pipeline.media_probe import decode_video
 from pipeline.sinks.video_file import VideoFileSink
-from pipeline.stage import Context
 
 
 def _blur(a: np.ndarray, r: int) -> np.ndarray:

@@ -28,7 +28,7 @@ takes its `avcC` from the first one. The joiner (a thread of the main process) c
 chunk's packets into the file in chunk order, with their time stamps shifted from the encoder's
 own frame count to the frame's place in the video, and checks that decode times only grow.
 
-Frames reach the workers through shared memory (`pipeline.sinks.workers.SharedArena`): each
+Frames reach the workers through shared memory (`core.workers.SharedArena`): each
 encoder has a ring of `slots` RGBA-sized slots; `write()` copies the frame into the next free
 slot (one memcpy, GIL released) and sends the slot number over a pipe. The worker converts RGBA
 → yuv420p (BT.709, limited range, like `VideoFileSink`) straight from the slot — or, for a
@@ -61,17 +61,9 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pipeline.frame import Frame
-from pipeline.sinks.video_file import (
-    EncodedFileSink,
-    add_audio_stream,
-    check_audio,
-    check_output_path,
-    check_size_and_fps,
-    open_fragmented_mp4,
-    partial_path,
-)
-from pipeline.sinks.workers import (
+from core.frame import Frame
+from core.stage import Context, spec
+from core.workers import (
     SharedArena,
     WorkerProcessError,
     exit_text,
@@ -85,7 +77,15 @@ from pipeline.sinks.workers import (
     usable_cores,
     wait_started,
 )
-from pipeline.stage import Context, spec
+from pipeline.sinks.video_file import (
+    EncodedFileSink,
+    add_audio_stream,
+    check_audio,
+    check_output_path,
+    check_size_and_fps,
+    open_fragmented_mp4,
+    partial_path,
+)
 
 _AVCOL_BT709 = 1
 _AVCOL_RANGE_MPEG = 1

@@ -7,10 +7,10 @@ from pathlib import Path
 import av
 import numpy as np
 
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import Context, spec
 from pipeline.sinks.output import PartialFile
 from pipeline.sinks.video_file import unpremultiply
-from pipeline.stage import Context, spec
 
 
 def write_png(path: Path, rgba_premultiplied: np.ndarray) -> None:

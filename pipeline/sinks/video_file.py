@@ -48,9 +48,9 @@ from av.audio.resampler import AudioResampler
 from av.video.frame import VideoFrame
 from av.video.reformatter import ColorRange, Colorspace
 
-from pipeline.frame import Frame
+from core.frame import Frame
+from core.stage import Context, spec
 from pipeline.sinks.output import PartialFile, partial_path
-from pipeline.stage import Context, spec
 
 __all__ = ["VideoFileSink", "partial_path", "unpremultiply"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.frame import Frame
-from pipeline.stage import Context, spec
+from core.frame import Frame
+from core.stage import Context, spec
 
 __all__ = [
     "VirtualCameraError",

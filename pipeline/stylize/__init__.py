@@ -27,9 +27,9 @@ import time
 
 import torch
 
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.cpu_memory import keep_freed_memory
-from pipeline.frame import Frame
-from pipeline.stage import BaseStage, Context, spec
 from pipeline.stylize.base import Effect
 from pipeline.stylize.cyberpunk import Cyberpunk
 from pipeline.stylize.ink_wash import InkWash

@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
+from core.stage import Context
 from pipeline.cpu_memory import keep_freed_memory
-from pipeline.stage import Context
 from pipeline.stylize import StylizeStage
 from presets.loader import load_preset
 from render.idol import IdolRenderer

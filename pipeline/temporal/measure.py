@@ -21,7 +21,7 @@ from pipeline.temporal.stage import TemporalStage, flicker, sharpness
 
 def render_clip(n: int, w: int, h: int) -> tuple[torch.Tensor, torch.Tensor]:
     """n frames of the idol: (uint8 (n, H, W, 4) premultiplied, float32 (n, H, W, 2) motion)."""
-    from pipeline.avatar import AvatarParams
+    from core.avatar import AvatarParams
     from presets.loader import load_preset
     from render.idol import IdolRenderer
 

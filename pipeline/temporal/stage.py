@@ -77,8 +77,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from pipeline.frame import Frame
-from pipeline.stage import BaseStage, Context, spec
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 
 _GRIDS: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
 

@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.frame import Frame
-from pipeline.stage import BaseStage, Context, spec
+from core.frame import Frame
+from core.stage import BaseStage, Context, spec
 from pipeline.upscale.animevideov3 import SCALES, ScaledSR, load_animevideov3
 from pipeline.upscale.user_model import UserModel, UserModelError, load_user_model
 

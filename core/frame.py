@@ -1,6 +1,6 @@
 """`Frame`: what flows between stages.
 
-    pts_ns   presentation time on the master (audio-sample) clock, see pipeline/clock.py
+    pts_ns   presentation time on the master (audio-sample) clock, see core/clock.py
     index    frame number in the stream (0, 1, 2, …)
     params   the AvatarParams the frame is rendered from
     image    torch.uint8 (H, W, 4) RGBA, **premultiplied alpha** (what Skia rasterises and what
@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pipeline.avatar import AvatarParams
+from core.avatar import AvatarParams
 
 if TYPE_CHECKING:
     import torch

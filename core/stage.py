@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from pipeline.frame import Frame
+from core.frame import Frame
 
 
 @dataclass(frozen=True)
