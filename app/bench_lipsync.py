@@ -2,8 +2,8 @@
 
 Signals are synthesized (espeak-ng sustained vowels of the HELD-OUT voices in
 `audio.calibration.HELDOUT_VOICES`, never used to build the default profile), so the run is
-reproducible and needs no microphone. The baseline is an uLipSync-like chain (shared/ANCHORS.md
-§4): RMS of a 64 ms window, -50..-30 dBFS -> 0..1, critically damped smoothing with Unity
+reproducible and needs no microphone. The baseline is an uLipSync-like chain
+(docs/ARCHITECTURE.md, "Outside facts"): RMS of a 64 ms window, -50..-30 dBFS -> 0..1, critically damped smoothing with Unity
 SmoothDamp's smoothTime 0.05 s (omega = 2 / 0.05), run on the same blocks in the same run.
 Lag = (time the frame is available: end of the 5 ms block holding its last sample) - onset.
 """

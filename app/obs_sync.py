@@ -2,7 +2,7 @@
 
 The idol on screen trails the voice by Kagura's audio-to-photon latency; a streamer hides that
 by delaying the microphone in OBS by the same amount (Advanced Audio Properties ▸ Sync Offset,
-or remotely: the obs-websocket request ``SetInputAudioSyncOffset``, shared/ANCHORS.md §4).
+or remotely: the obs-websocket request ``SetInputAudioSyncOffset``).
 
     obs = ObsSync()                                  # localhost:4455, no password
     obs.list_audio_inputs()                          # ["Mic/Aux", "Desktop Audio", ...]

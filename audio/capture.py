@@ -6,7 +6,7 @@
     cap.close()
 
 The audio callback only copies the block into the ring buffer and counts status flags
-(DESIGN.md, "Rules that make it real-time", rule 1). Everything else — noticing a dead
+(docs/ARCHITECTURE.md, "Real-time rules", rule 1). Everything else — noticing a dead
 stream, measuring clock drift, reopening a device that went away and came back — happens in
 a supervisor thread that looks at the ring buffer's sample counter a few dozen times a second.
 

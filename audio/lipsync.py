@@ -4,7 +4,7 @@
 issue fills the same protocol). `FormantLipSync` is the first, calibration-free engine:
 
 * **Openness** from loudness: uLipSync maps RMS linearly from -50 dBFS (closed) to -30 dBFS
-  (open) (shared/ANCHORS.md §4). We keep the 20 dB span but anchor it to the clip's own loud
+  (open) (docs/ARCHITECTURE.md, "Outside facts"). We keep the 20 dB span but anchor it to the clip's own loud
   reference (95th percentile), so a quiet recording still moves, and multiply by a gate
   (relative loudness x periodicity) so silence, hiss and noise keep the mouth shut.
 * **Vowels** from LPC formants: F1/F2 of each frame (autocorrelation LPC, Levinson-Durbin,

@@ -1,6 +1,7 @@
 """Causal, calibrated lip-sync for live input: samples in, one `LipFrame` per 10 ms hop out.
 
-Compared with uLipSync (shared/ANCHORS.md §4: 64 ms window + ~50 ms spring ≈ 100 ms lag):
+Compared with uLipSync (a 64 ms window and a spring of about 50 ms; docs/ARCHITECTURE.md,
+"Outside facts"):
 
 * **Short windows.** Vowels from MFCCs of a 25 ms window (`audio.mfcc`); openness from the level
   of the most recent 12 ms only, so an onset shows up within one hop.

@@ -7,7 +7,7 @@ the tempo estimate runs a fixed-size FFT a few times a second) and returns a `Mo
 `apply` lays onto the `AvatarParams` coming from lip-sync. Same seed and same inputs give the same
 states bit for bit.
 
-What it does (numbers shared with the offline module, ANCHORS §5):
+What it does (numbers shared with the offline module, audio/motion.py):
 
 * blinks at random gaps (the offline gap law); excitement makes the blink clock run up to twice
   as fast, and a blink that falls due on a syllable onset waits for it (at most 0.4 s); every

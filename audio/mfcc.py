@@ -1,6 +1,6 @@
 """MFCC features for lip-sync, in the spirit of uLipSync but with a shorter window (less lag).
 
-uLipSync (shared/ANCHORS.md §4) analyses a 64 ms window at 16 kHz: pre-emphasis 0.97, Hamming
+uLipSync (docs/ARCHITECTURE.md, "Outside facts") analyses a 64 ms window at 16 kHz: pre-emphasis 0.97, Hamming
 window, FFT magnitude, 30 mel bands (mel = 1127·ln(1 + f/700), triangles normalised by area),
 10·log10, DCT-II, keep coefficients 1-12. We keep that chain but default to a 25 ms window with a
 10 ms hop, so a frame's centre is ~12 ms behind its last sample instead of ~32 ms.

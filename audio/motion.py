@@ -2,9 +2,9 @@
 
 Deterministic: every random choice comes from one ``numpy.random.Generator`` seeded by the
 caller, so the same audio and seed give the same track bit for bit. All values stay inside
-Live2D's standard ranges (shared/ANCHORS.md §5); amplitudes below are far from the limits.
+Live2D's standard ranges (docs/ARCHITECTURE.md, "Outside facts"); amplitudes below are far from the limits.
 
-Numbers used (ANCHORS §5, Live2D SDK habits): blinks at random intervals within 0-7 s, each
+Numbers used (Live2D SDK habits): blinks at random intervals within 0-7 s, each
 closing in 0.10 s, holding 0.05 s and opening in 0.15 s; idle motion as sums of slow sines with
 incommensurate periods between ~3.2 s and ~15.5 s so it never visibly repeats.
 """
@@ -43,7 +43,7 @@ __all__ = [
 BLINK_CLOSE_S, BLINK_HOLD_S, BLINK_OPEN_S = 0.10, 0.05, 0.15
 BLINK_TOTAL_S = BLINK_CLOSE_S + BLINK_HOLD_S + BLINK_OPEN_S
 
-# Idle sway: incommensurate periods (s) per parameter, ANCHORS §5 (~3.2..15.5 s). Each is
+# Idle sway: incommensurate periods (s) per parameter (Live2D SDK habit: ~3.2..15.5 s). Each is
 # jittered +-7 % per seed and gets a random phase (`idle_terms`). Breath is one slow sine.
 IDLE_PERIODS_S: dict[str, tuple[float, ...]] = {
     "head_yaw": (6.83, 15.5),
@@ -62,7 +62,7 @@ class MotionParams:
     """Tunable amplitudes (degrees for angles, Live2D units otherwise)."""
 
     blink_min_gap_s: float = 1.2  # shortest gap between blink starts (no "fluttering")
-    blink_max_gap_s: float = 7.0  # ANCHORS §5: 0-7 s
+    blink_max_gap_s: float = 7.0  # Live2D SDK habit: 0-7 s
     idle_head_deg: tuple[float, float, float] = (4.0, 2.5, 2.5)  # yaw, pitch, roll
     idle_body_deg: tuple[float, float] = (2.0, 1.5)  # body yaw, body roll
     nod_deg: float = 5.0  # head pitch dip on a beat at full excitement
@@ -102,7 +102,7 @@ def blink_openness(u):
 
 
 def blink_gap(rng: np.random.Generator, p: MotionParams) -> float:
-    """A random gap (s) between blink starts, uniform in [min, max] (ANCHORS §5: 0-7 s)."""
+    """A random gap (s) between blink starts, uniform in [min, max] (Live2D SDK habit: 0-7 s)."""
     return float(rng.uniform(p.blink_min_gap_s, p.blink_max_gap_s))
 
 

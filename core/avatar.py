@@ -1,6 +1,6 @@
 """`AvatarParams`: the rig-independent control vector of the idol at one instant.
 
-Ranges follow Live2D's standard parameters (see shared/ANCHORS.md §5) so a Live2D model can be
+Ranges follow Live2D's standard parameters (docs/ARCHITECTURE.md, "Outside facts") so a Live2D model can be
 driven without translation tables:
 
     head_yaw / head_pitch / head_roll  -30..30 degrees (yaw > 0: face turns to screen-right,

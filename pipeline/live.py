@@ -8,10 +8,10 @@
         live.start_recording("take.mp4")    # or .webm (alpha when transparent)
         print(live.stats())
 
-No Qt here (DESIGN.md): the desktop app (app/ui/main_window.py) only consumes `output` and calls
-the control methods; everything below runs on plain threads.
+No Qt here: the desktop app (app/ui/main_window.py) only consumes `output` and calls the
+control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "Threads").
 
-Threads and the queues between them (DESIGN.md, "Rules that make it real-time", rule 2):
+Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
     kagura-live-analysis   polls every 1 ms; every 10 ms of audio: gain → low-delay resample
@@ -33,7 +33,7 @@ Threads and the queues between them (DESIGN.md, "Rules that make it real-time", 
                            newest pose (RenderStage.prepare), or, by a render process, beside
                            this thread, asked for behind the frame before's mouth with its
                            pose; when that frame starts, only its mouth is redrawn from the
-                           newest audio (finish, ~0.5 ms) — the whole-idol render is off the
+                           newest audio (finish: the cheap part) — the whole-idol render is off the
                            path from audio to photon
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted
@@ -117,8 +117,8 @@ AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free
 STARTED = "frame.started"
 LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
-# how often the analysis thread looks for new audio: a 1 ms poll (not 5) shortens the
-# lip-sync lag by ~2.5 ms on average (hops are analysed sooner after their block arrives)
+# how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
+# (hops are analysed sooner after their block arrives)
 ANALYSIS_POLL_S = 0.001
 # Phase-locked frame starts (LiveSession.set_display_timing): a frame starts at the display
 # tick that will show it minus the lead, lead = max(this percentile of the recent frame times
@@ -128,17 +128,18 @@ ANALYSIS_POLL_S = 0.001
 # that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
 FRAME_PREDICT_Q = 99.0
 FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
-# measured on the H200 machine: 1 ms missed the 50 ms P99 goal in 1 run of 2, 3 ms in none
+# chosen on the H200 (docs/BENCHMARKS.md, "Live audio-to-photon on the H200"): a smaller
+# margin missed the audio-to-photon P99 goal in some runs
 FRAME_MARGIN_NS = 3_000_000
 # The session's first frames are slow (cold caches, the first graph replays, the first idol of
 # a fresh render process): frames started in its first FRAME_LEARN_AFTER_S are not learnt
-# from, or their outliers would hold the lead (a P99 over 5 s) high for five seconds (measured
-# on the H200: lead median 13-14 ms, P99 30-42 ms over a run). Until FRAME_LEARN_MIN frames are
-# learnt the predicted frame time is one frame period.
+# from, or their outliers would hold the lead (a P99 over 5 s) high for five seconds (the lead's
+# median and P99 per run: docs/BENCHMARKS.md, "Live path, headless, cuda"). Until
+# FRAME_LEARN_MIN frames are learnt the predicted frame time is one frame period.
 FRAME_LEARN_AFTER_S = 0.5
 FRAME_LEARN_MIN = 10
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
-# the frame's start, but not later than this before it (the copy takes ~1 ms)
+# the frame's start, but not later than this before it (room for the copy)
 COLLECT_SPARE_NS = 2_000_000
 START_MARGIN_NS = 1_000_000
 
@@ -185,7 +186,7 @@ class FilePlayback(RingSource):
     * `play_out=True` and an output device opens: the output stream's callback copies each
       block to the speakers *and* into the ring, so the audio clock is the output device's
       clock and what is analysed is exactly what is heard (a streamer singing to a backing
-      track). The callback only copies (DESIGN.md rule 1).
+      track). The callback only copies (docs/ARCHITECTURE.md, "Real-time rules", rule 1).
     * otherwise (no output device, `play_out=False`, or the output stream dies): a pacing
       thread writes the blocks against time.monotonic().
 
@@ -1264,8 +1265,8 @@ class LiveSession:
         resampler = None
         delay_ns = 0
         if srate != arate:
-            # a short linear-phase FIR (0.67 ms at 48 kHz), not soxr's HQ stream, which
-            # withholds up to 21 ms of output (audio/live_resample.py)
+            # a short linear-phase FIR, not soxr's HQ stream, which withholds far more output
+            # (audio/live_resample.py)
             from audio.live_resample import LowDelayResampler
 
             resampler = LowDelayResampler(srate, arate)

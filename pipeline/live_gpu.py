@@ -11,7 +11,7 @@ The chain, per frame (the idol is rendered on the CPU by the session's look, as 
                              └ look ┘  └──────── ladder stages ────────┘
 
 Threads. The session's frame thread issues the whole chain for a frame on one high-priority
-CUDA stream (DESIGN.md rule 5) and does not wait for it: the readback into page-locked host
+CUDA stream (docs/ARCHITECTURE.md, rule 5) and does not wait for it: the readback into page-locked host
 memory is queued, a "done" event recorded, and the frame handed to the session's publisher
 thread, which waits for that event (a blocking-sync event: that thread sleeps, the frame
 thread renders the next frame meanwhile) and only then puts the frame on the output queue.
@@ -19,7 +19,7 @@ At most `max_in_flight` frames are issued and not yet published: a tick that fin
 still on the GPU starts no frame (counted as `gpu_busy_ticks`) — latency stays bounded and the
 quality ladder, seeing the GPU times over budget, makes frames cheaper.
 
-Timing (DESIGN.md rule 6): every stage records CUDA events around its work on that stream;
+Timing (docs/ARCHITECTURE.md, rule 6): every stage records CUDA events around its work on that stream;
 nothing in the frame thread synchronises. `GpuChain.poll()` (each tick) reads back the events
 of finished frames with `event.query()` — typically one or two frames later — and feeds the
 QualityControl (pipeline/ladder/), whose Control messages are taken by the ladder

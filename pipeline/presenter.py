@@ -2,7 +2,7 @@
 
 Frames arrive from the pipeline with `pts_ns` on the master (audio-sample) clock at an irregular
 arrival time. At every display refresh the display path calls `tick(now_master_ns, refresh_ns)`
-and gets the frame to put on screen. DESIGN.md, rule 3:
+and gets the frame to put on screen (docs/ARCHITECTURE.md, "Real-time rules", 3):
 
 * a frame is *due* when the master clock reaches `pts + target_delay`; a tick releases the
   NEWEST due frame (older due frames it supersedes are dropped late, never shown out of time);

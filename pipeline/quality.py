@@ -1,5 +1,5 @@
 """The quality ladder: lower the cost of a frame before dropping frames, restore it when there
-is headroom (DESIGN "Rules that make it real-time", 4).
+is headroom (docs/ARCHITECTURE.md, "Real-time rules", 4).
 
     Rung(name, steps, latent, temporal, vsr_scale)      one setting of the costly knobs
     DEFAULT_LADDER                                       best (index 0) -> cheapest

@@ -36,7 +36,7 @@ def test_blink_intervals_are_natural():
     gaps = np.diff(mot.blink_times_s)
     assert len(gaps) > 80
     assert gaps.min() >= 1.0  # no implausibly short gaps
-    assert gaps.max() <= 7.0  # ANCHORS §5: 0-7 s
+    assert gaps.max() <= 7.0  # Live2D SDK habit: 0-7 s
     assert 3.0 <= gaps.mean() <= 5.0  # humans: roughly 10-20 blinks a minute
     assert gaps.std() > 1.0  # irregular, not a metronome
 

@@ -21,8 +21,9 @@ def create_presenter(
     """(presenter, the widget to put in the layout, a line for the UI saying what runs).
 
     A Vulkan device that is a CPU rasterizer (Mesa's lavapipe) is refused unless
-    `allow_cpu_device`: its present is a software copy into the X server (~4.6 ms per 720p
-    frame of UI thread, measured) where Qt's raster path costs ~1 ms and has no VSYNC either.
+    `allow_cpu_device`: its present is a software copy into the X server, several times the
+    UI-thread time of Qt's raster path, which has no VSYNC either (`python -m app.present.check`
+    measures both).
     """
     reason = ""
     if prefer == "vulkan":

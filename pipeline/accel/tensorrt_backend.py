@@ -10,7 +10,7 @@ engine, and run behind the same call signature as the torch module.
     TrtModule(engine_path, device="cuda")(x) -> tensor          like module(x)
     TrtModule.from_onnx(onnx_path, input_shape, dtype, cache_dir, device) -> TrtModule
 
-The key (ANCHORS §2: StreamDiffusion users' engines were cached under a key ignoring
+The key (docs/ARCHITECTURE.md, "Outside facts": StreamDiffusion users' engines were cached under a key ignoring
 resolution, TensorRT version, GPU and LoRA, so a wrong engine was reused silently) hashes:
 the ONNX bytes (so weights, LoRA merged into them and opset all count), the input shape (batch
 included), the precision, the TensorRT version, the GPU name and its compute capability. The

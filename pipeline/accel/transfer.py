@@ -8,8 +8,7 @@
     t.ready() -> bool; t.wait(copy=False) -> host tensor
 
 Why: a copy from pageable memory is staged by the driver and blocks the host; from pinned
-memory it is a DMA that overlaps with compute (ANCHORS §1: a 1080p frame reads back to pinned
-memory in 0.13 ms). Slots rotate; a slot is reused only after its previous copy has finished
+memory it is a DMA that overlaps with compute. Slots rotate; a slot is reused only after its previous copy has finished
 (waited on with its CUDA event), so at most `slots` copies are in flight. A readback result
 without `copy=True` is a view of its slot: valid until `slots` more `start()` calls.
 

@@ -16,7 +16,7 @@
     qc   = QualityControl(QualityController(budget_ms, plan.rungs), [diff, temp, vsr])
     Graph(source, gives, [upload, stylize, diff, temp, vsr], sink).run(ctx, on_frame=qc.observe)
 
-The three parts (DESIGN.md, "Rules that make it real-time", 4 and 6):
+The three parts (docs/ARCHITECTURE.md, "Real-time rules", 4 and 6):
 
 1. **Measure without synchronising.** Every ladder stage times its own work. On CUDA it records
    two CUDA events on its thread's current stream around each batch (`StageTimer`); nothing

@@ -1,6 +1,6 @@
 """`VirtualCameraSink`: the idol as a webcam (OBS, Zoom, Discord, ...) through pyvirtualcam.
 
-Backends (shared/ANCHORS.md §6): the OBS Virtual Camera on Windows and macOS (installed with
+Backends (docs/ARCHITECTURE.md, "Outside facts"): the OBS Virtual Camera on Windows and macOS (installed with
 OBS; start it once from OBS so the system registers it), v4l2loopback on Linux (a kernel
 module that creates /dev/videoN devices). One virtual camera per machine.
 

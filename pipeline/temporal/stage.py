@@ -62,9 +62,9 @@ rounding accumulates), the output is rounded to uint8 with 0 <= rgb <= alpha. Th
 it cumulatively (an unstylized 640x360 clip lost 12 % of its gradient through the stage at
 blend 0.7), bicubic keeps it (-1.6 %), hence the default.
 
-Cost, measured on an H200 (eager, CUDA events, median of 50, uint8 in/out included): 0.46 ms
-at 640x360, 0.70 ms at 1920x1080 — launch-bound (about twenty small kernels), not bandwidth-
-bound. No fused Triton kernel: it would save well under 0.5 ms of a ~14.5 ms chain (ANCHORS §1);
+Cost (docs/BENCHMARKS.md, "Temporal alignment: flicker and cost"): launch-bound (about twenty
+small kernels), not bandwidth-bound. No fused Triton kernel: it would save a small share of the
+whole chain's time;
 the cheaper first step, if it is ever needed, is replaying `_blend` as a CUDA graph
 (pipeline.accel.GraphCache), since its shapes are fixed.
 """
