@@ -22,7 +22,9 @@ __all__ = ["analyze_clip", "analyze_mono", "default_lipsync"]
 def default_lipsync() -> LipSync:
     """The engine `render` and `demo` use: the MFCC engine with the shipped voice/vowel net
     (`audio.offline_lipsync.MfccLipSync`: it hears the voice over a band and shuts the mouth
-    in vocal pauses; docs/BENCHMARKS.md), or the formant engine where the net is missing."""
+    in vocal pauses; docs/BENCHMARKS.md), or the formant engine where the net is missing.
+    The MFCC engine reads the user's calibrated profile when there is one, as `kagura live`
+    does (docs/ARCHITECTURE.md, "Lip-sync, offline and live")."""
     from audio.vowel_net import default_net
 
     if default_net() is None:
