@@ -132,7 +132,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         type=float,
         default=None,
         help="with --phase-lock: added to the predicted (P99) frame time in the lead "
-        "(default: pipeline.live.FRAME_MARGIN_NS)",
+        "(default: pipeline.phase_lock.FRAME_MARGIN_NS)",
     )
     h.add_argument(
         "--latch-mouth",

@@ -92,8 +92,9 @@ from core.avatar import AvatarParams
 from core.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from core.stage import Context
-from core.stats import median_p99, percentile, summary
+from core.stats import median_p99, summary
 from pipeline.cpu_threads import share_cores_with_other_stages
+from pipeline.phase_lock import PhaseLock
 from pipeline.queues import BoundedQueue, Closed, Policy
 
 __all__ = [
@@ -120,28 +121,10 @@ LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 m
 # how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
 # (hops are analysed sooner after their block arrives)
 ANALYSIS_POLL_S = 0.001
-# Phase-locked frame starts (LiveSession.set_display_timing): a frame starts at the display
-# tick that will show it minus the lead, lead = max(this percentile of the recent frame times
-# + FRAME_MARGIN_NS, the presenter's own release delay if it has one) + the wake-up allowance:
-# the frame thread's own wake-up lateness (P99 of the recent start errors, at least
-# START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not less: every frame
-# that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
-FRAME_PREDICT_Q = 99.0
-FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
-# chosen on the H200 (docs/BENCHMARKS.md, "Live audio-to-photon on the H200"): a smaller
-# margin missed the audio-to-photon P99 goal in some runs
-FRAME_MARGIN_NS = 3_000_000
-# The session's first frames are slow (cold caches, the first graph replays, the first idol of
-# a fresh render process): frames started in its first FRAME_LEARN_AFTER_S are not learnt
-# from, or their outliers would hold the lead (a P99 over 5 s) high for five seconds (the lead's
-# median and P99 per run: docs/BENCHMARKS.md, "Live path, headless, cuda"). Until
-# FRAME_LEARN_MIN frames are learnt the predicted frame time is one frame period.
-FRAME_LEARN_AFTER_S = 0.5
-FRAME_LEARN_MIN = 10
+# Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
 # the frame's start, but not later than this before it (room for the copy)
 COLLECT_SPARE_NS = 2_000_000
-START_MARGIN_NS = 1_000_000
 
 # The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
 # `kagura live --device cuda` sets it before the desktop app builds its sessions.
@@ -834,12 +817,9 @@ class LiveSession:
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
         self.late_ticks = 0  # ticks the frame thread started over a period late
         self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
-        # display timing (set_display_timing): (tick_ns, refresh_ns, release_delay) or None
-        self._display: tuple[int, int, Callable[[], int] | None] | None = None
-        self._frame_ms: deque[float] = deque(maxlen=FRAME_PREDICT_WINDOW)
-        self._phase_err: deque[float] = deque(maxlen=300)  # ms, start - planned start
-        self.lead_ms: float | None = None  # the last lead used (phase-locked starts)
-        self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
+        # the frame thread's scheduler (display timing, lead, learning): its own object, so
+        # it is tested on simulated time (tests/test_live_phase_lock.py)
+        self.phase_lock = PhaseLock(self.fps)
         self.hops = 0
         self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
         self.latch_mouth = True  # False: the mouth only moves at hops (for comparison)
@@ -878,7 +858,7 @@ class LiveSession:
         if self._threads:
             return self
         self._stop.clear()
-        self.started_at = time.monotonic()
+        self.started_at = self.phase_lock.start()
         start_source = getattr(self.source, "start", None)
         if start_source is not None and getattr(self.source, "state", "") == "closed":
             start_source()  # a source made with start=False begins with the session
@@ -1060,80 +1040,28 @@ class LiveSession:
         refresh_ns: int = 0,
         release_delay_ns: Callable[[], int] | None = None,
     ) -> None:
-        """Lock frame starts to the display's ticks; `tick_ns=None`: the free-running timer.
-
-        `tick_ns`: the time.monotonic_ns() instant of one display tick (when the presenter takes
-        a frame from its jitter buffer), `refresh_ns` the interval between ticks; ticks are then
-        assumed at tick_ns + n * refresh_ns (call again whenever a better instant is known —
-        one attribute store, any thread). `release_delay_ns()`: the presenter's current
-        pts -> release delay (JitterBuffer.target_delay_ns), read once per frame.
-
-        Frame k then targets the tick nearest to the previous target + 1/fps and starts at
-        that tick minus the lead: max(the predicted frame time — FRAME_PREDICT_Q percentile of
-        the last FRAME_PREDICT_WINDOW tick -> publication times + `frame_margin_ns` —, release
-        delay) + the wake-up allowance (`_wake_ns`). The frame is then due (pts + release delay <= tick) and has arrived
-        by the tick that shows it, instead of waiting up to one refresh after being due, as it
-        does with a timer whose phase to the display is arbitrary.
-        """
-        if tick_ns is None:
-            self._display = None
-            return
-        if refresh_ns <= 0:
-            raise ValueError(f"refresh_ns must be positive, got {refresh_ns}")
-        self._display = (int(tick_ns), int(refresh_ns), release_delay_ns)
-
-    def _learning(self, started_ms: float | None) -> bool:
-        """Whether a frame started at `started_ms` (monotonic, ms) is past the session's first
-        FRAME_LEARN_AFTER_S, whose frame times and start errors are not learnt from."""
-        if started_ms is None or self.started_at is None:
-            return True
-        return started_ms / 1000.0 >= self.started_at + FRAME_LEARN_AFTER_S
-
-    def _wake_ns(self) -> int:
-        """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
-        if len(self._phase_err) < 10:
-            return START_MARGIN_NS
-        return max(START_MARGIN_NS, int(percentile(self._phase_err, 99) * 1e6))
-
-    def _predicted_frame_ns(self) -> int:
-        """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
-        publication times + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
-        were learnt from."""
-        if len(self._frame_ms) < FRAME_LEARN_MIN:
-            return NS_PER_S // self.fps
-        return int(percentile(self._frame_ms, FRAME_PREDICT_Q) * 1e6) + int(self.frame_margin_ns)
-
-    def _lead_ns(self, release_delay: Callable[[], int] | None) -> int:
-        lead = self._predicted_frame_ns()
-        if release_delay is not None:
-            lead = max(lead, int(release_delay()))
-        return lead + self._wake_ns()
+        """Lock frame starts to the display's ticks (time.monotonic_ns() instants);
+        `tick_ns=None`: the free-running timer. See PhaseLock.set_display_timing."""
+        self.phase_lock.set_display_timing(tick_ns, refresh_ns, release_delay_ns)
 
     def release_delay_ns(self) -> int:
-        """For a presenter that follows this session (JitterBuffer.follow): the pts -> release
-        delay that makes each phase-locked frame due at the tick it was started for — the lead
-        without the wake-up allowance (a frame's pts is read after its thread woke), i.e. the
-        predicted frame time."""
-        return self._predicted_frame_ns()
+        """For a presenter that follows this session (JitterBuffer.follow): see
+        PhaseLock.release_delay_ns."""
+        return self.phase_lock.release_delay_ns()
 
-    def _next_start_ns(self, now: int, target: int | None) -> tuple[int, int, int]:
-        """Phase-locked: (start instant, target tick, late) for the next frame after the one
-        that targeted `target` (None: the first frame). `late` = 1 when a target tick had to be
-        given up because its start time had passed."""
-        tick, refresh, release_delay = self._display  # type: ignore[misc]
-        lead = self._lead_ns(release_delay)
-        self.lead_ms = lead / 1e6
-        period = NS_PER_S / self.fps
-        late = 0
-        if target is not None:
-            k = round((target + period - tick) / refresh)
-            want = tick + k * refresh
-            if want - lead >= now - refresh // 4:
-                return want - lead, want, 0
-            late = 1
-        # the first frame, or behind: the first tick whose start is still ahead
-        k = -((tick - now - lead) // refresh)  # ceil((now + lead - tick) / refresh)
-        return tick + k * refresh - lead, tick + k * refresh, late
+    @property
+    def lead_ms(self) -> float | None:
+        """The last lead a phase-locked frame started with (ms)."""
+        return self.phase_lock.lead_ms
+
+    @property
+    def frame_margin_ns(self) -> int:
+        """Added to the predicted frame time (the lead)."""
+        return self.phase_lock.frame_margin_ns
+
+    @frame_margin_ns.setter
+    def frame_margin_ns(self, ns: int) -> None:
+        self.phase_lock.frame_margin_ns = ns
 
     # -- stats --------------------------------------------------------------------------------
 
@@ -1159,9 +1087,7 @@ class LiveSession:
             "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
             "stage_ms": {**self._timings.summary(), **self._gpu_stage_stats()},
             "gpu_busy_ticks": self.gpu_busy_ticks,
-            "phase_locked": self._display is not None,
-            "frame_lead_ms": None if self.lead_ms is None else round(self.lead_ms, 2),
-            "start_error_ms": _p50_p99(self._phase_err),
+            **self.phase_lock.stats(),  # phase_locked, frame_lead_ms, start_error_ms
             "quality": self._gpu_quality(),
             "size": list(self.size),
             "render_size": list(self.render_size),
@@ -1370,8 +1296,7 @@ class LiveSession:
         if self._gpu is None:
             self._timings.add("stylize", frame.timings.get("stylize", 0.0))
         self._timings.add("frame", total)
-        if self._learning(frame.timings.get(STARTED)):
-            self._frame_ms.append(total)
+        self.phase_lock.note_frame(frame.timings.get(STARTED), total)
         frame = frame.timed("frame", total)
         self.frames_produced += 1
         self.last_frame = frame
@@ -1412,7 +1337,7 @@ class LiveSession:
                 # for it in `finish`, beside this thread); its mouth is redrawn when it starts
                 pts = self.source.pts_ns()
                 look.render.prepare(Frame(pts, index, self._posed(newest(), pts)))
-            if self._display is not None:
+            if self.phase_lock.locked:
                 target = self._wait_phase_locked(look, target)
                 if target is None:
                     return
@@ -1472,15 +1397,13 @@ class LiveSession:
         """Sleep until the start of the frame after the one that targeted `target` (copying
         the idol drawn ahead out meanwhile); returns the display tick it targets, None when
         the session stops."""
-        start, target, late = self._next_start_ns(time.monotonic_ns(), target)
+        start, target, late = self.phase_lock.next_start_ns(time.monotonic_ns(), target)
         self.late_ticks += late
         self._collect_idol(look, start)
         delay = (start - time.monotonic_ns()) / 1e9
         if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
             return None
-        woke = time.monotonic_ns()
-        if self._learning(woke / 1e6):
-            self._phase_err.append((woke - start) / 1e6)
+        self.phase_lock.note_start(time.monotonic_ns(), start)
         return target
 
     def _wait_free_running(self, look: Look, next_t: float, period: float) -> float | None:

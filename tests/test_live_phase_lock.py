@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from core.clock import NS_PER_S
-from pipeline.live import (
+from pipeline.live import STARTED, FilePlayback, LiveSession
+from pipeline.phase_lock import (
     FRAME_LEARN_AFTER_S,
     FRAME_LEARN_MIN,
     START_MARGIN_NS,
-    STARTED,
-    FilePlayback,
-    LiveSession,
+    PhaseLock,
 )
 
 REFRESH_NS = 16_666_667
@@ -85,23 +84,91 @@ def test_phase_locked_frames_start_at_their_tick_minus_the_lead(tmp_path):
         assert stats["start_error_ms"]["median"] < 1.0
 
 
-def test_the_first_frames_are_not_learnt_from(tmp_path):
+class SimulatedClock:
+    """The scheduler's clock, moved by the test: no sleeps, no thread wake-ups."""
+
+    def __init__(self, ns: int) -> None:
+        self.ns = ns
+
+    def __call__(self) -> int:
+        return self.ns
+
+
+def test_the_first_frames_are_not_learnt_from():
     """Frames that started in the session's first FRAME_LEARN_AFTER_S (cold caches, the first
     graph replays) set neither the predicted frame time nor the wake-up allowance; the lead
     uses one frame period until FRAME_LEARN_MIN frames are learnt, then their P99 + margin."""
-    wav = tmp_path / "tone.wav"
-    _tone(wav, 1.0)
-    session = LiveSession(FilePlayback(wav, start=False), "studio", size=(320, 180), fps=30)
-    try:
-        session.started_at = 1000.0
-        assert not session._learning((1000.0 + FRAME_LEARN_AFTER_S) * 1e3 - 1.0)
-        assert session._learning((1000.0 + FRAME_LEARN_AFTER_S) * 1e3)
-        session._frame_ms.extend([5.0] * (FRAME_LEARN_MIN - 1))
-        assert session._predicted_frame_ns() == NS_PER_S // 30
-        session._frame_ms.append(5.0)
-        assert session._predicted_frame_ns() == 5_000_000 + session.frame_margin_ns
-    finally:
-        session.stop()
+    clock = SimulatedClock(1000 * NS_PER_S)
+    lock = PhaseLock(30, now_ns=clock)
+    assert lock.start() == 1000.0
+    early_ms = (1000.0 + FRAME_LEARN_AFTER_S) * 1e3 - 1.0
+    learnt_ms = (1000.0 + FRAME_LEARN_AFTER_S) * 1e3
+    for _ in range(50):  # slow first frames and late first wake-ups: ignored
+        lock.note_frame(early_ms, 80.0)
+        lock.note_start(round(early_ms * 1e6), round(early_ms * 1e6) - 20_000_000)
+    assert lock.predicted_frame_ns() == NS_PER_S // 30
+    assert lock.wake_ns() == START_MARGIN_NS
+    for _ in range(FRAME_LEARN_MIN - 1):
+        lock.note_frame(learnt_ms, 5.0)
+    assert lock.predicted_frame_ns() == NS_PER_S // 30
+    lock.note_frame(learnt_ms, 5.0)
+    assert lock.predicted_frame_ns() == 5_000_000 + lock.frame_margin_ns
+
+
+def test_frames_start_at_every_other_tick_minus_the_lead_on_simulated_time():
+    """30 fps on 60 Hz ticks: each frame targets the tick one frame period after the last
+    and starts the lead before it; the lead is the release delay + the wake-up allowance."""
+    clock = SimulatedClock(5 * NS_PER_S)
+    lock = PhaseLock(30, now_ns=clock)
+    lock.start()
+    tick0 = clock.ns + 7_000_000  # ticks at an arbitrary phase to the clock
+    lock.set_display_timing(tick0, REFRESH_NS, lambda: RELEASE_DELAY_NS)
+    lead = RELEASE_DELAY_NS + START_MARGIN_NS
+    start, target, late = lock.next_start_ns(clock.ns, None)
+    # the first tick whose start is still ahead
+    assert (target - tick0) % REFRESH_NS == 0 and late == 0
+    assert start == target - lead and start >= clock.ns > start - REFRESH_NS
+    assert lock.lead_ms == lead / 1e6
+    for _ in range(20):
+        clock.ns = start + 300_000  # woke 0.3 ms late, the frame took 8 ms
+        lock.note_start(clock.ns, start)
+        lock.note_frame(clock.ns / 1e6, 8.0)
+        nxt, nxt_target, late = lock.next_start_ns(clock.ns + 8_000_000, target)
+        assert nxt_target - target == 2 * REFRESH_NS and late == 0
+        assert nxt == nxt_target - lock.lead_ns(lambda: RELEASE_DELAY_NS)
+        start, target = nxt, nxt_target
+    # small wake-up errors: the allowance stays at its floor
+    assert lock.wake_ns() == START_MARGIN_NS
+    stats = lock.stats()
+    assert stats["phase_locked"] and stats["start_error_ms"] == {"median": 0.3, "p99": 0.3}
+
+
+def test_a_frame_that_cannot_make_its_tick_takes_the_next_one_and_counts_late():
+    clock = SimulatedClock(NS_PER_S)
+    lock = PhaseLock(30, now_ns=clock)
+    lock.start()
+    lock.set_display_timing(clock.ns, REFRESH_NS, lambda: RELEASE_DELAY_NS)
+    start, target, _ = lock.next_start_ns(clock.ns, None)
+    lead = target - start
+    # the frame thread comes back far behind: two frame periods after the wanted start
+    behind = target + 2 * REFRESH_NS - lead + 4 * REFRESH_NS
+    nxt, nxt_target, late = lock.next_start_ns(behind, target)
+    assert late == 1
+    assert nxt >= behind > nxt - REFRESH_NS and nxt == nxt_target - lead
+
+
+def test_late_wake_ups_grow_the_lead():
+    clock = SimulatedClock(NS_PER_S)
+    lock = PhaseLock(60, now_ns=clock)
+    lock.start()
+    clock.ns += NS_PER_S  # past the learning delay
+    for i in range(100):
+        planned = clock.ns + i * REFRESH_NS
+        lock.note_start(planned + (4_000_000 if i % 10 == 0 else 200_000), planned)
+    assert lock.wake_ns() > 3_000_000  # the P99 of the start errors, above the floor
+    assert lock.lead_ns(None) == lock.predicted_frame_ns() + lock.wake_ns()
+    lock.set_display_timing(None)
+    assert not lock.stats()["phase_locked"]
 
 
 def _bench_args(*extra: str) -> argparse.Namespace:

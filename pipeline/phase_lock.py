@@ -1,0 +1,164 @@
+"""The live frame thread's scheduler: frame starts phase-locked to the display's ticks.
+
+    lock = PhaseLock(fps, now_ns=time.monotonic_ns)    # any clock: tests pass simulated time
+    lock.start()                                        # the session starts: learning begins
+    lock.set_display_timing(tick_ns, refresh_ns, release_delay)   # None: free-running timer
+    start, target, late = lock.next_start_ns(now_ns, previous_target)
+    lock.note_start(woke_ns, start)                     # after the thread woke for `start`
+    lock.note_frame(started_ms, frame_ms)               # after the frame was handed on
+    lock.release_delay_ns()                             # for JitterBuffer.follow
+
+A frame starts at the display tick that will show it minus the lead, lead = max(this percentile
+of the recent frame times + `frame_margin_ns`, the presenter's own release delay if it has one)
++ the wake-up allowance: the frame thread's own wake-up lateness (P99 of the recent start
+errors, at least START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not
+less: every frame that misses its tick is shown a refresh later, and the goal is the P99 of
+audio-to-photon. No thread, no sleep here: `LiveSession` (pipeline/live.py) sleeps until the
+start this returns; every time is passed in or read from the injected clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from core.clock import NS_PER_S
+from core.stats import percentile, summary
+
+FRAME_PREDICT_Q = 99.0
+FRAME_PREDICT_WINDOW = 300  # frames (5 s at 60 fps): a P99 of enough samples to mean one
+# chosen on the H200 (docs/BENCHMARKS.md, "Live audio-to-photon on the H200"): a smaller
+# margin missed the audio-to-photon P99 goal in some runs
+FRAME_MARGIN_NS = 3_000_000
+# The session's first frames are slow (cold caches, the first graph replays, the first idol of
+# a fresh render process): frames started in its first FRAME_LEARN_AFTER_S are not learnt
+# from, or their outliers would hold the lead (a P99 over 5 s) high for five seconds (the lead's
+# median and P99 per run: docs/BENCHMARKS.md, "Live path, headless, cuda"). Until
+# FRAME_LEARN_MIN frames are learnt the predicted frame time is one frame period.
+FRAME_LEARN_AFTER_S = 0.5
+FRAME_LEARN_MIN = 10
+START_MARGIN_NS = 1_000_000
+START_ERRORS_KEPT = 300
+
+
+class PhaseLock:
+    def __init__(self, fps: int, now_ns: Callable[[], int] = time.monotonic_ns) -> None:
+        self.fps = int(fps)
+        self.now_ns = now_ns
+        # display timing (set_display_timing): (tick_ns, refresh_ns, release_delay) or None
+        self.display: tuple[int, int, Callable[[], int] | None] | None = None
+        self.frame_ms: deque[float] = deque(maxlen=FRAME_PREDICT_WINDOW)
+        self.start_errors_ms: deque[float] = deque(maxlen=START_ERRORS_KEPT)  # start - planned
+        self.lead_ms: float | None = None  # the last lead used
+        self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
+        self.started_at: float | None = None  # s on the clock: when the session started
+
+    @property
+    def locked(self) -> bool:
+        return self.display is not None
+
+    def start(self) -> float:
+        """The session starts now: frames of the next FRAME_LEARN_AFTER_S are not learnt."""
+        self.started_at = self.now_ns() / 1e9
+        return self.started_at
+
+    def set_display_timing(
+        self,
+        tick_ns: int | None,
+        refresh_ns: int = 0,
+        release_delay_ns: Callable[[], int] | None = None,
+    ) -> None:
+        """Lock frame starts to the display's ticks; `tick_ns=None`: the free-running timer.
+
+        `tick_ns`: the instant (on this lock's clock) of one display tick (when the presenter
+        takes a frame from its jitter buffer), `refresh_ns` the interval between ticks; ticks
+        are then assumed at tick_ns + n * refresh_ns (call again whenever a better instant is
+        known — one attribute store, any thread). `release_delay_ns()`: the presenter's current
+        pts -> release delay (JitterBuffer.target_delay_ns), read once per frame.
+
+        Frame k then targets the tick nearest to the previous target + 1/fps and starts at
+        that tick minus the lead: max(the predicted frame time — FRAME_PREDICT_Q percentile of
+        the last FRAME_PREDICT_WINDOW tick -> publication times + `frame_margin_ns` —, release
+        delay) + the wake-up allowance (`wake_ns`). The frame is then due (pts + release delay
+        <= tick) and has arrived by the tick that shows it, instead of waiting up to one refresh
+        after being due, as it does with a timer whose phase to the display is arbitrary.
+        """
+        if tick_ns is None:
+            self.display = None
+            return
+        if refresh_ns <= 0:
+            raise ValueError(f"refresh_ns must be positive, got {refresh_ns}")
+        self.display = (int(tick_ns), int(refresh_ns), release_delay_ns)
+
+    def learning(self, started_ms: float | None) -> bool:
+        """Whether a frame started at `started_ms` (this clock, ms) is past the session's first
+        FRAME_LEARN_AFTER_S, whose frame times and start errors are not learnt from."""
+        if started_ms is None or self.started_at is None:
+            return True
+        return started_ms / 1000.0 >= self.started_at + FRAME_LEARN_AFTER_S
+
+    def note_frame(self, started_ms: float | None, frame_ms: float) -> None:
+        """A frame started at `started_ms` took `frame_ms` from its start to its hand-over."""
+        if self.learning(started_ms):
+            self.frame_ms.append(frame_ms)
+
+    def note_start(self, woke_ns: int, start_ns: int) -> None:
+        """The frame thread woke at `woke_ns` for a start planned at `start_ns`."""
+        if self.learning(woke_ns / 1e6):
+            self.start_errors_ms.append((woke_ns - start_ns) / 1e6)
+
+    def wake_ns(self) -> int:
+        """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
+        if len(self.start_errors_ms) < 10:
+            return START_MARGIN_NS
+        return max(START_MARGIN_NS, int(percentile(self.start_errors_ms, 99) * 1e6))
+
+    def predicted_frame_ns(self) -> int:
+        """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
+        publication times + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
+        were learnt from."""
+        if len(self.frame_ms) < FRAME_LEARN_MIN:
+            return NS_PER_S // self.fps
+        return int(percentile(self.frame_ms, FRAME_PREDICT_Q) * 1e6) + int(self.frame_margin_ns)
+
+    def lead_ns(self, release_delay: Callable[[], int] | None) -> int:
+        lead = self.predicted_frame_ns()
+        if release_delay is not None:
+            lead = max(lead, int(release_delay()))
+        return lead + self.wake_ns()
+
+    def release_delay_ns(self) -> int:
+        """For a presenter that follows the session (JitterBuffer.follow): the pts -> release
+        delay that makes each phase-locked frame due at the tick it was started for — the lead
+        without the wake-up allowance (a frame's pts is read after its thread woke), i.e. the
+        predicted frame time."""
+        return self.predicted_frame_ns()
+
+    def next_start_ns(self, now: int, target: int | None) -> tuple[int, int, int]:
+        """Phase-locked: (start instant, target tick, late) for the next frame after the one
+        that targeted `target` (None: the first frame). `late` = 1 when a target tick had to be
+        given up because its start time had passed."""
+        tick, refresh, release_delay = self.display  # type: ignore[misc]
+        lead = self.lead_ns(release_delay)
+        self.lead_ms = lead / 1e6
+        period = NS_PER_S / self.fps
+        late = 0
+        if target is not None:
+            k = round((target + period - tick) / refresh)
+            want = tick + k * refresh
+            if want - lead >= now - refresh // 4:
+                return want - lead, want, 0
+            late = 1
+        # the first frame, or behind: the first tick whose start is still ahead
+        k = -((tick - now - lead) // refresh)  # ceil((now + lead - tick) / refresh)
+        return tick + k * refresh - lead, tick + k * refresh, late
+
+    def stats(self) -> dict[str, Any]:
+        s = summary(self.start_errors_ms)
+        return {
+            "phase_locked": self.display is not None,
+            "frame_lead_ms": None if self.lead_ms is None else round(self.lead_ms, 2),
+            "start_error_ms": None if s is None else {"median": s["median"], "p99": s["p99"]},
+        }
