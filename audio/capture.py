@@ -57,6 +57,36 @@ _PA_LOCK = threading.RLock()
 _open_streams = 0  # streams opened through this module and not yet closed (under _PA_LOCK)
 
 
+def start_stream(make: Callable[[Any], Any]) -> Any:
+    """A started PortAudio stream: `make(sounddevice)` builds it (an InputStream or an
+    OutputStream). Opened under the PortAudio lock and counted, so `refresh_devices()` never
+    restarts PortAudio under it; every stream started here is ended with `stop_stream`."""
+    global _open_streams
+    sd = _sd()
+    with _PA_LOCK:
+        stream = make(sd)
+        _open_streams += 1  # keeps refresh_devices() off this stream
+        try:
+            stream.start()
+        except Exception:
+            stream.close(ignore_errors=True)
+            _open_streams -= 1
+            raise
+    return stream
+
+
+def stop_stream(stream: Any) -> None:
+    """Abort and close a stream from `start_stream` (a dead device may refuse even that)."""
+    global _open_streams
+    with _PA_LOCK:
+        try:
+            stream.abort(ignore_errors=True)
+            stream.close(ignore_errors=True)
+        except Exception as exc:  # nothing to keep
+            log.debug("capture: closing the old stream: %s", exc)
+        _open_streams -= 1
+
+
 class CaptureError(AudioError):
     """A capture device could not be used; the message is one line and names the device."""
 
@@ -404,11 +434,9 @@ class Capture(RingSource):
     # -- internals (supervisor thread) --------------------------------------------------------
 
     def _open(self, index: int) -> None:
-        global _open_streams
-        sd = _sd()
         self._opened_written = self.ring.written
-        with _PA_LOCK:
-            stream = sd.InputStream(
+        stream = start_stream(
+            lambda sd: sd.InputStream(
                 device=index,
                 channels=self.channels,
                 samplerate=self.sample_rate,
@@ -417,28 +445,14 @@ class Capture(RingSource):
                 latency=self.latency,
                 callback=self._callback,
             )
-            _open_streams += 1
-            try:
-                stream.start()
-            except Exception:
-                stream.close(ignore_errors=True)
-                _open_streams -= 1
-                raise
+        )
         self._stream = stream
         self._opened_at = time.monotonic()
 
     def _close_stream(self) -> None:
-        global _open_streams
         stream, self._stream = self._stream, None
-        if stream is None:
-            return
-        with _PA_LOCK:
-            try:
-                stream.abort(ignore_errors=True)
-                stream.close(ignore_errors=True)
-            except Exception as exc:  # a dead device may refuse even that; nothing to keep
-                log.debug("capture: closing the old stream: %s", exc)
-            _open_streams -= 1
+        if stream is not None:
+            stop_stream(stream)
 
     def _set_state(self, state: str, message: str) -> None:
         with self._state_lock:

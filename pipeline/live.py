@@ -289,12 +289,11 @@ class FilePlayback(RingSource):
         self.ring.write(block)
 
     def _open_output(self) -> None:
-        import audio.capture as capture_mod
+        from audio.capture import start_stream  # PortAudio is process-global: one lock for it
 
         try:
-            sd = capture_mod._sd()
-            with capture_mod._PA_LOCK:  # PortAudio is process-global (see audio/capture.py)
-                stream = sd.OutputStream(
+            stream = start_stream(
+                lambda sd: sd.OutputStream(
                     device=self.output_device,
                     channels=self.channels,
                     samplerate=self.sample_rate,
@@ -303,13 +302,7 @@ class FilePlayback(RingSource):
                     latency="low",
                     callback=self._callback,
                 )
-                capture_mod._open_streams += 1  # keeps refresh_devices() off this stream
-                try:
-                    stream.start()
-                except Exception:
-                    stream.close(ignore_errors=True)
-                    capture_mod._open_streams -= 1
-                    raise
+            )
         except Exception as exc:
             self.last_error = "no audio output: " + " ".join(str(exc).split())
             log.info("file playback: %s; pacing on the system clock instead", self.last_error)
@@ -318,17 +311,12 @@ class FilePlayback(RingSource):
         self.playing_out = True
 
     def _close_output(self) -> None:
-        import audio.capture as capture_mod
+        from audio.capture import stop_stream
 
         stream, self._stream = self._stream, None
         self.playing_out = False
-        if stream is None:
-            return
-        with capture_mod._PA_LOCK:
-            with contextlib.suppress(Exception):
-                stream.abort(ignore_errors=True)
-                stream.close(ignore_errors=True)
-            capture_mod._open_streams -= 1
+        if stream is not None:
+            stop_stream(stream)
 
     def _pace(self) -> None:
         rate = self.sample_rate
