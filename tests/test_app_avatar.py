@@ -22,6 +22,7 @@ from PySide6.QtGui import QDragEnterEvent, QDropEvent, QImage
 from PySide6.QtWidgets import QApplication
 
 from app.live_settings import Settings
+from app.ui.avatar_menu import SHEET_CELL
 from app.ui.main_window import LiveOptions, MainWindow
 from render.avatar_source import BUILTIN, as_spec, set_default_avatar
 from tests.avatar_art import BACK_RGB, write_psd
@@ -88,9 +89,11 @@ def test_open_avatar_goes_live_see_through_and_is_remembered(qtbot, psd, tmp_pat
         assert dialog.isVisible()
         # what was found, missing layers named (the test avatar has no eyes_half, no background)
         assert dialog.text.startswith("mika.psd: 512x512, 14 layers; missing eyes_half")
-        assert "eyes_half (missing)" in dialog.text and "mouth_closed," not in dialog.text
-        sheet = _rgba(dialog.sheet_label.pixmap().toImage())
-        assert sheet.shape[1] == 6 * 200 and _count(sheet, BACK_RGB) > 2000  # the avatar's poses
+        mouths, eyes = dialog.report_label.text().splitlines()[:2]
+        assert mouths.startswith("mouths: mouth_a") and "(missing)" not in mouths
+        assert "eyes_half (missing)" in eyes
+        sheet = _rgba(dialog.sheet_label.pixmap().toImage())  # the avatar's poses
+        assert sheet.shape[1] == 6 * SHEET_CELL and _count(sheet, BACK_RGB) > 2000
         # the running session restarts drawing the avatar
         qtbot.waitUntil(lambda: _count(shown(), BACK_RGB) > 500, timeout=20000)
 

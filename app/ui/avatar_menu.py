@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 AVATAR_FILES = "Layered avatar (*.psd *.psb *.toml);;All files (*)"
 AVATAR_SUFFIXES = (".psd", ".psb", ".toml")
 SHEET_SIZE = (640, 360)  # the frame the sheet's poses are drawn in (cropped to the avatar)
-SHEET_CELL = 200
+SHEET_CELL = 160  # six cells a row: the sheet fits a 1000-pixel-wide window
 
 
 def one_line(exc: BaseException) -> str:
