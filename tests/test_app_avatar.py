@@ -1,7 +1,7 @@
 """Your own avatar in the desktop app (pytest-qt, offscreen, real live sessions): File ▸ Open
 avatar… shows the sheet and what was found, the live view and the see-through stage window
 draw the avatar, the choice survives a restart, bad files are one banner line, a PSD can be
-dropped on the window."""
+dropped on the window, an avatar saved over is read again by File ▸ Reload avatar."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ os.environ["KAGURA_NO_KEYRING"] = "1"
 
 import numpy as np
 import pytest
+from PIL import Image
 
 pytest.importorskip("pytestqt")
 
@@ -25,7 +26,7 @@ from app.live_settings import Settings
 from app.ui.avatar_menu import SHEET_CELL
 from app.ui.main_window import LiveOptions, MainWindow
 from render.avatar_source import BUILTIN, as_spec, set_default_avatar
-from tests.avatar_art import BACK_RGB, write_psd
+from tests.avatar_art import BACK_RGB, write_png_folder, write_psd
 from tests.hostile import write_wav_s16
 
 SIZE = (320, 180)
@@ -167,6 +168,19 @@ def test_bad_avatar_files_are_one_banner_line_and_a_dropped_psd_loads(qtbot, psd
         qtbot.waitUntil(lambda: win.avatar_menu.dialog is not None, timeout=20000)
         assert win.avatar_menu.spec.path == str(psd.resolve())
         assert win.banner_kind is None  # the old error line is gone
+
+        # a PNG folder, one PNG saved over in the drawing app, File ▸ Reload avatar (F5)
+        folder = write_png_folder(tmp_path / "pngs")
+        win.avatar_menu.open(folder)
+        qtbot.waitUntil(lambda: win.avatar_menu.spec.path == str(folder.resolve()), timeout=20000)
+        first = win.avatar_menu.dialog
+        assert "missing eyes_half, background" in first.text
+        Image.new("RGBA", (512, 512)).save(folder / "brows.png")  # the brows erased
+        win.avatar_menu.reload_action.trigger()
+        qtbot.waitUntil(lambda: win.avatar_menu.dialog is not first, timeout=20000)
+        text = win.avatar_menu.dialog.text
+        assert "missing eyes_half, brows, background" in text, text
+        assert "note: skipped fully transparent layers: brows" in text
     finally:
         win.close()
 

@@ -126,12 +126,16 @@ class AvatarMenu(QObject):
         self.open_action.triggered.connect(self.open_file_dialog)
         self.folder_action = QAction("Open avatar &folder (PNGs)…", win)
         self.folder_action.triggered.connect(self.open_folder_dialog)
+        self.reload_action = QAction("&Reload avatar", win)
+        self.reload_action.setShortcut("F5")
+        self.reload_action.setToolTip("Read the avatar again after saving it in your drawing app")
+        self.reload_action.triggered.connect(self.reload)
         self.builtin_action = QAction("Use the &built-in idol", win)
         self.builtin_action.triggered.connect(self.use_builtin)
         file_menu = win.menuBar().actions()[0].menu()
         # before the separator above Quit
         first_sep = next((a for a in file_menu.actions() if a.isSeparator()), None)
-        new = [self.open_action, self.folder_action, self.builtin_action]
+        new = [self.open_action, self.folder_action, self.reload_action, self.builtin_action]
         if first_sep is None:
             file_menu.addSeparator()
             file_menu.addActions(new)
@@ -160,17 +164,24 @@ class AvatarMenu(QObject):
 
     # -- loading ------------------------------------------------------------------------------
 
-    def open(self, path: str | Path) -> None:
-        """Load `path` off the UI thread; `done` applies it (or says why not)."""
+    def reload(self) -> None:
+        """The same avatar read again (edited and saved since): sessions restart with it."""
+        if self.spec.path is None:
+            self.win.statusBar().showMessage("The built-in idol has nothing to reload", 3000)
+            return
+        self.open(self.spec.path, again=True)
+
+    def open(self, path: str | Path, again: bool = False) -> None:
+        """Load `path` off the UI thread; `_loaded` applies it (or says why not)."""
         if self.loading:
             self.win.statusBar().showMessage("Still loading the last avatar…", 3000)
             return
         self.loading = True
         name = Path(path).name
         self.win.statusBar().showMessage(f"Loading avatar {name}…")
-        self.win._in_background(lambda: _load(str(path)), lambda r: self._loaded(path, r))
+        self.win._in_background(lambda: _load(str(path)), lambda r: self._loaded(path, r, again))
 
-    def _loaded(self, path: str | Path, result: Any) -> None:
+    def _loaded(self, path: str | Path, result: Any, again: bool = False) -> None:
         self.loading = False
         if isinstance(result, Exception):
             if not isinstance(result, ValueError):  # AvatarError is one: the others are bugs
@@ -185,7 +196,7 @@ class AvatarMenu(QObject):
         spec, summary, lines, sheet = result
         self.last_error = None
         self.win.clear_banner("avatar")
-        self._use(spec)
+        self._use(spec, again)
         if self.dialog is not None:
             self.dialog.close()
         self.dialog = AvatarSheetDialog(self.win, summary, lines, sheet)
@@ -197,8 +208,8 @@ class AvatarMenu(QObject):
         self._use(BUILTIN)
         self.win.statusBar().showMessage("Avatar: the built-in idol", 4000)
 
-    def _use(self, spec: AvatarSpec) -> None:
-        changed = spec != self.spec
+    def _use(self, spec: AvatarSpec, again: bool = False) -> None:
+        changed = again or spec != self.spec
         self.spec = spec
         set_default_avatar(spec)
         self.win.settings["avatar"] = spec.path
