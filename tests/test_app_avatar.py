@@ -87,7 +87,7 @@ def test_open_avatar_goes_live_see_through_and_is_remembered(qtbot, psd, tmp_pat
         win.avatar_menu.open(psd)
         qtbot.waitUntil(lambda: win.avatar_menu.dialog is not None, timeout=20000)
         dialog = win.avatar_menu.dialog
-        assert dialog.isVisible()
+        assert dialog.isVisible() and win.avatar_menu.label.text() == "Avatar: mika.psd"
         # what was found, missing layers named (the test avatar has no eyes_half, no background)
         assert dialog.text.startswith("mika.psd: 512x512, 14 layers; missing eyes_half")
         mouths, eyes = dialog.report_label.text().splitlines()[:2]
@@ -126,6 +126,7 @@ def test_open_avatar_goes_live_see_through_and_is_remembered(qtbot, psd, tmp_pat
         assert as_spec(None) == again.avatar_menu.spec  # what its sessions will draw
         again.avatar_menu.use_builtin()
         assert as_spec(None) == BUILTIN and again.settings["avatar"] is None
+        assert again.avatar_menu.label.text() == "Avatar: built-in idol"
     finally:
         again.close()
 

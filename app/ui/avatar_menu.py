@@ -31,7 +31,9 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
+    QPushButton,
     QScrollArea,
     QVBoxLayout,
 )
@@ -112,6 +114,7 @@ class AvatarMenu(QObject):
         self.dialog: AvatarSheetDialog | None = None
         self.last_error: str | None = None
         self._build_actions()
+        self._build_look_row()
         win.setAcceptDrops(True)
         win.installEventFilter(self)
         self._restore()
@@ -142,6 +145,23 @@ class AvatarMenu(QObject):
         else:
             file_menu.insertSeparator(first_sep)
             file_menu.insertActions(first_sep, new)
+
+    def _build_look_row(self) -> None:
+        """'Avatar: NAME  [Avatar…]' under the LOOK group's controls, so the choice shows."""
+        self.label = QLabel()
+        self.label.setObjectName("dim")
+        self.button = QPushButton("Avatar…")
+        self.button.setToolTip("Your own layered avatar: a PSD, or a folder of PNGs (File menu)")
+        self.button.clicked.connect(self.open_file_dialog)
+        look = self.win.transparent_box.parentWidget().layout()
+        row = QHBoxLayout()
+        row.addWidget(self.label, 1)
+        row.addWidget(self.button)
+        look.addLayout(row)
+
+    def _show_name(self) -> None:
+        self.label.setText(f"Avatar: {self.spec.label()}")
+        self.label.setToolTip(self.spec.path or "")
 
     def _start_dir(self) -> str:
         if self.spec.path:
@@ -211,6 +231,7 @@ class AvatarMenu(QObject):
     def _use(self, spec: AvatarSpec, again: bool = False) -> None:
         changed = again or spec != self.spec
         self.spec = spec
+        self._show_name()
         set_default_avatar(spec)
         self.win.settings["avatar"] = spec.path
         self.win.settings.save()
@@ -242,6 +263,7 @@ class AvatarMenu(QObject):
                 log.warning("%s", line)
                 s.notices.append(line)
         self.spec = spec
+        self._show_name()
         set_default_avatar(spec)
         if s["avatar"] != spec.path:
             s["avatar"] = spec.path
