@@ -189,9 +189,9 @@ class AvatarMenu(QObject):
         if self.spec.path is None:
             self.win.statusBar().showMessage("The built-in idol has nothing to reload", 3000)
             return
-        self.open(self.spec.path, again=True)
+        self.open(self.spec.path)
 
-    def open(self, path: str | Path, again: bool = False) -> None:
+    def open(self, path: str | Path) -> None:
         """Load `path` off the UI thread; `_loaded` applies it (or says why not)."""
         if self.loading:
             self.win.statusBar().showMessage("Still loading the last avatar…", 3000)
@@ -199,24 +199,24 @@ class AvatarMenu(QObject):
         self.loading = True
         name = Path(path).name
         self.win.statusBar().showMessage(f"Loading avatar {name}…")
-        self.win._in_background(lambda: _load(str(path)), lambda r: self._loaded(path, r, again))
+        self.win._in_background(lambda: _load(str(path)), lambda r: self._loaded(path, r))
 
-    def _loaded(self, path: str | Path, result: Any, again: bool = False) -> None:
+    def _loaded(self, path: str | Path, result: Any) -> None:
         self.loading = False
         if isinstance(result, Exception):
             if not isinstance(result, ValueError):  # AvatarError is one: the others are bugs
                 log.error("avatar %s", path, exc_info=result)
             self.last_error = one_line(result)
+            now = "the built-in idol" if self.spec.builtin else self.spec.label()
             self.win.show_banner(
-                f"Avatar not loaded: {self.last_error} — still drawing the {self.spec.label()}",
-                "avatar",
+                f"Avatar not loaded: {self.last_error} — still drawing {now}", "avatar"
             )
             self.win.statusBar().clearMessage()
             return
         spec, summary, lines, sheet = result
         self.last_error = None
         self.win.clear_banner("avatar")
-        self._use(spec, again)
+        self._use(spec, restart=True)  # also the same file opened again: it may have changed
         if self.dialog is not None:
             self.dialog.close()
         self.dialog = AvatarSheetDialog(self.win, summary, lines, sheet)
@@ -225,17 +225,16 @@ class AvatarMenu(QObject):
 
     def use_builtin(self) -> None:
         self.win.clear_banner("avatar")
-        self._use(BUILTIN)
+        self._use(BUILTIN, restart=not self.spec.builtin)
         self.win.statusBar().showMessage("Avatar: the built-in idol", 4000)
 
-    def _use(self, spec: AvatarSpec, again: bool = False) -> None:
-        changed = again or spec != self.spec
+    def _use(self, spec: AvatarSpec, restart: bool) -> None:
         self.spec = spec
         self._show_name()
         set_default_avatar(spec)
         self.win.settings["avatar"] = spec.path
         self.win.settings.save()
-        if changed:
+        if restart:
             self._restart_session()
 
     def _restart_session(self) -> None:
