@@ -28,7 +28,9 @@ the file and the job (1-based, as in the file), and the whole file is refused (e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -103,19 +105,18 @@ def load_jobs(path: Path) -> list[FarmJob]:
                 raise
             problems.append(f"{path}: job {i}: {_key_words(one_line(exc))}")
     problems += _clashes(path, jobs)
+    problems.sort(key=_job_number)  # in file order (a clash is found after the jobs)
     if problems:
         for folder in reversed(made):
-            try:
+            with contextlib.suppress(OSError):
                 folder.rmdir()  # only if still empty
-            except OSError:
-                pass
         raise JobsFileError(problems)
     return jobs
 
 
 def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob:
     from app import render_job
-    from app.cli import _render_request, build_parser
+    from app.cli import _render_request
 
     table = dict(table)
     name = table.pop("name", None)
@@ -133,13 +134,16 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
     preset = table.get("preset")
     if isinstance(preset, str) and preset.endswith(".toml"):
         table["preset"] = str((base / preset).resolve())
-    args = build_parser().parse_args(["render", *_argv(table)])
+    args = _render_parser().parse_args(_argv(table))
     audio = Path(args.audio)
     if not audio.is_file():
         what = "is a folder, not an audio file" if audio.is_dir() else "no such audio file"
         raise UsageError(f"audio {audio}: {what}")
     req = _render_request(args, audio)
     render_job.check_output_safety(req)
+    from presets.loader import load_preset
+
+    load_preset(req.preset)  # render loads it after its checks; a farm job must not wait
     if segments > 1 and req.output.suffix.lower() != ".mp4":
         raise UsageError(
             f"segments {segments}: a video cut into segments is joined as MP4 "
@@ -158,9 +162,7 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
 
 def _argv(table: dict) -> list[str]:
     """The `kagura render` arguments a job table stands for."""
-    from app.cli import build_parser
-
-    known = _render_options(build_parser(full=True))
+    known = set(_render_parser()._option_string_actions)
     argv = [str(table.pop("audio"))]
     for key, value in table.items():
         flag = "-o" if key == "output" else "--" + key.replace("_", "-")
@@ -178,12 +180,14 @@ def _argv(table: dict) -> list[str]:
     return argv
 
 
-def _render_options(parser) -> set[str]:
-    for action in parser._actions:
-        choices = getattr(action, "choices", None)
-        if isinstance(choices, dict) and "render" in choices:
-            return set(choices["render"]._option_string_actions)
-    raise RuntimeError("the kagura parser has no render command")
+@functools.cache
+def _render_parser():
+    """`kagura render`'s own parser (the CLI's fill of it), errors as one-line UsageErrors."""
+    from app.cli import _fill_render, _Parser
+
+    p = _Parser(prog="kagura render")
+    _fill_render(p)
+    return p
 
 
 def _key_words(text: str) -> str:
@@ -191,6 +195,11 @@ def _key_words(text: str) -> str:
     text = re.sub(r"argument (-o/)?--output", "output", text)
     text = text.replace("argument ", "")
     return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), text)
+
+
+def _job_number(line: str) -> int:
+    m = re.search(r": job (\d+): ", line)
+    return int(m.group(1)) if m else 0
 
 
 def _first_missing(folder: Path) -> Path | None:

@@ -30,6 +30,7 @@ encode (`crf=0`), the decoded frames are identical; the test uses that.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -46,11 +47,11 @@ def plan(frames: int, fps: int, segments: int) -> list[tuple[int, int]]:
     when the video has fewer seconds than segments)."""
     if frames <= 0:
         return []
-    second = max(1, round(fps))
+    second = max(1, int(fps))
     seconds = math.ceil(frames / second)
     n = max(1, min(segments, seconds))
     cuts = [round(k * seconds / n) * second for k in range(n)] + [frames]
-    return [(a, min(b, frames)) for a, b in zip(cuts, cuts[1:], strict=False) if a < b]
+    return [(a, min(b, frames)) for a, b in itertools.pairwise(cuts) if a < b]
 
 
 def prepare(req):

@@ -1,0 +1,1 @@
+"""`kagura bench farm` (placeholder, filled below)."""
