@@ -81,7 +81,7 @@ def job_line(job, entries: list[dict], status: str | None = None) -> str:
     hosts = sorted({e["host"] for e in entries if "host" in e})
     eta = f"ETA {max(0.0, (total - done) / fps):5.0f} s" if running and fps > 0 else " " * 10
     count = f"{done}/{total}" if total else "-"
-    seg = f" ({len(entries) or job.segments} segments)" if job.segments > 1 else ""
+    seg = f" ({job.segments} segments)" if job.segments > 1 else ""
     where = f"  on {', '.join(hosts)}" if hosts else ""
     return (
         f"  job {job.index:>3} {job.name[:28]:<28} {status:<10} {count:>11} frames "

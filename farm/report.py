@@ -7,12 +7,14 @@ from pathlib import Path
 
 
 def job_record(st) -> dict:
-    """What became of one job. `run_s`: from the start of its (last) attempt on a worker — the
-    first segment's, for a split job — to its output written; `fps` = frames / run_s."""
+    """What became of one job. `run_s`: from the start of its (last) attempt on a worker — of
+    its audio analysis, for a split job — to its output written; `fps` = frames / run_s."""
     job = st.job
     done = st.status == "done"
     frames = sum(r.get("frames", 0) for r in st.results.values()) if done else 0
     starts = [r["t_start"] for r in st.results.values() if "t_start" in r]
+    if st.t_start is not None:
+        starts.append(st.t_start)
     run_s = (st.end - min(starts)) if done and starts and st.end else 0.0
     new_kept = sorted(str(p) for p in _kept(job.output) - st.kept_before)
     return {

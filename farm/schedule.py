@@ -25,6 +25,7 @@ from farm.progress import ProgressBoard, View
 
 MAX_ATTEMPTS = 2  # the first run and one retry
 WHOLE = -1  # the segment number of a job that is not split
+ANALYSIS = -2  # ... and of a split job's audio analysis, before its segments
 
 
 def connect(mode: str, num_cpus: int | None = None) -> bool:
@@ -98,10 +99,10 @@ class JobState:
     errors: list[str] = field(default_factory=list)
     results: dict[int, dict] = field(default_factory=dict)  # segment → what the task returned
     plan: list[tuple[int, int]] = field(default_factory=lambda: [(0, 0)])
-    clip: object = None
     track: object = None  # a Ray object reference to the AvatarTrack (split jobs)
     end: float | None = None  # time.time() when its output was written (or it failed)
     wall_s: float = 0.0  # from the farm's start to `end`
+    t_start: float | None = None  # a split job: when its analysis started on a worker
     join_s: float = 0.0
     kept_before: set = field(default_factory=set)
 
@@ -131,12 +132,13 @@ def run_farm(
     import ray
 
     from farm import segments as seg
-    from farm.tasks import run_job, run_segment
+    from farm.tasks import analyse_job, run_job, run_segment
 
     t0 = time.time()
     board = ray.remote(num_cpus=0)(ProgressBoard).remote()
     job_task = ray.remote(max_retries=0)(run_job)
     seg_task = ray.remote(max_retries=0)(run_segment)
+    analyse_task = ray.remote(max_retries=0)(analyse_job)
     crf = seg.DEFAULT_CRF if crf is None else crf
     states = {job.index: JobState(job, kept_before=_kept_files(job.output)) for job in jobs}
     pending: dict = {}  # object ref → (job index, segment)
@@ -153,6 +155,10 @@ def run_farm(
         opts = resources(job)
         if s == WHOLE:
             ref = job_task.options(**opts).remote(job.request, key, board, attempt)
+        elif s == ANALYSIS:
+            st.track, ref = analyse_task.options(num_cpus=1, num_returns=2).remote(
+                job.request, key, board, attempt
+            )
         else:
             a, b = st.plan[s]
             ref = seg_task.options(**opts).remote(
@@ -169,18 +175,8 @@ def run_farm(
                 ray.cancel(ref, force=True)
 
     for st in states.values():
-        if not st.split:
-            submit(st, WHOLE)
-            continue
-        try:  # the audio is analysed once, here, for every segment (farm/segments.py)
-            st.clip, track = seg.prepare(st.job.request)
-        except Exception as exc:
-            fail(st, f"{type(exc).__name__}: {one_line(exc)[:300]}")
-            continue
-        st.plan = seg.plan(len(track), st.job.request.fps, st.job.segments)
-        st.track = ray.put(track)
-        for s in range(len(st.plan)):
-            submit(st, s)
+        # a split job's audio is analysed once, by a task, for all its segments
+        submit(st, ANALYSIS if st.split else WHOLE)
 
     while pending:
         refs = list(pending)
@@ -191,10 +187,10 @@ def run_farm(
             j, s = pending.pop(ref)
             st = states[j]
             try:
-                st.results[s] = ray.get(ref)
+                value = ray.get(ref)
             except Exception as exc:
                 line = failure_line(exc)
-                what = f"segment {s + 1}: " if s != WHOLE else ""
+                what = {WHOLE: "", ANALYSIS: "analysis: "}.get(s, f"segment {s + 1}: ")
                 if st.attempts[s] < MAX_ATTEMPTS:
                     st.errors.append(f"attempt {st.attempts[s]}: {what}{line}")
                     st.status = "retrying"
@@ -202,6 +198,13 @@ def run_farm(
                 else:
                     fail(st, f"attempt {st.attempts[s]}: {what}{line}")
                 continue
+            if s == ANALYSIS:  # the segments get the track from the object store, by ref
+                st.t_start = value["t_start"]
+                st.plan = seg.plan(value["frames"], st.job.request.fps, st.job.segments)
+                for k in range(len(st.plan)):
+                    submit(st, k)
+                continue
+            st.results[s] = value
             if not st.split:
                 st.status, st.end = "done", time.time()
             elif len(st.results) == len(st.plan):
@@ -236,7 +239,7 @@ def _join(st: JobState, view: View | None, board) -> None:
     st.status = "joining"
     try:
         parts = [st.results[s].pop("packets") for s in range(len(st.plan))]
-        st.join_s = seg.join(st.job.request, st.clip, parts)["join_s"]
+        st.join_s = seg.join(st.job.request, seg.decode(st.job.request), parts)["join_s"]
     except Exception as exc:
         from app.errors import os_error_in, os_error_line
 

@@ -2,7 +2,7 @@
 joined losslessly into one MP4, the audio muxed once.
 
 Same frames as one render. The motion and blinks of every frame come from the `AvatarTrack`,
-analysed once from the whole clip with the job's seed (`prepare`, on the driver) and handed to
+analysed once from the whole clip with the job's seed (`analyse`: one Ray task) and handed to
 every segment; a segment draws only its own frames of it, with their place in the whole video
 as frame index (the stylize grain follows it). The idol's picture also depends on history
 through the rig (hair springs, and motion vectors against the previous frame): a segment that
@@ -54,16 +54,26 @@ def plan(frames: int, fps: int, segments: int) -> list[tuple[int, int]]:
     return [(a, min(b, frames)) for a, b in itertools.pairwise(cuts) if a < b]
 
 
-def prepare(req):
-    """(clip, track) of a job, as `kagura render` makes them: the audio decoded and analysed
-    once, for the whole video."""
+def decode(req):
+    """The job's audio as `kagura render` decodes it (what the join muxes)."""
     from app.render_job import encodable_rate
-    from audio.analysis import analyze_clip
     from audio.decode import decode_audio
 
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
-    clip = encodable_rate(clip)
-    return clip, analyze_clip(clip, req.fps, seed=req.seed)
+    return encodable_rate(clip)
+
+
+def analyse(req, clip=None):
+    """The AvatarTrack of the whole video, as `kagura render` makes it (same seed)."""
+    from audio.analysis import analyze_clip
+
+    return analyze_clip(decode(req) if clip is None else clip, req.fps, seed=req.seed)
+
+
+def prepare(req):
+    """(clip, track) of a job: the audio decoded and analysed once, for the whole video."""
+    clip = decode(req)
+    return clip, analyse(req, clip)
 
 
 def slice_track(track, start: int, stop: int):

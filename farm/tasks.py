@@ -35,6 +35,20 @@ def run_job(req, key, board, attempt: int) -> dict:
     return {"frames": total, "t_start": t_start, "render_s": time.time() - t_start, **_where()}
 
 
+def analyse_job(req, key, board, attempt: int):
+    """The AvatarTrack of a split job, analysed once for all its segments, and what the driver
+    needs of it (two Ray returns: the track stays in the object store for the segments)."""
+    from farm.segments import analyse
+
+    t_start = time.time()
+    if board is not None:
+        board.update.remote(key, {"state": "analysing", "attempt": attempt, **_where()})
+    track = analyse(req)
+    if board is not None:
+        board.update.remote(key, {"state": "done"})
+    return track, {"frames": len(track), "t_start": t_start, **_where()}
+
+
 def run_segment(req, track, start: int, stop: int, key, board, attempt: int, crf: int) -> dict:
     """Frames [start, stop) of `req`'s video as H.264 packets (joined on the driver)."""
     from farm.progress import Ticker
