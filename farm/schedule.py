@@ -28,10 +28,13 @@ WHOLE = -1  # the segment number of a job that is not split
 ANALYSIS = -2  # ... and of a split job's audio analysis, before its segments
 
 
-def connect(mode: str, num_cpus: int | None = None) -> bool:
+def connect(mode: str, num_cpus: int | None = None, keep_workers: int = 0) -> bool:
     """Start (`local`) or join (`auto`: the cluster `ray start` made on this host; else an
     address, `HOST:6379` or `ray://HOST:10001`) a Ray cluster. True when this call started
-    Ray in this process (the caller shuts it down); a Ray already up here is used as it is."""
+    Ray in this process (the caller shuts it down); a Ray already up here is used as it is.
+    `keep_workers` (local only): idle worker processes Ray keeps instead of ending them after
+    a second (its default keeps about one per CPU, actors included); the benchmark keeps its
+    warmed workers this way."""
     import ray
 
     if ray.is_initialized():
@@ -40,7 +43,8 @@ def connect(mode: str, num_cpus: int | None = None) -> bool:
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if mode == "local":
-            ray.init(num_cpus=num_cpus, **quiet)
+            keep = {"num_workers_soft_limit": keep_workers} if keep_workers else None
+            ray.init(num_cpus=num_cpus, _system_config=keep, **quiet)
         else:
             ray.init(address=mode, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -124,11 +128,9 @@ def run_farm(
     crf: int | None = None,
     view: View | None = None,
     poll_s: float = 0.25,
-    on_poll=None,
 ) -> list[JobState]:
     """Run every job on the Ray cluster this process is connected to; the state of each at
-    the end. `on_poll(board_snapshot)`: called at every poll (the tests watch workers with it).
-    `crf`: the segments' x264 CRF (None: render's own; 0: lossless, for identity checks)."""
+    the end. `crf`: the segments' x264 CRF (None: render's own; 0: lossless, for identity checks)."""
     import ray
 
     from farm import segments as seg
@@ -208,13 +210,11 @@ def run_farm(
             if not st.split:
                 st.status, st.end = "done", time.time()
             elif len(st.results) == len(st.plan):
-                _join(st, view, board)
+                _join(st)
         snapshot = ray.get(board.snapshot.remote())
         for st in states.values():
             if st.status == "queued" and any(k[0] == st.job.index for k in snapshot):
                 st.status = "running"
-        if on_poll is not None:
-            on_poll(snapshot)
         if view is not None:
             view.show(snapshot, _view_statuses(states))
     if view is not None:
@@ -233,7 +233,8 @@ def _view_statuses(states: dict[int, JobState]) -> dict[int, str]:
     }
 
 
-def _join(st: JobState, view: View | None, board) -> None:
+def _join(st: JobState) -> None:
+    """All segments are back: write the output (on the driver, which reads the audio)."""
     from farm import segments as seg
 
     st.status = "joining"
