@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from farm.schedule import connect
 
     # the warmed workers must outlive the pauses between runs (and the progress actors)
+    load0 = os.getloadavg()[0]
     started = connect(args.ray, args.num_cpus, keep_workers=(args.num_cpus or os.cpu_count()) + 8)
     try:
         have = ray.cluster_resources()
@@ -188,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         if started:
             ray.shutdown()
     med = statistics.median
+    load1 = os.getloadavg()[0]
     b1, bn = med(batch["1"]), med(batch["N"])
     s1, sn = med(split["1"]), med(split["N"])
     body = "\n".join(
@@ -213,6 +215,16 @@ def run(args: argparse.Namespace) -> int:
             f"{min(fps_n):.1f}. Split against unsplit, {frames} decoded frames: max difference "
             f"{diff}, PSNR {psnr:.1f} dB (lossy CRF; the drawn pictures are identical, "
             "tests/test_farm_segments.py checks a lossless encode bit for bit).",
+            "",
+            f"Load average of the machine at the start and end: {load0:.1f}, {load1:.1f} "
+            f"(other work shares these {os.cpu_count()} cores). "
+            + (
+                "CPU slots only: the goals are for N GPUs and were not measured here; run "
+                "`kagura bench farm --device cuda` on a multi-GPU host (or `--ray auto` on a "
+                "cluster) for them."
+                if args.device == "cpu"
+                else ""
+            ),
         ]
     )
     print(body)
