@@ -239,6 +239,9 @@ def _join(st: JobState) -> None:
 
     st.status = "joining"
     try:
+        from app.render_job import check_output_safety
+
+        check_output_safety(st.job.request)  # a file that appeared meanwhile is not replaced
         parts = [st.results[s].pop("packets") for s in range(len(st.plan))]
         st.join_s = seg.join(st.job.request, seg.decode(st.job.request), parts)["join_s"]
     except Exception as exc:

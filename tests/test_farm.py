@@ -122,6 +122,9 @@ output = "out/broken.mp4"
     assert by_job[1]["errors"] == ["attempt 1: the worker process died (killed, or out of memory)"]
     assert _video(victim)[:1] == (36,)
     assert not partial_path(victim).exists()
+    # frames the killed attempt had written are kept (render's rule 4) and the report says so
+    kept = sorted(str(p) for p in victim.parent.glob("victim.interrupted*.mp4"))
+    assert by_job[1]["kept"] == kept
 
     # the broken audio: two attempts, each failure one line naming the file; nothing written
     assert by_job[4]["attempts"] == 2 and len(by_job[4]["errors"]) == 2
