@@ -165,8 +165,8 @@ def _argv(table: dict) -> list[str]:
     known = set(_render_parser()._option_string_actions)
     argv = [str(table.pop("audio"))]
     for key, value in table.items():
-        flag = "-o" if key == "output" else "--" + key.replace("_", "-")
-        if flag not in known or key in ("quiet",):
+        flag = "--" + key.replace("_", "-")
+        if flag not in known or key in ("help", "quiet"):
             raise UsageError(f"unknown key {key!r} (keys are `kagura render` options, e.g. size)")
         if isinstance(value, bool):
             if value:
@@ -176,7 +176,7 @@ def _argv(table: dict) -> list[str]:
             continue
         if not isinstance(value, (str, int, float)):
             raise UsageError(f"{key} = {value!r}: expected a string, number or true/false")
-        argv += [flag, str(value)]
+        argv.append(f"{flag}={value}")  # one word: a value may start with "-"
     return argv
 
 
@@ -193,6 +193,7 @@ def _render_parser():
 def _key_words(text: str) -> str:
     """The render's messages name options (`--size`); a jobs file has keys (`size`)."""
     text = re.sub(r"argument (-o/)?--output", "output", text)
+    text = re.sub(r"(?<![\w-])-o/--output", "output", text)
     text = text.replace("argument ", "")
     return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), text)
 

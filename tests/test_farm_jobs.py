@@ -124,6 +124,8 @@ seconds = 0.5
         ('[[job]]\naudio = "song.wav"\n', "output is missing"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nsegments = 0\n', "segments 0"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nfps = 0\n', "fps 0"),
+        ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nstart = -1\n', "start -1.0: expected"),
+        ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nhelp = true\n', "unknown key 'help'"),
     ],
 )
 def test_each_kind_of_problem_is_one_line_naming_the_file(tmp_path, song, text, expected):
