@@ -263,6 +263,11 @@ _BENCHES = (
         _module_fill("app.bench_e2e"),
     ),
     (
+        "sharpness",
+        "Laplacian RMS of renders with and without Kagura's model, per preset",
+        _module_fill("app.bench_sharpness"),
+    ),
+    (
         "farm",
         "kagura farm on Ray: N jobs at once vs one, split vs unsplit",
         _module_fill("app.bench_farm"),
@@ -496,49 +501,22 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench == "farm":
-        from app import bench_farm
-
-        return bench_farm.run(args)
-    if args.bench == "e2e":
-        from app import bench_e2e
-
-        return bench_e2e.run(args)
-    if args.bench == "offline":
-        from app import bench_offline
-
-        return bench_offline.run(args)
-    if args.bench == "pipeline":
-        from app import bench_pipeline
-
-        return bench_pipeline.run(args)
-    if args.bench == "model":
-        from app import bench_model
-
-        return bench_model.run(args)
-    if args.bench == "live":
-        from app import bench_live
-
-        return bench_live.run(args)
-    if args.bench == "lipsync":
-        from app import bench_lipsync
-
-        return bench_lipsync.run(args)
-    if args.bench == "soak":
-        from app import bench_soak
-
-        return bench_soak.run(args)
     if args.bench == "stylize":
         from app.bench_stylize import bench_stylize
 
         return bench_stylize(args)
-    if getattr(args, "avatar", None) is not None:
-        from app.bench_avatar import bench_avatar
+    if args.bench == "render":
+        if getattr(args, "avatar", None) is not None:
+            from app.bench_avatar import bench_avatar
 
-        return bench_avatar(args)
-    from app.bench import bench_render
+            return bench_avatar(args)
+        from app.bench import bench_render
 
-    return bench_render(args)
+        return bench_render(args)
+    import importlib
+
+    # every other bench is app/bench_<name>.py with add_parser() and run()
+    return importlib.import_module(f"app.bench_{args.bench}").run(args)
 
 
 COMMANDS = {

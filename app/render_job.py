@@ -296,11 +296,6 @@ def resolve_sizes(
                     f"render size {r[0]}x{r[1]} (--size / --upscale): each side must be an even "
                     f"number of pixels from 64 to {MAX_SIDE}"
                 )
-        if diffusion_on and (r[0] % 8 or r[1] % 8):
-            raise UsageError(
-                f"diffusion size {r[0]}x{r[1]}: both sides must be multiples of 8 (the "
-                "autoencoder's factor)"
-            )
     return out, render
 
 
