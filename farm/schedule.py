@@ -15,6 +15,7 @@ segments are cancelled) and the others go on. Every failure's one line goes to t
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,9 +50,19 @@ def connect(mode: str, num_cpus: int | None = None, keep_workers: int = 0) -> bo
             ray.init(address=mode, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = "a cluster on this host" if mode == "auto" else mode
+        # a cluster `ray start` made has token authentication on (Ray's default): the driver
+        # sends the token only in that mode
+        token = (
+            ""
+            if os.environ.get("RAY_AUTH_MODE")
+            else (
+                "; a cluster with token authentication (Ray's default) needs RAY_AUTH_MODE=token "
+                "and its ~/.ray/auth_token here"
+            )
+        )
         raise UsageError(
             f"--ray {mode}: cannot join {where} ({one_line(exc)[:200]}); start one with "
-            "`ray start --head` or use --ray local"
+            f"`ray start --head` or use --ray local{token}"
         ) from None
     return True
 
