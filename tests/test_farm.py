@@ -13,12 +13,11 @@ from pathlib import Path
 
 import av
 import pytest
+import ray
 
 from app.cli import main
 from pipeline.sinks.output import partial_path
 from tests.hostile import write_wav_s16
-
-ray = pytest.importorskip("ray", reason="ray is a dependency: pip install -e .")
 
 
 @pytest.fixture(scope="module")
