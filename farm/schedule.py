@@ -45,7 +45,8 @@ def connect(mode: str, num_cpus: int | None = None, keep_workers: int = 0) -> bo
     try:
         if mode == "local":
             keep = {"num_workers_soft_limit": keep_workers} if keep_workers else None
-            ray.init(num_cpus=num_cpus, _system_config=keep, **quiet)
+            # "local": a new instance even where `ray start` left a cluster (or its address file)
+            ray.init(address="local", num_cpus=num_cpus, _system_config=keep, **quiet)
         else:
             ray.init(address=mode, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
