@@ -8,7 +8,7 @@ as frame index (the stylize grain follows it). The idol's picture also depends o
 through the rig (hair springs, and motion vectors against the previous frame): a segment that
 starts at frame `a` first steps the rig through frames 0..a-1 without drawing (what
 `render.pool` does for its workers: ≈0.3 ms a frame), so frame `a` is drawn from the same rig
-state as in one render (tests/test_farm.py compares decoded frames bit for bit). With the
+state as in one render (tests/test_farm_segments.py compares decoded frames bit for bit). With the
 temporal filter on (GPU chains with diffusion), whose state is the frames before, a segment also
 renders `LEAD_SECONDS` before its start through the whole chain and drops them; that settles
 the filter but is not proven identical here (no GPU on the test machine).
