@@ -34,6 +34,10 @@
                                                   drift, memory and open files over time
     kagura train [--device cuda] [--steps N] [--minutes M] [...]
                                                   train Kagura's own diffusion model (one GPU)
+    kagura farm JOBS.toml [--ray local|auto|ADDRESS] [--gpus-per-job N] [--report OUT.json]
+                                                  many renders (and long ones cut by time) as
+                                                  Ray tasks on GPUs and hosts
+    kagura bench farm [...]                       farm throughput: N slots vs 1, split vs not
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) and OS errors
 (disk full, read-only, permission denied, …) end with exit status 2 and one line on stderr that
@@ -263,6 +267,11 @@ _BENCHES = (
         "Laplacian RMS of renders with and without Kagura's model, per preset",
         _module_fill("app.bench_sharpness"),
     ),
+    (
+        "farm",
+        "kagura farm on Ray: N jobs at once vs one, split vs unsplit",
+        _module_fill("app.bench_farm"),
+    ),
 )
 
 
@@ -306,6 +315,7 @@ _COMMANDS = (
         _module_fill("app.cmd_avatar"),
     ),
     ("bench", "benchmarks; results go to docs/BENCHMARKS.md", _fill_bench),
+    ("farm", "render the jobs of a jobs file as Ray tasks", _module_fill("app.cmd_farm")),
 )
 
 
@@ -478,6 +488,12 @@ def cmd_avatar(args: argparse.Namespace) -> int:
     return cmd_avatar.run(args)
 
 
+def cmd_farm(args: argparse.Namespace) -> int:
+    from app import cmd_farm
+
+    return cmd_farm.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -515,6 +531,7 @@ COMMANDS = {
     "train": cmd_train,
     "bench": cmd_bench,
     "avatar": cmd_avatar,
+    "farm": cmd_farm,
 }
 
 
