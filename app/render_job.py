@@ -620,7 +620,7 @@ def assemble_graph(
     (channels, n)). Needs neither librosa nor the audio file: `kagura bench offline` calls it
     with a synthetic track."""
     from pipeline.stylize import StylizeStage
-    from render.stage import RenderStage
+    from render.stage import RenderStage, drop_unread_motion
 
     w, h = req.width, req.height
     encoders, render_workers = resolve_workers(req, len(track))
@@ -670,6 +670,7 @@ def assemble_graph(
         if req.gpu_stages:  # the encoder reads host memory
             picture = "i420" if i420 else "image"
             sink.needs = spec(picture, size=(w, h), device="cpu")
+    drop_unread_motion(first, [*stages[1:], sink])  # the CPU path: no motion vectors drawn
     extras = {"device": req.device} if req.device != "cpu" else {}
     ctx = Context(w, h, req.fps, sample_rate, extras=extras)
     return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)
