@@ -589,7 +589,6 @@ def build_graph(
     """Decode, analyse and assemble; returns the graph, its context and the frame count.
     `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
     app/early_analysis.py)."""
-    from audio.analysis import analyze_clip
     from audio.decode import decode_audio
     from presets.loader import load_preset
 
@@ -600,7 +599,9 @@ def build_graph(
     # the video files carry 1 or 2 channels: more are downmixed to stereo
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
     clip = encodable_rate(clip)
-    track = (analyze or analyze_clip)(clip, req.fps, seed=req.seed)
+    if analyze is None:  # the CLI's analysis process needs none of it imported here
+        from audio.analysis import analyze_clip as analyze
+    track = analyze(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
