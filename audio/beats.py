@@ -118,7 +118,8 @@ def _tempo(env: np.ndarray, sr: int, hop: int) -> float:
 def _local_score(onsets: np.ndarray, period: int) -> np.ndarray:
     """Onsets smoothed by a Gaussian of period / 32 frames' deviation (±1 period wide)."""
     window = np.exp(-0.5 * (np.arange(-period, period + 1) * 32.0 / period) ** 2)
-    return np.convolve(onsets, window, mode="same")
+    # centred on each frame, also when the window is longer than the envelope
+    return np.convolve(onsets, window)[period : period + len(onsets)]
 
 
 def _dp(score: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:

@@ -47,6 +47,13 @@ def test_beats_fall_on_the_clicks():
     assert np.median(err) < 0.03 and len(times) >= 30
 
 
+def test_a_clip_shorter_than_a_beat_window():
+    y = click_track(0.5, 240.0, SR)
+    env = beats.onset_strength(y, SR, ONSET_HOP)
+    tempo, times = beats.beat_track(env, SR, ONSET_HOP)
+    assert tempo > 0 and np.all((times >= 0) & (times <= 0.5))
+
+
 def test_silence_has_no_beats():
     env = beats.onset_strength(np.zeros(SR * 3, np.float32), SR, ONSET_HOP)
     assert beats.beat_track(env, SR, ONSET_HOP) == (0.0, pytest.approx(np.zeros(0)))
