@@ -555,5 +555,25 @@ def main(argv: list[str] | None = None) -> int:
         return report(exc)
 
 
+def run() -> None:
+    """The `kagura` script (and `python -m app.cli`): `main()`, then an exit without the
+    interpreter's teardown of torch, av and skia's modules (half a second of CPU on a small
+    machine, docs/BENCHMARKS.md) when nothing is left to wait for: no other thread, no child
+    process, stdout and stderr flushed. Otherwise, the ordinary exit."""
+    code = main()
+    import os
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if threading.active_count() == 1 and not (mp is not None and mp.active_children()):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe: let the ordinary exit report it
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -71,7 +71,8 @@ cv2.setNumThreads(1)
 @dataclass
 class RenderedFrame:
     rgba: np.ndarray  # uint8 (H, W, 4), premultiplied, C-contiguous
-    motion: np.ndarray  # float32 (H, W, 2), pixels since the previous frame (x, y)
+    # float32 (H, W, 2), pixels since the previous frame (x, y); None when not asked for
+    motion: np.ndarray | None
 
 
 class _Sprite:
@@ -124,6 +125,7 @@ class LayeredRenderer:
         self.view = np.array([[s, 0, tx], [0, s, ty], [0, 0, 1.0]])
         self.rig = LayeredRig(doc)
         self.motion = MotionField(self.w, self.h, 4)
+        self.with_motion = True  # False: no motion vectors (RenderedFrame.motion is None)
         self.prev: np.ndarray | None = None
         self.sprites = [_Sprite(layer, s) for layer in doc.layers]
         self.roles = [layer.role for layer in doc.layers]
@@ -195,6 +197,8 @@ class LayeredRenderer:
             if snapshot is None:
                 snapshot = rgba[y0:y1, x0:x1].copy()
             self._late = (pix, mats, p, snapshot, self._reach(pix))
+        if not self.with_motion:
+            return RenderedFrame(rgba=rgba, motion=None)
         self._mark(pix, mats, plan)
         if self.prev is None:
             motion = np.zeros((self.h, self.w, 2), np.float32)
