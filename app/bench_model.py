@@ -160,9 +160,12 @@ def run(args: argparse.Namespace) -> int:
             *[f"- {line}" for line in lines],
         ]
     )
-    write_section(args.out, f"kagura-model-speed-{args.device}", body)
+    # One section per working size: the live size keeps the plain key (and the model card).
+    live_size = (w, h) == (640, 360)
+    key = f"kagura-model-speed-{args.device}" + ("" if live_size else f"-{w}x{h}")
+    write_section(args.out, key, body)
     card = folder / "MODEL_CARD.md"
-    if card.is_file():
+    if card.is_file() and live_size:
         update_card_speed(card, args.device, rows, lines, cmd)
     print(body)
     return 0

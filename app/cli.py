@@ -34,6 +34,10 @@
                                                   drift, memory and open files over time
     kagura train [--device cuda] [--steps N] [--minutes M] [...]
                                                   train Kagura's own diffusion model (one GPU)
+    kagura farm JOBS.toml [--ray local|auto|ADDRESS] [--gpus-per-job N] [--report OUT.json]
+                                                  many renders (and long ones cut by time) as
+                                                  Ray tasks on GPUs and hosts
+    kagura bench farm [...]                       farm throughput: N slots vs 1, split vs not
 
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) and OS errors
 (disk full, read-only, permission denied, …) end with exit status 2 and one line on stderr that
@@ -258,6 +262,16 @@ _BENCHES = (
         "the real commands from the shell: wall time, first frame, setup (cold and warm)",
         _module_fill("app.bench_e2e"),
     ),
+    (
+        "sharpness",
+        "Laplacian RMS of renders with and without Kagura's model, per preset",
+        _module_fill("app.bench_sharpness"),
+    ),
+    (
+        "farm",
+        "kagura farm on Ray: N jobs at once vs one, split vs unsplit",
+        _module_fill("app.bench_farm"),
+    ),
 )
 
 
@@ -301,6 +315,7 @@ _COMMANDS = (
         _module_fill("app.cmd_avatar"),
     ),
     ("bench", "benchmarks; results go to docs/BENCHMARKS.md", _fill_bench),
+    ("farm", "render the jobs of a jobs file as Ray tasks", _module_fill("app.cmd_farm")),
 )
 
 
@@ -473,6 +488,12 @@ def cmd_avatar(args: argparse.Namespace) -> int:
     return cmd_avatar.run(args)
 
 
+def cmd_farm(args: argparse.Namespace) -> int:
+    from app import cmd_farm
+
+    return cmd_farm.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -480,45 +501,22 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    if args.bench == "e2e":
-        from app import bench_e2e
-
-        return bench_e2e.run(args)
-    if args.bench == "offline":
-        from app import bench_offline
-
-        return bench_offline.run(args)
-    if args.bench == "pipeline":
-        from app import bench_pipeline
-
-        return bench_pipeline.run(args)
-    if args.bench == "model":
-        from app import bench_model
-
-        return bench_model.run(args)
-    if args.bench == "live":
-        from app import bench_live
-
-        return bench_live.run(args)
-    if args.bench == "lipsync":
-        from app import bench_lipsync
-
-        return bench_lipsync.run(args)
-    if args.bench == "soak":
-        from app import bench_soak
-
-        return bench_soak.run(args)
     if args.bench == "stylize":
         from app.bench_stylize import bench_stylize
 
         return bench_stylize(args)
-    if getattr(args, "avatar", None) is not None:
-        from app.bench_avatar import bench_avatar
+    if args.bench == "render":
+        if getattr(args, "avatar", None) is not None:
+            from app.bench_avatar import bench_avatar
 
-        return bench_avatar(args)
-    from app.bench import bench_render
+            return bench_avatar(args)
+        from app.bench import bench_render
 
-    return bench_render(args)
+        return bench_render(args)
+    import importlib
+
+    # every other bench is app/bench_<name>.py with add_parser() and run()
+    return importlib.import_module(f"app.bench_{args.bench}").run(args)
 
 
 COMMANDS = {
@@ -533,6 +531,7 @@ COMMANDS = {
     "train": cmd_train,
     "bench": cmd_bench,
     "avatar": cmd_avatar,
+    "farm": cmd_farm,
 }
 
 
@@ -556,5 +555,25 @@ def main(argv: list[str] | None = None) -> int:
         return report(exc)
 
 
+def run() -> None:
+    """The `kagura` script (and `python -m app.cli`): `main()`, then an exit without the
+    interpreter's teardown of torch, av and skia's modules (half a second of CPU on a small
+    machine, docs/BENCHMARKS.md) when nothing is left to wait for: no other thread, no child
+    process, stdout and stderr flushed. Otherwise, the ordinary exit."""
+    code = main()
+    import os
+    import threading
+
+    mp = sys.modules.get("multiprocessing")
+    if threading.active_count() == 1 and not (mp is not None and mp.active_children()):
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe: let the ordinary exit report it
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

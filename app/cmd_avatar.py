@@ -67,7 +67,7 @@ def _export(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from app.render_job import parse_size
     from render.avatar_doc import load_avatar
-    from render.avatar_roles import EYES, MOUTHS
+    from render.avatar_report import found_lines
     from render.layered_rig import LayeredRig
 
     sheet: Path | None = args.sheet
@@ -91,13 +91,8 @@ def _check(args: argparse.Namespace) -> int:
             f"  {layer.name!r:<24} {layer.role:<13} {rig.part[i]:<6} {depth}"
             f"  at {l_},{t} {r - l_}x{b - t}{extra}"
         )
-    roles = doc.roles()
-    print("mouths: " + ", ".join(f"{m}{'' if m in roles else ' (missing)'}" for m in MOUTHS))
-    print("eyes:   " + ", ".join(f"{e}{'' if e in roles else ' (missing)'}" for e in EYES))
-    optional = ["brows", "hair_back", "hair_front", "head", "body", "background", "blush"]
-    absent = [o for o in optional if o not in roles]
-    if absent:
-        print("not found (optional): " + ", ".join(absent))
+    for line in found_lines(doc):
+        print(line)
     print(
         f"rig: neck pivot {rig.neck[0]:.0f},{rig.neck[1]:.0f}; head radius {rig.radius:.0f}; "
         f"hip {rig.hip[0]:.0f},{rig.hip[1]:.0f}"

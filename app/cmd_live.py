@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         size=size,
         fps=args.fps,
         play_out=False if args.no_play_out else None,
+        avatar=str(args.avatar) if getattr(args, "avatar", None) is not None else None,
     )
     win = None
 

@@ -1,12 +1,13 @@
 """The offline audio analysis in a process of its own, started before the renderer's setup.
 
-    analysis = AnalysisProcess()          # the child starts importing librosa, scipy, numba
+    analysis = AnalysisProcess()          # the child starts importing the analysis, loads the net
     ...                                   # this process: torch, models, stages, decoding
     track = analysis.analyze(clip, fps, seed=seed)   # = audio.analysis.analyze_clip(...)
 
-Why a process: importing librosa (and through it scipy and numba) and importing torch are each
-seconds of single-threaded Python on a small CPU, and a thread would hold the same GIL; in a
-process of its own the analysis gets ready on another core while this one sets up the render.
+Why a process: importing torch is seconds of single-threaded Python on a small CPU, and the
+analysis (numpy: decoding aside it needs neither librosa nor scipy) is another second for a
+long song; a thread would hold the same GIL. In a process of its own the analysis gets ready
+and runs on another core while this one imports torch and sets up the render.
 The child is a fresh interpreter (`python -m app.early_analysis`, not a fork: it inherits no
 torch, CUDA or BLAS thread state, and no main module is imported again); the clip goes in and
 the AvatarTrack comes out as pickles over its stdin/stdout. Errors raised by the analysis are
@@ -22,9 +23,9 @@ import sys
 
 
 def worth_a_process() -> bool:
-    """Only a fresh process gains: one that has imported librosa analyses as fast in place, and
-    one that has imported torch (a test session, a bench) has little left to overlap."""
-    return "librosa" not in sys.modules and "torch" not in sys.modules
+    """Only a fresh process gains: one that has imported torch (a test session, a bench) has
+    little left to overlap."""
+    return "torch" not in sys.modules
 
 
 class AnalysisProcess:
@@ -78,10 +79,9 @@ def _serve() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the analysis prints goes to stderr, not into the pickle
-    from audio.analysis import analyze_clip
-    from audio.features import import_librosa
+    from audio.analysis import analyze_clip, default_lipsync
 
-    import_librosa()  # the slow part, done while the parent sets up
+    default_lipsync()  # imports the engine and loads its net while the parent sets up
     try:
         clip, fps, seed = pickle.load(sys.stdin.buffer)
     except EOFError:  # the parent gave up (bad input, interrupted) before sending

@@ -49,6 +49,7 @@ class LiveSettingsModel(BaseModel):
     record_format: Literal["mp4", "webm"] = "mp4"
     record_dir: str | None = Field(None, max_length=MAX_TEXT)  # None = <videos>/Kagura
     audio_file: str | None = Field(None, max_length=MAX_TEXT)  # last file played
+    avatar: str | None = Field(None, max_length=MAX_TEXT)  # layered avatar; None = the idol
     play_out: bool = True
     geometry: list[int] | None = None  # [x, y, w, h]
     obs_host: str = Field("localhost", min_length=1, max_length=253)

@@ -294,11 +294,6 @@ def resolve_sizes(
                     f"render size {r[0]}x{r[1]} (--size / --upscale): each side must be an even "
                     f"number of pixels from 64 to {MAX_SIDE}"
                 )
-        if diffusion_on and (r[0] % 8 or r[1] % 8):
-            raise UsageError(
-                f"diffusion size {r[0]}x{r[1]}: both sides must be multiples of 8 (the "
-                "autoencoder's factor)"
-            )
     return out, render
 
 
@@ -460,7 +455,6 @@ def build_graph(
     """Decode, analyse and assemble; returns the graph, its context and the frame count.
     `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
     app/early_analysis.py)."""
-    from audio.analysis import analyze_clip
     from audio.decode import decode_audio
     from presets.loader import load_preset
 
@@ -471,7 +465,9 @@ def build_graph(
     # the video files carry 1 or 2 channels: more are downmixed to stereo
     clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
     clip = encodable_rate(clip)
-    track = (analyze or analyze_clip)(clip, req.fps, seed=req.seed)
+    if analyze is None:  # the CLI's analysis process needs none of it imported here
+        from audio.analysis import analyze_clip as analyze
+    track = analyze(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
@@ -491,7 +487,7 @@ def assemble_graph(
     (channels, n)). Needs neither librosa nor the audio file: `kagura bench offline` calls it
     with a synthetic track."""
     from pipeline.stylize import StylizeStage
-    from render.stage import RenderStage
+    from render.stage import RenderStage, drop_unread_motion
 
     w, h = req.width, req.height
     encoders, render_workers = resolve_workers(req, len(track))
@@ -541,6 +537,7 @@ def assemble_graph(
         if req.gpu_stages:  # the encoder reads host memory
             picture = "i420" if i420 else "image"
             sink.needs = spec(picture, size=(w, h), device="cpu")
+    drop_unread_motion(first, [*stages[1:], sink])  # the CPU path: no motion vectors drawn
     extras = {"device": req.device} if req.device != "cpu" else {}
     ctx = Context(w, h, req.fps, sample_rate, extras=extras)
     return Graph(track_frames(track), TRACK_GIVES, stages, sink), ctx, len(track)

@@ -6,8 +6,9 @@ Everything here works on a mono signal. `compute_features` resamples it to `ANAL
 * frame-exact quantities (loudness, periodicity, spectral shape) are computed on a short window
   *centred on each frame's pts* (``core.clock.frame_pts_ns``), so frame ``i`` describes the
   sound heard at ``pts_i``;
-* quantities that librosa computes on its own hop grid (onset strength, beats; optional YIN)
-  are computed at a 16-20 ms hop and linearly interpolated to the frame times.
+* quantities computed on their own hop grid (onset strength and beats, audio/beats.py;
+  optional YIN, librosa's) are computed at a 16-20 ms hop and linearly interpolated to the
+  frame times.
 
 Nothing here imports Qt or torch.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from audio.beats import beat_track, onset_strength
 from core.clock import NS_PER_S, frame_pts_ns
 
 __all__ = [
@@ -155,7 +157,7 @@ class AudioFeatures:
     onset: np.ndarray  # float32 (n,): onset strength normalised to ~0..1
     accent: np.ndarray  # float32 (n,): energy accents 0..1 (loudness rises)
     excitement: np.ndarray  # float32 (n,): slow 0..1 intensity of the performance
-    beat_times_s: np.ndarray  # float64 (b,): beat times from librosa.beat.beat_track
+    beat_times_s: np.ndarray  # float64 (b,): beat times (audio/beats.py beat_track)
     beat_pos: np.ndarray  # float64 (n,): continuous beat count at each frame (0 at beat 0)
     tempo_bpm: float
     ref_db: float  # loud reference (95th percentile of active frames)
@@ -218,10 +220,6 @@ def compute_features(
     pitch: str = "acf",
 ) -> AudioFeatures:
     """Features of `mono` at `sample_rate` for frames 0..num_frames-1 at `fps`."""
-    # imported here: the live analysis uses this module's framing helpers on machines without
-    # librosa (the GPU machine), where only this offline analysis is unavailable
-    librosa = import_librosa()
-
     y = resample_mono(mono, sample_rate)
     sr = ANALYSIS_RATE
     n = int(num_frames)
@@ -246,7 +244,9 @@ def compute_features(
     # costs nothing extra); pitch="yin" runs librosa.yin on a 20 ms grid and interpolates
     # (about +0.3 s per 3 minutes, plus ~1.5 s of numba compilation once per process).
     if pitch == "yin" and len(y) >= 2048:
-        f0 = librosa.yin(y, fmin=FMIN, fmax=FMAX, sr=sr, frame_length=1024, hop_length=PITCH_HOP)
+        f0 = import_librosa().yin(
+            y, fmin=FMIN, fmax=FMAX, sr=sr, frame_length=1024, hop_length=PITCH_HOP
+        )
         f0_t = np.arange(len(f0)) * PITCH_HOP / sr
         f0_frames = np.exp(_interp(times, f0_t, np.log(f0)))
     elif pitch in ("acf", "yin"):
@@ -256,20 +256,17 @@ def compute_features(
     voiced = (per > 0.45) & (activity > 0.5) & (flat < 0.3)
     f0_frames = np.where(voiced, f0_frames, np.nan).astype(np.float32)
 
-    # Onsets and beats (librosa on a 16 ms grid).
+    # Onsets and beats on a 16 ms grid (numpy: the render does not wait for librosa's import)
     if len(y) >= 4 * ONSET_HOP:
-        env = librosa.onset.onset_strength(y=y, sr=sr, hop_length=ONSET_HOP)
-        env_t = librosa.times_like(env, sr=sr, hop_length=ONSET_HOP)
+        env = onset_strength(y, sr, ONSET_HOP)
+        env_t = np.arange(len(env)) * ONSET_HOP / sr
         scale = float(np.percentile(env, 99)) or 1.0
         onset = np.clip(_interp(times, env_t, env) / scale, 0.0, 1.0)
     else:
         env, onset = np.zeros(0), np.zeros(n, np.float32)
     tempo, beat_times = 0.0, np.zeros(0)
     if beats and len(env) > 8 and float(env.max()) > 0:
-        t, bt = librosa.beat.beat_track(
-            onset_envelope=env, sr=sr, hop_length=ONSET_HOP, units="time", trim=False
-        )
-        tempo, beat_times = float(np.atleast_1d(t)[0]), np.asarray(bt, np.float64)
+        tempo, beat_times = beat_track(env, sr, ONSET_HOP)
     beat_pos = _beat_position(times, beat_times, tempo)
 
     # Energy accents: sharp rises of loudness (dB per frame) above the slow trend.

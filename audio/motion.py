@@ -330,8 +330,22 @@ def _smooth_fwd(x: np.ndarray, frames: float) -> np.ndarray:
     if frames <= 1 or len(x) == 0:
         return x
     a = 1.0 - np.exp(-1.0 / frames)
-    from scipy.signal import filtfilt
-
     if len(x) <= 9:
         return x
-    return filtfilt([a], [1.0, a - 1.0], x, padlen=min(len(x) - 1, 3 * int(frames)))
+    # scipy.signal.filtfilt's method in numpy (scipy's import is seconds of the render's start):
+    # odd extension at both ends, each pass started in its steady state
+    pad = min(len(x) - 1, 3 * int(frames))
+    x = np.asarray(x, np.float64)
+    ext = np.concatenate([2 * x[0] - x[pad:0:-1], x, 2 * x[-1] - x[-2 : -pad - 2 : -1]])
+    y = _ema(_ema(ext, a)[::-1], a)[::-1]
+    return y[pad : pad + len(x)]
+
+
+def _ema(x: np.ndarray, a: float) -> np.ndarray:
+    """y[n] = a x[n] + (1 - a) y[n - 1], starting from y[-1] = x[0]."""
+    out = np.empty_like(x)
+    prev, keep = float(x[0]), 1.0 - a
+    for i, v in enumerate(x.tolist()):
+        prev = a * v + keep * prev
+        out[i] = prev
+    return out

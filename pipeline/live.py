@@ -552,7 +552,7 @@ class _Expressions:
         if not weights:
             return params
         expr = dict(params.expressions)
-        for name in ("happy", "sad", "surprised"):
+        for name in ("happy", "sad", "surprised", "wink"):  # wink: for a layered avatar's layer
             if name in weights:
                 expr[name] = max(expr.get(name, 0.0), weights[name])
         changes: dict[str, Any] = {"expressions": expr}

@@ -15,7 +15,8 @@ import re
 
 MOUTHS = ("mouth_a", "mouth_i", "mouth_u", "mouth_e", "mouth_o", "mouth_closed")
 EYES = ("eyes_open", "eyes_half", "eyes_closed")
-EXPRESSION_ROLES = ("expr_happy", "expr_sad", "expr_surprised", "expr_angry")
+# F1-F4 offline (the motion track); the live app's F4 is a wink (pipeline/live.py)
+EXPRESSION_ROLES = ("expr_happy", "expr_sad", "expr_surprised", "expr_angry", "expr_wink")
 # roles the rig knows, back to front in the order a PNG folder without `order` is drawn
 ROLES = (
     "background",
@@ -80,6 +81,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "expr_sad": ("sad", "f2", "expression_sad", "哀"),
     "expr_surprised": ("surprised", "f3", "expression_surprised", "surprise", "驚"),
     "expr_angry": ("angry", "f4", "expression_angry", "anger", "怒"),
+    "expr_wink": ("wink", "eyes_wink", "expression_wink", "ウインク", "ウィンク"),
 }
 _LOOKUP = {role: role for role in ROLES}
 for _role, _names in _ALIASES.items():

@@ -1,8 +1,8 @@
 """The preview sheet of a layered avatar: one labelled cell per pose an artist wants to see.
 
 Cells: every mouth shape (closed, A, I, U, E, O), the blink (open, half, closed), head turns
-left and right, a head tilt, and the expressions F1-F4, each drawn by `LayeredRenderer` on a
-checkerboard (so transparency shows) and cropped to the avatar.
+left and right, a head tilt, the expressions F1-F4 and the live app's wink, each drawn by
+`LayeredRenderer` on a checkerboard (so transparency shows) and cropped to the avatar.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ def sheet_poses() -> list[tuple[str, AvatarParams]]:
     ]
     for k, name in enumerate(("happy", "sad", "surprised", "angry")):
         poses.append((f"F{k + 1} {name}", AvatarParams(expressions={name: 1.0})))
+    # the live app's F4 (pipeline/live.py closes the right eye and names the wink)
+    poses.append(("F4 live: wink", AvatarParams(eye_open_r=0.0, expressions={"wink": 1.0})))
     return poses
 
 

@@ -21,6 +21,7 @@ layers, bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -80,11 +81,7 @@ class AvatarSpec:
     def doc(self):
         """The loaded layered avatar (read once per process and file version)."""
         p = Path(self.path)
-        try:
-            stamp = os.stat(p).st_mtime_ns
-        except OSError:
-            stamp = 0
-        return _load(str(p.resolve()), stamp)
+        return _load(str(p.resolve()), _stamp(p))
 
 
 BUILTIN = AvatarSpec()
@@ -96,6 +93,21 @@ def set_default_avatar(spec: AvatarSpec) -> None:
     --avatar` reaches the live sessions the app builds (as pipeline.live.set_default_gpu)."""
     global _default
     _default = spec
+
+
+def _stamp(path: Path) -> int:
+    """The newest modification time of what the avatar is read from: a PNG saved over in a
+    folder changes the file's time, not the folder's; a manifest beside a PSD counts too."""
+    candidates = [path, path.with_suffix(".toml"), path.parent / "avatar.toml"]
+    if path.is_dir() or path.suffix.lower() == ".toml":
+        folder = path if path.is_dir() else path.parent
+        with contextlib.suppress(OSError):
+            candidates = [path, *folder.iterdir()]
+    stamp = 0
+    for c in candidates:
+        with contextlib.suppress(OSError):
+            stamp = max(stamp, os.stat(c).st_mtime_ns)
+    return stamp
 
 
 @functools.lru_cache(maxsize=4)

@@ -61,7 +61,8 @@ REF_SCALE = 720.0 / BOX_H  # px per unit of a 720-line landscape frame
 @dataclass
 class RenderedFrame:
     rgba: np.ndarray  # uint8 (H, W, 4), premultiplied, C-contiguous
-    motion: np.ndarray  # float32 (H, W, 2), pixels since the previous frame (x, y)
+    # float32 (H, W, 2), pixels since the previous frame (x, y); None when not asked for
+    motion: np.ndarray | None
 
 
 def _mix(a: str, b: str, t: float) -> tuple[float, float, float]:
@@ -110,6 +111,7 @@ class IdolRenderer:
         self.lw = line.width / REF_SCALE  # outline width in design units
         self.rig = Rig()
         self.motion = MotionField(self.w, self.h, 4)
+        self.with_motion = True  # False: no motion vectors (RenderedFrame.motion is None)
         self.prev: np.ndarray | None = None
         self._late: tuple | None = None  # what redraw_mouth needs, kept by render_base
         self._scratch: MouthCanvas | None = None  # redraw_mouth's canvas
@@ -360,7 +362,6 @@ class IdolRenderer:
             rgba, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
         )
         c = surface.getCanvas()
-        ids = self.motion.begin(self.lw * self.px)
         sil: list[tuple[int, skia.Path]] = []
         self._late = None
         snapshot = None
@@ -373,7 +374,10 @@ class IdolRenderer:
         if snapshot is not None:
             self._late = (skm, p, look, snapshot, self._parts_over_mouth(skm, sil))
 
+        if not self.with_motion:
+            return RenderedFrame(rgba=rgba, motion=None)
         # part-ID map for the motion vectors
+        ids = self.motion.begin(self.lw * self.px)
         for i, path in sil:
             ids.save()
             ids.concat(skm[i])

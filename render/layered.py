@@ -17,7 +17,8 @@ that Skia blends over the frame. Which layers show follows the params:
   squashed); blush: its opacity follows the cheek value;
 - expressions (F1-F4: happy, sad, surprised, angry): an expression's own layer fades in, or,
   without one, a tint on the face (the head layer and the other layers on it, not hair or
-  eyes).
+  eyes); the live app's wink (its F4) swaps the eyes for an `expr_wink` layer when there is
+  one (else the eyes half close).
 
 Motion vectors: render/motion.py's method with a part-ID map built from the layers' own alpha
 (the front-most layer whose pixel is more than half opaque wins a low-res pixel).
@@ -70,7 +71,8 @@ cv2.setNumThreads(1)
 @dataclass
 class RenderedFrame:
     rgba: np.ndarray  # uint8 (H, W, 4), premultiplied, C-contiguous
-    motion: np.ndarray  # float32 (H, W, 2), pixels since the previous frame (x, y)
+    # float32 (H, W, 2), pixels since the previous frame (x, y); None when not asked for
+    motion: np.ndarray | None
 
 
 class _Sprite:
@@ -123,6 +125,7 @@ class LayeredRenderer:
         self.view = np.array([[s, 0, tx], [0, s, ty], [0, 0, 1.0]])
         self.rig = LayeredRig(doc)
         self.motion = MotionField(self.w, self.h, 4)
+        self.with_motion = True  # False: no motion vectors (RenderedFrame.motion is None)
         self.prev: np.ndarray | None = None
         self.sprites = [_Sprite(layer, s) for layer in doc.layers]
         self.roles = [layer.role for layer in doc.layers]
@@ -194,6 +197,8 @@ class LayeredRenderer:
             if snapshot is None:
                 snapshot = rgba[y0:y1, x0:x1].copy()
             self._late = (pix, mats, p, snapshot, self._reach(pix))
+        if not self.with_motion:
+            return RenderedFrame(rgba=rgba, motion=None)
         self._mark(pix, mats, plan)
         if self.prev is None:
             motion = np.zeros((self.h, self.w, 2), np.float32)
@@ -256,6 +261,8 @@ class LayeredRenderer:
         tint = self._tint(ex)
         mouth_ids, mouth_extra = self._mouth_choice(mouth)
         eye_ids, eye_squash = self._eye_choice(pose)
+        # a wink layer is a swap, not a fade: half-faded eyes over open ones look broken
+        wink = bool(self.expr_layers["wink"]) and ex.get("wink", 0.0) >= 0.5
         cheek = min(1.0, pose.cheek + 0.5 * ex.get("happy", 0.0))
         plan = []
         for i, role in enumerate(self.roles):
@@ -265,9 +272,11 @@ class LayeredRenderer:
                     continue
                 extra = mouth_extra
             elif role.startswith("eyes"):
-                if i not in eye_ids:
+                if wink or i not in eye_ids:
                     continue
                 extra = eye_squash
+            elif role == "expr_wink":
+                alpha = 1.0 if wink else 0.0
             elif role == "blush":
                 alpha = cheek
             elif role.startswith("expr_"):

@@ -43,6 +43,7 @@ DEPTHS = {
     "expr_sad": 0.22,
     "expr_surprised": 0.22,
     "expr_angry": 0.22,
+    "expr_wink": 0.25,  # in place of the eyes
 }
 MOUTH_DEPTH = 0.2
 # hair role -> (frequency Hz, damping ratio, pose lag gain, roll swing gain, yaw swing gain)

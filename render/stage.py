@@ -37,6 +37,14 @@ class RenderStage(BaseStage):
         self.pin = False
         self._base: tuple[int, torch.Tensor, torch.Tensor, float] | None = None
 
+    def drop_motion(self) -> None:
+        """Draw no motion vectors: no stage after this one reads them (the CPU's render →
+        stylize → encode). Their part-ID map and per-pixel flow are a third of a 720p idol's
+        drawing time on a small CPU (docs/BENCHMARKS.md)."""
+        self.gives = spec("image", size=(self.width, self.height), device="cpu")
+        if hasattr(self.renderer, "with_motion"):
+            self.renderer.with_motion = False
+
     def setup(self, ctx: Context) -> None:
         # Pinned host memory makes the later host->GPU copy asynchronous; only worth it (and
         # only possible) when a CUDA device will consume the frames.
@@ -76,15 +84,25 @@ class RenderStage(BaseStage):
         out = frame.with_(image=image, motion=motion)
         return out.timed(self.name, base_ms).timed(MOUTH_TIMING, ms)
 
-    def _tensors(self, out) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tensors(self, out) -> tuple[torch.Tensor, torch.Tensor | None]:
         # the renderer allocates fresh arrays every frame, so wrapping them without a copy is
         # safe even while earlier frames still wait in downstream queues
         image = torch.from_numpy(out.rgba)
-        motion = torch.from_numpy(out.motion)
+        motion = None if out.motion is None or "motion" not in self.gives.fields else out.motion
+        motion = None if motion is None else torch.from_numpy(motion)
         if self.pin:
-            image, motion = image.pin_memory(), motion.pin_memory()
+            image = image.pin_memory()
+            motion = None if motion is None else motion.pin_memory()
         return image, motion
 
     def close(self) -> None:
         self.renderer.reset()
         self._base = None
+
+
+def drop_unread_motion(first, later) -> None:
+    """`first.drop_motion()` when it has one and none of the `later` stages (and sink) needs
+    "motion"."""
+    needs = [getattr(s, "needs", None) for s in later]
+    if hasattr(first, "drop_motion") and not any(n and "motion" in n.fields for n in needs):
+        first.drop_motion()

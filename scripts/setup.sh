@@ -42,8 +42,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
     # see pyproject.toml, extra "user-models": spandrel without its torchvision requirement
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps spandrel==0.4.2
-    # librosa's numba functions, compiled once into the user cache now rather than in the
-    # first render (a minute of a 2-core CPU; audio/features.py import_librosa)
+    # librosa's numba functions (the optional YIN pitch, the demo song's tools; renders no
+    # longer import librosa), compiled once into the user cache now rather than on first use
+    # (a minute of a 2-core CPU; audio/features.py import_librosa)
     .venv/bin/python -c "from audio.features import import_librosa; import_librosa()"
     touch "$stamp"
 fi

@@ -304,3 +304,23 @@ def test_rig_parallax_bounce_and_sway(psd):
     assert nod["body"][1] > 3.0  # ~1 % of the canvas height on a full nod
     sway = moved(AvatarParams(body_roll=8.0))
     assert abs(sway["body"][0]) > 5.0 and abs(sway["head"][0]) > abs(sway["body"][0])
+
+
+def test_the_live_apps_wink_swaps_in_a_wink_layer(tmp_path):
+    """The live app's F4 is a wink: an `expr_wink` layer replaces the eyes while it lasts."""
+    from pipeline.live import _Expressions
+    from tests.avatar_art import write_png_folder
+
+    folder = write_png_folder(tmp_path / "pngs")
+    wink_rgb = (250, 0, 250)
+    wink = Image.new("RGBA", (512, 512), (0, 0, 0, 0))
+    wink.paste((*wink_rgb, 255), (180, 225, 332, 245))
+    wink.save(folder / "Wink.png")
+    r = LayeredRenderer(load_avatar(folder), W, H)
+    plain = r.render(AvatarParams()).rgba
+    live = _Expressions(0.15)
+    live.press("wink", 0, hold_ns=None)
+    r.reset()
+    winking = r.render(live.apply(AvatarParams(), 300_000_000)).rgba
+    assert _count(plain, wink_rgb) == 0 and _count(plain, EYE_RGB) > 50
+    assert _count(winking, wink_rgb) > 50 and _count(winking, EYE_RGB) == 0

@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "diffusers", "transformers", "librosa", "numba", "PySide6", "av", "skia", "numpy")
+HEAVY = (
+    "torch",
+    "diffusers",
+    "transformers",
+    "librosa",
+    "numba",
+    "PySide6",
+    "av",
+    "skia",
+    "numpy",
+    "ray",
+)
 
 PROBE = """
 import contextlib, io, json, sys
@@ -32,7 +43,9 @@ def test_importing_the_cli_imports_nothing_heavy():
     assert _heavy_modules_after("import app.cli") == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["presets", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["bench", "--help"], ["presets", "--help"], ["farm", "--help"]]
+)
 def test_help_imports_nothing_heavy(argv):
     action = (
         "from app.cli import main\n"

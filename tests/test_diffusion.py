@@ -205,14 +205,21 @@ def test_shapes_dtypes_and_motion(models):
     out = st.process(f)
     assert out.image.shape == (H, W, 4) and out.image.dtype == torch.uint8
     assert out.pts_ns == 5 and "diffusion" in out.timings and out.motion is f.motion
-    # an input size that is not a multiple of 8: work size rounded, alpha/motion resized
+    # an input size that is not a multiple of 8: padded for the autoencoder, cropped back
     odd = DiffusionStage(models, _diffusion(), 60, 44, device="cpu")
     odd.setup(None)
-    assert odd.work_size == (64, 48) and odd.gives.size == (64, 48)
+    assert odd.work_size == (60, 44) and odd.gives.size == (60, 44) and odd.pad_size == (64, 48)
     img = picture(2, 60, 44)
-    out = odd.process(Frame(0, 0, AvatarParams(), image=img, motion=torch.ones(44, 60, 2)))
-    assert out.image.shape == (48, 64, 4) and out.motion.shape == (48, 64, 2)
-    assert out.motion[..., 0].mean().item() == pytest.approx(64 / 60, rel=1e-3)
+    motion = torch.ones(44, 60, 2)
+    out = odd.process(Frame(0, 0, AvatarParams(), image=img, motion=motion))
+    assert out.image.shape == (44, 60, 4) and out.motion is motion
+    # a smaller ladder rung still paints at its scale, rounded to multiples of 8
+    small = DiffusionStage(models, _diffusion(), 60, 44, device="cpu", latent_scale=0.5)
+    small.setup(None)
+    assert small.work_size == (32, 24) and small.pad_size == (32, 24)
+    out = small.process(Frame(0, 0, AvatarParams(), image=img, motion=motion))
+    assert out.image.shape == (24, 32, 4) and out.motion.shape == (24, 32, 2)
+    assert out.motion[..., 0].mean().item() == pytest.approx(32 / 60, rel=1e-3)
 
 
 def test_deterministic_under_seed(models):

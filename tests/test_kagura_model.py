@@ -89,6 +89,20 @@ def test_the_input_picture_steers_the_painting():
     assert region > 40.0, region
 
 
+def test_a_side_off_the_autoencoders_grid_is_padded_and_cropped_pixel_exact():
+    """1080p x2 paints at 960x540 (540 = 67.5 x 8). An untrained guided decoder adds nothing to
+    the fast render, so the painted picture must be the input, every pixel in its place."""
+    st = DiffusionStage(build_kagura(seed=1), load_preset("studio"), 60, 44)
+    st.setup()
+    frame = torch.randint(
+        0, 256, (44, 60, 4), generator=torch.Generator().manual_seed(3), dtype=torch.uint8
+    )
+    frame[..., 3] = 255
+    out = st.apply(frame)
+    assert out.shape == (44, 60, 4) and st.pad_size == (64, 48)
+    assert (out.int() - frame.int()).abs().max().item() <= 1
+
+
 # -- loading failures ---------------------------------------------------------------------------
 
 

@@ -134,7 +134,6 @@ def test_foreign_diffusion_folder(speech, tmp_path):
             *["--diffusion-size", "128x80"],
         ],
         ["--upscale", "3", "--size", "256x144"],  # not divisible by 3
-        ["--diffusion-random", "tiny", "--size", "260x140"],  # diffusion: multiples of 8
         ["--diffusion-size", "128x72"],  # without diffusion
     ],
 )

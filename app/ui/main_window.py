@@ -202,6 +202,7 @@ class LiveOptions:
     fps: int = 30
     autostart: bool = True
     play_out: bool | None = None
+    avatar: str | None = None  # `kagura live --avatar`; None = the remembered one (avatar_menu)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,6 +257,9 @@ class MainWindow(QMainWindow):
         self.setStyleSheet(DARK_QSS)
         self._build_ui()
         self._build_menu()
+        from app.ui.avatar_menu import AvatarMenu  # File ▸ Open avatar…, drops, remembered
+
+        self.avatar_menu = AvatarMenu(self)
         self._build_shortcuts()
         self._restore()
         self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)

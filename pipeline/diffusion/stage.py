@@ -22,9 +22,13 @@
         lag_frames: how many frames the output image lags the input (steps - 1 with stream
                  batch, else 0).
 
-Sizes. The work size is the input size times `latent_scale`, rounded to a multiple of 8 (the
-autoencoder's factor); the latent is work size / 8. When the work size differs from the input,
-RGB, alpha and motion vectors are resized (bilinear; motion vectors are rescaled too).
+Sizes. At latent_scale 1 the work size is the input size: a side that is not a multiple of 8
+(the autoencoder's factor; 1080p x2 paints at 960x540) is padded by repeating its edge pixels
+up to the next multiple and the painted picture is cropped back, so no pixel is resampled.
+Other scales (the quality ladder's smaller rungs) give the input size times `latent_scale`,
+rounded to a multiple of 8 (`work_size_for`); the latent is the padded size / 8. When the work
+size differs from the input, RGB, alpha and motion vectors are resized (bilinear; motion
+vectors are rescaled too).
 
 Constants per stream (computed once in set_preset, never per frame): the prompt embedding
 (cached per prompt — the negative prompt is encoded only when guidance > 1, and only then does
@@ -153,6 +157,13 @@ def guidance_embedding(w: float, dim: int) -> torch.Tensor:
     return emb
 
 
+def work_size_for(size: tuple[int, int], latent_scale: float) -> tuple[int, int]:
+    """The size DiffusionStage paints at for an input of `size` (see "Sizes" above)."""
+    if latent_scale == 1.0:
+        return (int(size[0]), int(size[1]))
+    return tuple(max(1, round(side * latent_scale / 8)) * 8 for side in size)
+
+
 def _diffusion_of(preset: Any):
     d = getattr(preset, "diffusion", preset)
     for key in ("prompt", "negative_prompt", "strength", "steps", "seed", "guidance"):
@@ -229,10 +240,10 @@ class DiffusionStage(BaseStage):
         self.compile_report: CompileReport | None = None
         self._unet_fn = models.unet  # the compiled wrapper after setup with compile_unet
         self.in_size = (int(width), int(height))
-        lw = max(1, round(width * latent_scale / 8))
-        lh = max(1, round(height * latent_scale / 8))
+        self.work_size = work_size_for(self.in_size, latent_scale)
+        lw, lh = (-(-side // 8) for side in self.work_size)
         self.latent_size = (lw, lh)
-        self.work_size = (lw * 8, lh * 8)
+        self.pad_size = (lw * 8, lh * 8)  # the autoencoder's size; cropped to work_size
         self.needs = spec("image", size=self.in_size)
         self.gives = spec("image", size=self.work_size, device=self.device.type)
         self._preset = d
@@ -269,6 +280,7 @@ class DiffusionStage(BaseStage):
         m, dev, dt = self.models, self.device, self.dtype
         lw, lh = self.latent_size
         w, h = self.work_size
+        pw, ph = self.pad_size
         n = self.max_steps
         cl = torch.channels_last
         tok_len = min(
@@ -277,7 +289,7 @@ class DiffusionStage(BaseStage):
         self._tok_len = tok_len
         dim = m.cross_attention_dim
         f32 = {"dtype": torch.float32, "device": dev}
-        self._img = torch.zeros(1, 3, h, w, dtype=dt, device=dev).to(memory_format=cl)
+        self._img = torch.zeros(1, 3, ph, pw, dtype=dt, device=dev).to(memory_format=cl)
         self._alpha = torch.zeros(h, w, dtype=torch.uint8, device=dev)
         self._out = torch.zeros(h, w, 4, dtype=torch.uint8, device=dev)
         self._cond = torch.zeros(1, tok_len, dim, dtype=dt, device=dev)
@@ -293,7 +305,7 @@ class DiffusionStage(BaseStage):
         # the input latents of the frames in slots 1..k-1 (image-conditioned UNets only)
         self._zbuf = torch.zeros(n if self.image_cond else 1, 4, lh, lw, **f32)
         # ... and the input pictures of those frames, for a guided decoder
-        self._gbuf = torch.zeros(n if self.guided else 1, 3, h, w, dtype=dt, device=dev)
+        self._gbuf = torch.zeros(n if self.guided else 1, 3, ph, pw, dtype=dt, device=dev)
         self._fresh = torch.ones((), dtype=torch.bool, device=dev)
         proj = m.unet.config.get("time_cond_proj_dim")
         self._wemb = torch.zeros(1, proj, dtype=dt, device=dev) if proj else None
@@ -485,7 +497,8 @@ class DiffusionStage(BaseStage):
                 lat = self._unet(x, self._t[i : i + 1], cfg, z)
                 if i + 1 < k:
                     x = sa[i + 1 : i + 2] * lat + s1a[i + 1 : i + 2] * noise[i + 1 : i + 2]
-        y = self._decode(lat, guide)  # (1, 3, h, w) in [-1, 1]
+        w, h = self.work_size
+        y = self._decode(lat, guide)[..., :h, :w]  # (1, 3, h, w) in [-1, 1], padding cropped
         a = self._alpha.to(torch.float32)
         rgb = ((y[0].float() + 1.0) * 127.5).clamp_(0.0, 255.0)
         rgb = torch.minimum(rgb, a).add_(0.5).floor_()
@@ -651,6 +664,9 @@ class DiffusionStage(BaseStage):
             self._alpha.copy_(a[0, 0].add_(0.5).clamp_(0, 255))
         else:
             self._alpha.copy_(x[0, 3])
+        pw, ph = self.pad_size
+        if (pw, ph) != (w, h):  # edge pixels repeated: no seam for the convolutions to paint
+            rgb = F.pad(rgb.float(), (0, pw - w, 0, ph - h), mode="replicate")
         self._img.copy_(rgb.div_(127.5).sub_(1.0))
 
     def _motion(self, motion: torch.Tensor | None, src: tuple[int, int]) -> torch.Tensor | None:

@@ -14,8 +14,10 @@ from pipeline.quality import DEFAULT_LADDER, Rung
 
 
 def _work_size(size: tuple[int, int], scale: float) -> tuple[int, int]:
-    """DiffusionStage's work size for `latent_scale` (multiples of 8, the autoencoder's)."""
-    return (max(1, round(size[0] * scale / 8)) * 8, max(1, round(size[1] * scale / 8)) * 8)
+    """DiffusionStage's work size for `latent_scale`."""
+    from pipeline.diffusion.stage import work_size_for
+
+    return work_size_for(size, scale)
 
 
 def rung_name(steps: int, latent: tuple[int, int], temporal: bool, vsr: int) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 
 import torch
 import torch.nn.functional as F
@@ -109,16 +108,11 @@ def to_u8(x: torch.Tensor) -> torch.Tensor:
 def planes(x: torch.Tensor) -> torch.Tensor:
     """uint8 (h, w, 4) RGBA (rows may be strided) -> float32 (4, h, w) 0..1.
 
-    Reads each pixel as one little-endian int32 and splits it with shifts: measured ~1.5x
-    faster than a permuted copy on CPU."""
-    if sys.byteorder != "little":  # pragma: no cover
-        return x.permute(2, 0, 1).float().mul_(1.0 / 255.0)
-    v = x.view(torch.int32).squeeze(-1)
-    out = torch.empty((4, *v.shape), dtype=torch.float32, device=x.device)
-    out[0].copy_(v & 255)
-    out[1].copy_((v >> 8) & 255)
-    out[2].copy_((v >> 16) & 255)
-    out[3].copy_((v >> 24) & 255)
+    One converting copy from the permuted view, then one scale: measured about twice as fast
+    on the CPU (torch 2.13) as splitting each pixel's int32 with shifts and masks, and equal
+    bit for bit."""
+    out = torch.empty((4, x.shape[0], x.shape[1]), dtype=torch.float32, device=x.device)
+    out.copy_(x.permute(2, 0, 1))
     return out.mul_(1.0 / 255.0)
 
 
