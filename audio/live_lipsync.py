@@ -163,7 +163,13 @@ class LiveLipSync:
         self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
         self.live_net = None
         if self.net is not None:
-            self.live_net = LiveNet(self.net.live, self.net.cmn_init)
+            self.live_net = LiveNet(
+                self.net.live,
+                self.net.cmn_init,
+                self.net.live_offsets,
+                self.net.live_front,
+                self.sample_rate,
+            )
 
     # ------------------------------------------------------------------------------------
     def push(self, samples: np.ndarray) -> list[LipFrame]:
@@ -206,6 +212,7 @@ class LiveLipSync:
         flat: float,
         per: float,
         net_cep: np.ndarray | None = None,
+        net_power: np.ndarray | None = None,
         commit: bool = True,
         template_probs: np.ndarray | None = None,
     ) -> LipFrame:
@@ -214,7 +221,7 @@ class LiveLipSync:
         pw = None
         pv = 1.0
         if self.live_net is not None and net_cep is not None:
-            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit)
+            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit, net_power)
         self.last_voice = pv
         self.unvoiced = self.unvoiced + 1 if pv < 0.25 else 0
         # --- gate with hysteresis against the tracked floor -------------------------------
