@@ -158,6 +158,7 @@ def offline_inputs(
     prior: np.ndarray | None,
     front: str = "",
     warp: float = 1.0,
+    offsets: tuple[int, ...] = OFFLINE_OFFSETS,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -170,7 +171,7 @@ def offline_inputs(
 
         fs = mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS, warp=warp)
         v = np.concatenate([v, hop_vectors(fs, clip_cmn(fs))], axis=1)
-    return stack(v, OFFLINE_OFFSETS)
+    return stack(v, offsets)
 
 
 def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
@@ -212,11 +213,14 @@ class VowelNet:
     front: str = ""  # "" or FRONT_SEPARATION: the offline net also hears the separated voice
     live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
     live_front: str = ""  # "" or LIVE_FRONT_STEADY
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
 
     def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
         f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        pv, pw = self.offline.predict(offline_inputs(y, sr, f, self.cmn_init, self.front))
+        pv, pw = self.offline.predict(
+            offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
+        )
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
@@ -231,6 +235,7 @@ class VowelNet:
             "front": np.array(self.front),
             "live_front": np.array(self.live_front),
             "live_offsets": np.asarray(self.live_offsets, np.int64),
+            "offline_offsets": np.asarray(self.offline_offsets, np.int64),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
         for name, m in (("live", self.live), ("offline", self.offline)):
@@ -268,9 +273,13 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             raise ValueError(
                 f"{path}: unknown live front-end {lf!r} (expected {LIVE_FRONT_STEADY!r})"
             )
-        return VowelNet(
-            nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs, live_front=lf
+        oo = (
+            tuple(int(o) for o in z["offline_offsets"])
+            if "offline_offsets" in z
+            else OFFLINE_OFFSETS
         )
+        return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
+                        live_front=lf, offline_offsets=oo)  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5

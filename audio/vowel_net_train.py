@@ -22,6 +22,7 @@ from audio.speech_corpus import SR, labels_at
 from audio.vowel_net import (
     LIVE_OFFSETS,
     NET_SETTINGS,
+    OFFLINE_OFFSETS,
     Mlp,
     VowelNet,
     clip_cmn,
@@ -47,14 +48,14 @@ class Examples:
                           ("live", "offline", "voice", "vowel")))  # fmt: skip
 
 
-def _one(audio, phones, warp: float, cmn_init, front: str, offsets, live_front) -> Examples:
+def _one(audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets) -> Examples:
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     return Examples(
         live_inputs(f, SR, cmn_init, offsets, live_front),
-        offline_inputs(audio, SR, f, None, front, warp),
+        offline_inputs(audio, SR, f, None, front, warp, off_offsets),
         (lab != "-").astype(np.float32),
         vowel,
     )
@@ -78,13 +79,26 @@ def examples(
     front: str = "",
     live_offsets: tuple[int, ...] = LIVE_OFFSETS,
     live_front: str = "",
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    band_share: float = 0.55,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented."""
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
         if clean:
-            parts.append(_one(tr.voice, tr.phones, 1.0, cmn_init, front, live_offsets, live_front))
+            parts.append(
+                _one(
+                    tr.voice,
+                    tr.phones,
+                    1.0,
+                    cmn_init,
+                    front,
+                    live_offsets,
+                    live_front,
+                    offline_offsets,
+                )
+            )
         for _ in range(n_aug):
             s = float(np.exp(rng.uniform(np.log(0.85), np.log(1.5))))
             warp = float(np.exp(rng.uniform(np.log(0.85), np.log(1.2)))) / np.sqrt(s)
@@ -93,12 +107,14 @@ def examples(
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             if rng.uniform() < 0.3:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
-            if rng.uniform() < 0.55:
+            if rng.uniform() < band_share:
                 backing = augment.band(len(y) / SR + 0.1, int(rng.integers(1 << 30)))
                 y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
-            parts.append(_one(y, ph, warp, cmn_init, front, live_offsets, live_front))
+            parts.append(
+                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets)
+            )
     return Examples.concat(parts)
 
 
@@ -162,6 +178,7 @@ def train(
     front: str = "",
     live_offsets: tuple[int, ...] = LIVE_OFFSETS,
     live_front: str = "",
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same)."""
     import torch
@@ -176,4 +193,5 @@ def train(
         torch.set_num_threads(threads)
     cmn = np.asarray(cmn_init, np.float64)
     offs = tuple(live_offsets)
-    return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front)
+    return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front,
+                    offline_offsets=tuple(offline_offsets))  # fmt: skip

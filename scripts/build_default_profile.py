@@ -42,6 +42,8 @@ EPOCHS = 8
 FRONT = FRONT_SEPARATION
 LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
 LIVE_FRONT = LIVE_FRONT_STEADY
+OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
+BAND_SHARE = 0.55  # augmented copies with a band underneath
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -59,6 +61,8 @@ def build_net(
     front: str = FRONT,
     live_offsets: tuple[int, ...] = LIVE_OFFSETS,
     live_front: str = LIVE_FRONT,
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    band_share: float = BAND_SHARE,
 ):
     from audio.lipsync_eval import speech_track, sung_track
     from audio.vowel_net_train import cmn_prior, examples, train
@@ -73,7 +77,7 @@ def build_net(
     init = cmn_prior(tracks)
     ex = examples(
         tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
-        live_front=live_front,
+        live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
     )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
@@ -83,7 +87,7 @@ def build_net(
     )
     return train(
         ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
-        live_front=live_front,
+        live_front=live_front, offline_offsets=offline_offsets,
     )  # fmt: skip
 
 
