@@ -5,7 +5,7 @@ Signals come from `audio.speech_corpus` (espeak-ng, flite, festival, with phone 
 balanced vowel accuracy over A I U E O and the share of pauses with the mouth shut.
 
 * **Per source**, the shipped engines (`MfccLipSync` offline, `LiveLipSync` live, default
-  profile and network). The shipped net never heard flite (nor the speakers flite shares with
+  profile and network, with the separation front-ends the net file names). The shipped net never heard flite (nor the speakers flite shares with
   festival), so the flite column is the honest one; espeak-ng and festival voices were in its
   training (same sentences), and are marked so.
 * **Cross-source**: the same recipe trained once per source with that whole synthesizer (and

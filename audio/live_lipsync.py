@@ -24,11 +24,13 @@ templates per vowel) smoothed over ~2 hops; N (closed mouth / hum) takes the wei
 not open.
 
 **The shipped network** (`audio.vowel_net`, when audio/profiles/vowel_net.npz is present) hears
-whether a voice sounds — also over a band or background music — from the last ~80 ms of MFCCs:
-the gate opens on a clear, tonal rise above the floor only if the net does not deny a voice, or
-on the net alone when it is sure (a singer over music never rises far above the music's level),
-and it closes when the net hears no voice for 30 ms. With the default profile (which names the
-net) the net also gives the vowel; a calibrated profile keeps its own templates for vowels.
+whether a voice sounds — also over a band or background music — from the last ~80 ms of MFCCs
+and of what its front-end (`audio.voice_separation`: the music's held partials and drum hits
+taken out of each hop's spectrum) leaves: the gate opens on a clear, tonal rise above the floor
+only if the net does not deny a voice, or on the net alone when it is sure (a singer over music
+never rises far above the music's level), and it closes when the net hears no voice for
+`VOICE_OFF_S`. With the default profile (which names the net) the net also gives the vowel; a
+calibrated profile keeps its own templates for vowels.
 """
 
 from __future__ import annotations
@@ -102,6 +104,14 @@ class LipFrame:
 
 
 class LiveLipSync:
+    # the net's p(voice): under VOICE_OFF for VOICE_OFF_S closes the gate; the gate opens on a
+    # rise above the floor unless p(voice) is under VOICE_OFF, or on the net alone above
+    # VOICE_SURE; VOWEL_ALPHA: how far each hop moves the shown vowel to the classified one
+    VOICE_OFF = 0.5
+    VOICE_OFF_S = 0.02
+    VOICE_SURE = 0.85
+    VOWEL_ALPHA = 0.6
+
     def __init__(
         self,
         profile: Profile | str | os.PathLike | None = None,
@@ -164,7 +174,13 @@ class LiveLipSync:
         self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
         self.live_net = None
         if self.net is not None:
-            self.live_net = LiveNet(self.net.live, self.net.cmn_init)
+            self.live_net = LiveNet(
+                self.net.live,
+                self.net.cmn_init,
+                self.net.live_offsets,
+                self.net.live_front,
+                self.sample_rate,
+            )
 
     # ------------------------------------------------------------------------------------
     def push(self, samples: np.ndarray) -> list[LipFrame]:
@@ -207,6 +223,7 @@ class LiveLipSync:
         flat: float,
         per: float,
         net_cep: np.ndarray | None = None,
+        net_power: np.ndarray | None = None,
         commit: bool = True,
         template_probs: np.ndarray | None = None,
     ) -> LipFrame:
@@ -215,23 +232,23 @@ class LiveLipSync:
         pw = None
         pv = 1.0
         if self.live_net is not None and net_cep is not None:
-            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit)
+            pv, pw = self.live_net.step(net_cep, lev, per, flat, commit, net_power)
         self.last_voice = pv
-        self.unvoiced = self.unvoiced + 1 if pv < 0.25 else 0
+        self.unvoiced = self.unvoiced + 1 if pv < self.VOICE_OFF else 0
         # --- gate with hysteresis against the tracked floor -------------------------------
         if self.gate:
             self.untonal = 0 if tonal else self.untonal + 1
             if (
                 lev < self.floor + self.close_db
                 or self.untonal * self.hop_s > 0.15
-                or self.unvoiced * self.hop_s >= 0.03
+                or self.unvoiced * self.hop_s >= self.VOICE_OFF_S - 1e-9
             ):
                 self.gate = False
         elif (
             lev > -75.0
             and (self.peak is None or lev > self.peak - self.quiet_db)
             and tonal  # noise is never a voice, whatever the net says
-            and ((lev > self.floor + self.open_db and pv > 0.25) or pv > 0.75)
+            and ((lev > self.floor + self.open_db and pv > self.VOICE_OFF) or pv > self.VOICE_SURE)
         ):
             self.gate = True
             self.untonal = 0
@@ -276,7 +293,7 @@ class LiveLipSync:
                 probs = self.matcher.probs(cep)
             self.last_probs = probs
             conf = float(probs.max())
-            self.p += 0.6 * (probs - self.p)
+            self.p += self.VOWEL_ALPHA * (probs - self.p)
         silent = not self.gate and op == 0.0
         w = np.zeros(len(VOWELS), np.float32)
         if silent:

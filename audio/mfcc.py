@@ -58,6 +58,7 @@ class FrameFeatures:
     level_db: np.ndarray  # float32 (n,)
     flatness: np.ndarray  # float32 (n,)
     periodicity: np.ndarray  # float32 (n,)
+    power: np.ndarray | None = None  # (n, bins) pre-emphasised power spectra (keep_power)
 
     def __len__(self) -> int:
         return len(self.end)
@@ -121,7 +122,8 @@ class _Plan:
         """frames (n, win) float64, prev (n,) = the sample before each frame (pre-emphasis).
 
         `also`: a second plan with the same window whose cepstrum is appended (from the same
-        spectrum: the live engine's network features cost one filterbank, not a second FFT)."""
+        spectrum: the live engine's network features cost one filterbank, not a second FFT),
+        and then the power spectra too (the live separation front-end reads them)."""
         s = self.s
         x = frames
         level = np.mean(x[:, -self.level_n :] ** 2, axis=1)
@@ -145,7 +147,7 @@ class _Plan:
             flat.astype(np.float32),
             np.clip(per, 0.0, 1.0).astype(np.float32),
         )
-        return out if also is None else (*out, also.cepstrum(power))
+        return out if also is None else (*out, also.cepstrum(power), power)
 
 
 _PLANS: dict[tuple, _Plan] = {}
@@ -162,11 +164,16 @@ def _plan(s: MfccSettings, sr: int, warp: float = 1.0) -> _Plan:
 
 
 def mfcc_frames(
-    samples: np.ndarray, sample_rate: int, settings: MfccSettings | None = None, warp: float = 1.0
+    samples: np.ndarray,
+    sample_rate: int,
+    settings: MfccSettings | None = None,
+    warp: float = 1.0,
+    keep_power: bool = False,
 ) -> FrameFeatures:
     """Features of every complete hop of `samples` (mono), all frames at once (offline).
 
-    `warp` (training only) gives the features as if every formant were `warp` times higher."""
+    `warp` (training only) gives the features as if every formant were `warp` times higher;
+    `keep_power` keeps each hop's power spectrum (`FrameFeatures.power`)."""
     s = settings or MfccSettings()
     p = _plan(s, sample_rate, warp)
     x = np.asarray(samples, np.float64).reshape(-1)
@@ -182,9 +189,10 @@ def mfcc_frames(
     step = 4096  # bounded memory for long files
     for i in range(0, n, step):
         r = rows[i : i + step]
-        out.append(p.analyse(r[:, 1:], r[:, 0]))
-    cep, lev, flat, per = (np.concatenate(parts) for parts in zip(*out, strict=True))
-    return FrameFeatures(ends.astype(np.int64), cep, lev, flat, per)
+        out.append(p.analyse(r[:, 1:], r[:, 0], p if keep_power else None))
+    cols = [np.concatenate(parts) for parts in zip(*out, strict=True)]
+    power = cols[5].astype(np.float32) if keep_power else None
+    return FrameFeatures(ends.astype(np.int64), *cols[:4], power=power)
 
 
 class MfccStream:
@@ -234,7 +242,7 @@ class MfccStream:
     @staticmethod
     def _row(r: tuple) -> tuple:
         head = (r[0][0], float(r[1][0]), float(r[2][0]), float(r[3][0]))
-        return head if len(r) == 4 else (*head, r[4][0])
+        return head if len(r) == 4 else (*head, r[4][0], r[5][0])
 
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
         """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""

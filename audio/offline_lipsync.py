@@ -38,6 +38,8 @@ N_IDX = VOWELS.index("N")
 
 
 class MfccLipSync:
+    VOICE_LO = 0.45  # p(voice) under this shuts the mouth; 1 - VOICE_LO and above opens it
+
     def __init__(
         self,
         profile: Profile | str | os.PathLike | None = None,
@@ -129,7 +131,8 @@ class MfccLipSync:
             ref = float(np.percentile(lev[op > 0], 95)) if (op > 0).any() else float(lev.max())
             quiet = np.clip((lev - (ref - 35.0)) / 6.0, 0.0, 1.0)
             # ... and where the offline net hears no voice; at least half open where it does
-            g = np.clip((np.interp(t, voice_t, pvoice) - 0.3) / 0.4, 0.0, 1.0) * quiet
+            pv = np.interp(t, voice_t, pvoice)
+            g = np.clip((pv - self.VOICE_LO) / (1.0 - 2 * self.VOICE_LO), 0.0, 1.0) * quiet
             g = _range_max(g, lo, hi)  # same span as the openness: opens early, closes on time
             mouth = np.maximum(mouth, 0.45 * g) * g
         # vowels: fill unknown hops with the last known, average over the frame span, led

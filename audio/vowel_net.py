@@ -17,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.mfcc import FrameFeatures, MfccSettings, mfcc_frames
+from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
 
 __all__ = [
     "DEFAULT_NET",
+    "FRONT_SEPARATION",
+    "LIVE_FRONT_STEADY",
     "LIVE_OFFSETS",
     "NET_SETTINGS",
     "OFFLINE_OFFSETS",
@@ -29,7 +31,9 @@ __all__ = [
     "VowelNet",
     "fuse",
     "hop_vectors",
+    "live_inputs",
     "load_net",
+    "offline_inputs",
     "stack",
 ]
 
@@ -110,6 +114,66 @@ def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
     ).astype(np.float32)
 
 
+FRONT_SEPARATION = "separation"
+LIVE_FRONT_STEADY = "steady"
+SEP_DIM = NET_SETTINGS.n_coefs + 2
+
+
+def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
+    """(n, SEP_DIM): the cepstrum of what the live front-end left, its log flatness and how
+    much of the hop's energy it kept (dB): over a band in a pause, little."""
+    plan = _plan(NET_SETTINGS, sr)
+    cep = plan.cepstrum(cleaned)
+    band = cleaned[:, plan.flat_bins] + 1e-20
+    flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
+    kept = 10 * np.log10((cleaned.sum(axis=1) + 1e-20) / (power.sum(axis=1) + 1e-20))
+    return np.concatenate(
+        [cep, np.log10(np.maximum(flat, 1e-4))[:, None], np.maximum(kept, -40.0)[:, None] / 10],
+        axis=1,
+    ).astype(np.float32)
+
+
+def live_inputs(
+    f: FrameFeatures,
+    sr: int,
+    cmn_init: np.ndarray,
+    offsets: tuple[int, ...] = LIVE_OFFSETS,
+    front: str = "",
+) -> np.ndarray:
+    """The live net's input rows for the hops `f` (batch; `LiveNet` gives the same hop by hop).
+    With the steady-suppression front-end `f` must carry its power spectra (keep_power)."""
+    v = hop_vectors(f, running_cmn(f, cmn_init))
+    if front == LIVE_FRONT_STEADY:
+        from audio.voice_separation import suppress_steady
+
+        p = f.power.astype(np.float64)
+        v = np.concatenate([v, _sep_vectors(p, suppress_steady(p), sr)], axis=1)
+    return stack(v, offsets)
+
+
+def offline_inputs(
+    y: np.ndarray,
+    sr: int,
+    f: FrameFeatures,
+    prior: np.ndarray | None,
+    front: str = "",
+    warp: float = 1.0,
+    offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+) -> np.ndarray:
+    """The offline net's input rows for the hops `f` of `y` (the same in training and use).
+
+    With the separation front-end (`audio.voice_separation`) each hop carries the separated
+    voice's hop vector next to the mix's: over a band the net reads the vowel and the voice
+    from what is left of the voice, on clean speech it still has the untouched features."""
+    v = hop_vectors(f, clip_cmn(f, prior))
+    if front == FRONT_SEPARATION:
+        from audio.voice_separation import voice_residual
+
+        fs = mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS, warp=warp)
+        v = np.concatenate([v, hop_vectors(fs, clip_cmn(fs))], axis=1)
+    return stack(v, offsets)
+
+
 def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
     """Rows k of v at k + offset for each offset, side by side (edges held)."""
     n = len(v)
@@ -146,24 +210,32 @@ class VowelNet:
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
+    front: str = ""  # "" or FRONT_SEPARATION: the offline net also hears the separated voice
+    live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
+    live_front: str = ""  # "" or LIVE_FRONT_STEADY
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
 
     def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
-        f = mfcc_frames(y, sr, NET_SETTINGS)
+        f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         pv, pw = self.offline.predict(
-            stack(hop_vectors(f, clip_cmn(f, self.cmn_init)), OFFLINE_OFFSETS)
+            offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
         )
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
         pl, _ = self.live.predict(
-            stack(hop_vectors(f, running_cmn(f, self.cmn_init)), LIVE_OFFSETS)
+            live_inputs(f, sr, self.cmn_init, self.live_offsets, self.live_front)
         )
         return f.end, np.sqrt(pv * pl), pw
 
     def save(self, path: str | os.PathLike) -> None:
         arrays: dict[str, np.ndarray] = {
             "info": np.array(self.info),
+            "front": np.array(self.front),
+            "live_front": np.array(self.live_front),
+            "live_offsets": np.asarray(self.live_offsets, np.int64),
+            "offline_offsets": np.asarray(self.offline_offsets, np.int64),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
         for name, m in (("live", self.live), ("offline", self.offline)):
@@ -189,7 +261,25 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 layers.append((w, z[f"{name}_b{i}"].astype(np.float32)))
                 i += 1
             nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
-        return VowelNet(nets[0], nets[1], str(z["info"]), z["cmn_init"].astype(np.float64))
+        front = str(z["front"]) if "front" in z else ""
+        if front not in ("", FRONT_SEPARATION):
+            raise ValueError(f"{path}: unknown front-end {front!r} (expected {FRONT_SEPARATION!r})")
+        cmn = z["cmn_init"].astype(np.float64)
+        offs = tuple(int(o) for o in z["live_offsets"]) if "live_offsets" in z else LIVE_OFFSETS
+        if max(offs) != 0:
+            raise ValueError(f"{path}: the live net's offsets must end at 0 (got {offs})")
+        lf = str(z["live_front"]) if "live_front" in z else ""
+        if lf not in ("", LIVE_FRONT_STEADY):
+            raise ValueError(
+                f"{path}: unknown live front-end {lf!r} (expected {LIVE_FRONT_STEADY!r})"
+            )
+        oo = (
+            tuple(int(o) for o in z["offline_offsets"])
+            if "offline_offsets" in z
+            else OFFLINE_OFFSETS
+        )
+        return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
+                        live_front=lf, offline_offsets=oo)  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5
@@ -230,21 +320,40 @@ def resolve_net(net, profile) -> tuple[VowelNet | None, bool]:
 class LiveNet:
     """The live net hop by hop: keeps the last hop vectors its offsets need."""
 
-    def __init__(self, mlp: Mlp, cmn_init: np.ndarray) -> None:
+    def __init__(
+        self,
+        mlp: Mlp,
+        cmn_init: np.ndarray,
+        offsets: tuple[int, ...] = LIVE_OFFSETS,
+        front: str = "",
+        sample_rate: int = 16000,
+    ) -> None:
         self.mlp = mlp
         self.cmn = RunningCmn(cmn_init)
-        self.span = -min(LIVE_OFFSETS) + 1
-        self.ring = np.zeros((self.span, HOP_DIM), np.float32)
-        self.count = 0
-        self._idx = np.asarray(LIVE_OFFSETS) + self.span - 1
+        self.span = -min(offsets) + 1
+        self.sr = int(sample_rate)
+        self.sep = None
+        if front == LIVE_FRONT_STEADY:
+            from audio.voice_separation import SteadySuppressor
 
-    def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True):
-        """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged."""
+            self.sep = SteadySuppressor()
+        dim = HOP_DIM + (SEP_DIM if self.sep is not None else 0)
+        self.ring = np.zeros((self.span, dim), np.float32)
+        self.count = 0
+        self._idx = np.asarray(offsets) + self.span - 1
+
+    def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True, power=None):
+        """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged.
+        `power`: the hop's power spectrum (needed with the steady-suppression front-end)."""
         st = None if commit else self.cmn.state()
         c = self.cmn.update(cep, level_db)
         if st is not None:
             self.cmn.restore(st)
         v = np.concatenate([c, [per, np.log10(max(flat, 1e-4))]]).astype(np.float32)
+        if self.sep is not None:
+            p = np.asarray(power, np.float64).reshape(1, -1)
+            cleaned = self.sep.step(p[0], commit)[None]
+            v = np.concatenate([v, _sep_vectors(p, cleaned, self.sr)[0]])
         if self.count == 0:
             ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
         else:

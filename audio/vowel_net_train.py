@@ -26,9 +26,8 @@ from audio.vowel_net import (
     Mlp,
     VowelNet,
     clip_cmn,
-    hop_vectors,
-    running_cmn,
-    stack,
+    live_inputs,
+    offline_inputs,
 )
 
 __all__ = ["Examples", "cmn_prior", "examples", "train"]
@@ -49,14 +48,14 @@ class Examples:
                           ("live", "offline", "voice", "vowel")))  # fmt: skip
 
 
-def _one(audio: np.ndarray, phones, warp: float, cmn_init: np.ndarray) -> Examples:
-    f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp)
+def _one(audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets) -> Examples:
+    f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     return Examples(
-        stack(hop_vectors(f, running_cmn(f, cmn_init)), LIVE_OFFSETS),
-        stack(hop_vectors(f, clip_cmn(f)), OFFLINE_OFFSETS),
+        live_inputs(f, SR, cmn_init, offsets, live_front),
+        offline_inputs(audio, SR, f, None, front, warp, off_offsets),
         (lab != "-").astype(np.float32),
         vowel,
     )
@@ -72,14 +71,34 @@ def cmn_prior(tracks: list[Track]) -> np.ndarray:
 
 
 def examples(
-    tracks: list[Track], cmn_init: np.ndarray, n_aug: int = 4, seed: int = 0, clean: bool = True
+    tracks: list[Track],
+    cmn_init: np.ndarray,
+    n_aug: int = 4,
+    seed: int = 0,
+    clean: bool = True,
+    front: str = "",
+    live_offsets: tuple[int, ...] = LIVE_OFFSETS,
+    live_front: str = "",
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    band_share: float = 0.55,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented."""
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
         if clean:
-            parts.append(_one(tr.voice, tr.phones, 1.0, cmn_init))
+            parts.append(
+                _one(
+                    tr.voice,
+                    tr.phones,
+                    1.0,
+                    cmn_init,
+                    front,
+                    live_offsets,
+                    live_front,
+                    offline_offsets,
+                )
+            )
         for _ in range(n_aug):
             s = float(np.exp(rng.uniform(np.log(0.85), np.log(1.5))))
             warp = float(np.exp(rng.uniform(np.log(0.85), np.log(1.2)))) / np.sqrt(s)
@@ -88,12 +107,14 @@ def examples(
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             if rng.uniform() < 0.3:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
-            if rng.uniform() < 0.55:
+            if rng.uniform() < band_share:
                 backing = augment.band(len(y) / SR + 0.1, int(rng.integers(1 << 30)))
                 y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
-            parts.append(_one(y, ph, warp, cmn_init))
+            parts.append(
+                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets)
+            )
     return Examples.concat(parts)
 
 
@@ -154,6 +175,10 @@ def train(
     epochs: int = 8,
     seed: int = 0,
     stride: int = 2,
+    front: str = "",
+    live_offsets: tuple[int, ...] = LIVE_OFFSETS,
+    live_front: str = "",
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same)."""
     import torch
@@ -166,4 +191,7 @@ def train(
         off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
     finally:
         torch.set_num_threads(threads)
-    return VowelNet(live, off, info, np.asarray(cmn_init, np.float64))
+    cmn = np.asarray(cmn_init, np.float64)
+    offs = tuple(live_offsets)
+    return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front,
+                    offline_offsets=tuple(offline_offsets))  # fmt: skip

@@ -33,12 +33,17 @@ from audio.calibration import (
     templates_from_signal,
 )
 from audio.mfcc import MfccSettings
-from audio.vowel_net import DEFAULT_NET
+from audio.vowel_net import DEFAULT_NET, FRONT_SEPARATION, LIVE_FRONT_STEADY
 from core.avatar import VOWELS
 
 HELD_OUT_SOURCE = "flite"
 N_AUG = 3
 EPOCHS = 8
+FRONT = FRONT_SEPARATION
+LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
+LIVE_FRONT = LIVE_FRONT_STEADY
+OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
+BAND_SHARE = 0.55  # augmented copies with a band underneath
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -49,7 +54,16 @@ def training_voices(held_out: str = HELD_OUT_SOURCE):
     return [v for v in voices() if v.source != held_out and v.speaker not in spk]
 
 
-def build_net(held_out: str = HELD_OUT_SOURCE, n_aug: int = N_AUG, epochs: int = EPOCHS):
+def build_net(
+    held_out: str = HELD_OUT_SOURCE,
+    n_aug: int = N_AUG,
+    epochs: int = EPOCHS,
+    front: str = FRONT,
+    live_offsets: tuple[int, ...] = LIVE_OFFSETS,
+    live_front: str = LIVE_FRONT,
+    offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    band_share: float = BAND_SHARE,
+):
     from audio.lipsync_eval import speech_track, sung_track
     from audio.vowel_net_train import cmn_prior, examples, train
 
@@ -61,13 +75,20 @@ def build_net(held_out: str = HELD_OUT_SOURCE, n_aug: int = N_AUG, epochs: int =
         for i in range(0, len(specs), 2)
     ]
     init = cmn_prior(tracks)
-    ex = examples(tracks, init, n_aug=n_aug, seed=0)
+    ex = examples(
+        tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
+        live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
+    )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
-        f"{names}; held out: {held_out}"
+        f"{names}; held out: {held_out}; front-ends: offline {front or 'none'}, live "
+        f"{live_front or 'none'}"
     )
-    return train(ex, init, info, epochs=epochs)
+    return train(
+        ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
+        live_front=live_front, offline_offsets=offline_offsets,
+    )  # fmt: skip
 
 
 def build(templates_per_voice: int = 3) -> Profile:

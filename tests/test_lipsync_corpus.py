@@ -88,8 +88,8 @@ def test_held_out_synthesizer_vowels_and_pauses(flite_tracks, engines):
         f"flite: offline {off.balanced:.1%} pauses {off.closed_share:.0%}; live "
         f"{live.balanced:.1%} pauses {live.closed_share:.0%}; templates {old.balanced:.1%}"
     )
-    # measured 67.9 % / 52.4 % (templates 48.4 %), pauses 100 % / 93 %
-    assert off.balanced >= 0.6
+    # measured 74.6 % / 55.0 % (templates 48.7 %), pauses 100 % / 87 % (with the front-ends)
+    assert off.balanced >= 0.68
     assert live.balanced >= 0.47
     assert off.balanced >= old.balanced + 0.1  # the net, not the templates, reads the vowels
     assert off.closed_share >= 0.9
@@ -97,12 +97,12 @@ def test_held_out_synthesizer_vowels_and_pauses(flite_tracks, engines):
 
 
 def test_band_alone_keeps_the_mouth_shut(engines):
-    """A band with no one singing (8 s): the net shuts the mouth much of the time (measured
-    54 % offline); the level gate alone never does."""
+    """A band with no one singing (8 s): the net behind its front-ends shuts the mouth most of
+    the time (measured 80 % offline, 87 % live); the level gate alone never does."""
     from audio import augment
 
     y = augment.band(8.0, seed=4242)
-    floors = {"offline": 0.45, "live": 0.3, "templates": None}
+    floors = {"offline": 0.65, "live": 0.7, "templates": None}
     for name, floor in floors.items():
         t, op, _ = engines[name](y)
         shut = float(np.mean(op[t > 0.5] < 0.1))
@@ -114,21 +114,21 @@ def test_band_alone_keeps_the_mouth_shut(engines):
 
 
 def test_band_vocal_pauses_close_offline(flite_tracks, engines):
-    """Voice over a band at +6 dB: offline, many vocal pauses shut while the band plays
-    (measured 47 %; the template engine 0 %)."""
+    """Voice over a band at +6 dB: offline, the vocal pauses shut while the band plays
+    (measured 87 % with the separation front-end, 47 % without; the template engine 0 %)."""
     from audio.lipsync_eval import with_band
 
     banded = [with_band(t, 6.0, seed=77 + i) for i, t in enumerate(flite_tracks)]
     s = _score(engines["offline"], banded)
     old = _score(engines["templates"], banded)
     print(f"band +6 dB: pauses shut {s.closed_share:.0%} (templates {old.closed_share:.0%})")
-    assert s.closed_share >= 0.35
+    assert s.closed_share >= 0.75
     assert old.closed_share <= 0.1  # the case is hard: the level gate alone never closes
 
 
 def test_sung_vowels_track_the_note(engines):
     """Sung vowels (flite's envelopes, 150-400 Hz) are read above chance (20 %; measured
-    42.5 %), and the pauses between notes shut."""
+    50.7 %), and the pauses between notes shut."""
     if shutil.which("flite") is None:
         pytest.skip("needs flite")
     from audio.lipsync_eval import sung_track
@@ -136,14 +136,14 @@ def test_sung_vowels_track_the_note(engines):
     tr = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
     s = _score(engines["offline"], tr)
     print(f"sung 150-400 Hz: {s.balanced:.1%}, pauses {s.closed_share:.0%}")
-    assert s.balanced >= 0.35
+    assert s.balanced >= 0.42
     assert s.closed_share >= 0.9
 
 
 @needs_espeak
 def test_calibration_beats_the_default_on_its_own_voice():
     """A profile calibrated on a voice the net never heard reads that voice's held vowels
-    better than the default (templates and net vote together; measured 100 % vs 80 %)."""
+    better than the default (templates and net vote together; measured 99.0 % vs 76.2 %)."""
     from audio.calibration import (
         HELDOUT_VOICES,
         calibrate_from_recordings,

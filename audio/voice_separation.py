@@ -1,0 +1,139 @@
+"""The voice out of a full mix: two-stage harmonic/percussive separation (offline front-end).
+
+A band's chords, pads and bass hold their pitch for a beat or a bar; its drums are broadband
+clicks; a voice is neither — its harmonics glide with the pitch and the formants within tens
+of milliseconds. Two passes of harmonic/percussive separation split the three apart (the
+two-stage scheme of Tachibana et al. for singing voice enhancement):
+
+1. a long window (64 ms): what stays put in time for `STEADY_S` is the band's harmony; the rest
+   (voice and drums) goes on;
+2. a short window (16 ms): within that rest, what is smooth in time over a few hops is the
+   voice, what is smooth across frequency is a drum hit.
+
+The smoothing is a grey-scale opening (a running minimum then maximum) instead of the usual
+median filter: it keeps what lasts at least the filter's length, costs O(1) per bin and makes
+the front-end cheap enough for a 4-minute song (figures in docs/BENCHMARKS.md). The masks are
+soft (Wiener-like, squared magnitudes). The result is audio at the input's rate: the vowel net
+(`audio.vowel_net`) hears it next to the raw mix and was trained on the same front-end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+__all__ = ["voice_residual"]
+
+SR = 16000
+STEADY_S = 0.4  # a partial that holds this long is the band's (a sung note glides or ends)
+LONG_NFFT, LONG_HOP = 1024, 256
+SHORT_NFFT, SHORT_HOP = 256, 64
+
+
+def _masks(mag: np.ndarray, k_time: int, k_freq: int) -> tuple[np.ndarray, np.ndarray]:
+    """(steady-in-time mask, broadband mask) of a magnitude spectrogram (bins, frames)."""
+    h = ndimage.grey_opening(mag, size=(1, k_time))
+    p = ndimage.grey_opening(mag, size=(k_freq, 1))
+    h = ndimage.uniform_filter1d(h, 3, axis=1) ** 2
+    p = ndimage.uniform_filter1d(p, 3, axis=0) ** 2
+    tot = h + p + 1e-20
+    return h / tot, p / tot
+
+
+# STFT pairs with 75 % overlap, written out with numpy: the overlap-add is four shifted sums
+# (library ISTFTs loop in Python or compile on first use, which a render would wait for)
+
+
+def _window(n: int) -> np.ndarray:
+    return (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)).astype(np.float32)  # periodic
+
+
+def _stft(x: np.ndarray, n: int, hop: int) -> np.ndarray:
+    """(bins, frames); frame j is centred on sample j * hop (zeros around the signal)."""
+    frames = -(-len(x) // hop) + 1
+    pad = np.zeros((frames + 3) * hop, np.float32)
+    pad[n // 2 : n // 2 + len(x)] = x
+    rows = np.lib.stride_tricks.sliding_window_view(pad, n)[::hop][:frames]
+    return np.fft.rfft(rows * _window(n), axis=1).T
+
+
+def _istft(s: np.ndarray, n: int, hop: int, length: int) -> np.ndarray:
+    rows = np.fft.irfft(s.T, n, axis=1).astype(np.float32) * _window(n)
+    frames = len(rows)
+    out = np.zeros((frames + 3) * hop, np.float32)
+    k = n // hop
+    for i in range(k):  # part i of every frame lands at frame * hop + i * hop
+        seg = rows[:, i * hop : (i + 1) * hop].reshape(-1)
+        out[i * hop : i * hop + len(seg)] += seg
+    out /= float(np.sum(_window(n) ** 2) / hop)  # the window's overlap-added square
+    return out[n // 2 : n // 2 + length]
+
+
+def voice_residual(y: np.ndarray, sr: int = SR) -> np.ndarray:
+    """The voice-like part of mono `y` (float32, same length and rate)."""
+    x = np.asarray(y, np.float32).reshape(-1)
+    scale = sr / SR  # the same time spans at any rate
+    n1, h1 = round(LONG_NFFT * scale), round(LONG_HOP * scale)
+    if len(x) < n1:
+        return x.copy()
+    s = _stft(x, n1, h1)
+    _steady, rest = _masks(np.abs(s), max(round(STEADY_S * sr / h1), 3), 13)
+    x1 = _istft(s * rest, n1, h1, len(x))
+    n2, h2 = round(SHORT_NFFT * scale), round(SHORT_HOP * scale)
+    s2 = _stft(x1, n2, h2)
+    smooth, _hits = _masks(np.abs(s2), 9, 9)
+    return _istft(s2 * smooth, n2, h2, len(x)).astype(np.float32)
+
+
+# --- live: the same idea, causal, on the spectrum the MFCC window already has ---------------
+#
+# Live there is no future to look at, and no time for a second pair of transforms: each 10 ms
+# hop's power spectrum (the 25 ms MFCC window) is compared with the bin-wise minimum of the last
+# `LIVE_STEADY_HOPS` hops — what has been sounding all along is the band's, subtracted twice
+# over — and with its own opening across `LIVE_HIT_BINS` bins (a broadband drum hit). What is
+# left is summarised for the live net next to the mix's features (`audio.vowel_net`).
+
+LIVE_STEADY_HOPS = 30
+LIVE_HIT_BINS = 9
+
+
+def _clean(power: np.ndarray, steady: np.ndarray) -> np.ndarray:
+    """Rows of `power` less their steady floor and their broadband part (soft gains)."""
+    p = np.maximum(power, 1e-20)
+    g = np.clip(1.0 - 2.0 * steady / p, 0.0, 1.0)
+    # an opening across frequency (what is as wide as LIVE_HIT_BINS bins is a hit)
+    hits = ndimage.maximum_filter1d(ndimage.minimum_filter1d(p, LIVE_HIT_BINS), LIVE_HIT_BINS)
+    return p * g * (p * p / (p * p + hits * hits))
+
+
+def suppress_steady(power: np.ndarray) -> np.ndarray:
+    """(n, bins) power spectra of consecutive hops -> the same, band taken out (causal)."""
+    p = np.asarray(power, np.float64)
+    if len(p) == 0:
+        return p.copy()
+    k = LIVE_STEADY_HOPS
+    pad = np.concatenate([np.repeat(p[:1], k - 1, axis=0), p])
+    # trailing minimum over the last k hops (this one included)
+    steady = ndimage.minimum_filter1d(pad, k, axis=0, origin=(k - 1) // 2)[k - 1 :]
+    return _clean(p, steady)
+
+
+class SteadySuppressor:
+    """`suppress_steady` one hop at a time (the same numbers)."""
+
+    def __init__(self) -> None:
+        self.ring: np.ndarray | None = None
+        self.pos = 0
+
+    def step(self, power: np.ndarray, commit: bool = True) -> np.ndarray:
+        p = np.asarray(power, np.float64).reshape(1, -1)
+        ring = self.ring
+        if ring is None:
+            ring = np.repeat(p, LIVE_STEADY_HOPS, axis=0)
+        else:
+            ring = ring.copy() if not commit else ring
+            ring[self.pos] = p[0]
+        if commit:
+            self.ring = ring
+            self.pos = (self.pos + 1) % LIVE_STEADY_HOPS
+        return _clean(p, ring.min(axis=0, keepdims=True))[0]

@@ -1,0 +1,97 @@
+"""The vowel net's front-ends: the live one hop by hop gives what training saw; files keep them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from audio import augment
+from audio.mfcc import MfccStream, mfcc_frames
+from audio.voice_separation import SteadySuppressor, suppress_steady
+from audio.vowel_net import (
+    FRONT_SEPARATION,
+    HOP_DIM,
+    LIVE_FRONT_STEADY,
+    NET_SETTINGS,
+    SEP_DIM,
+    LiveNet,
+    Mlp,
+    VowelNet,
+    live_inputs,
+    load_net,
+)
+
+SR = 16000
+OFFS = (-6, -2, -1, 0)
+
+
+def _mlp(dim: int, rng: np.random.Generator) -> Mlp:
+    return Mlp(
+        rng.standard_normal(dim).astype(np.float32),
+        np.ones(dim, np.float32) * 3,
+        [
+            (rng.standard_normal((dim, 8)).astype(np.float32) * 0.2, np.zeros(8, np.float32)),
+            (rng.standard_normal((8, 6)).astype(np.float32), np.zeros(6, np.float32)),
+        ],
+    )
+
+
+def _signal() -> np.ndarray:
+    """A band with a gliding tone entering half-way (something for the front-end to keep)."""
+    y = augment.band(1.5, seed=3)
+    t = np.arange(len(y)) / SR
+    tone = 0.2 * np.sin(2 * np.pi * np.cumsum(200 + 80 * t) / SR) * (t > 0.75)
+    return (y + tone).astype(np.float32)
+
+
+def test_suppressor_hop_by_hop_is_the_batch():
+    p = mfcc_frames(_signal(), SR, NET_SETTINGS, keep_power=True).power.astype(np.float64)
+    s = SteadySuppressor()
+    rows = []
+    for r in p:
+        s.step(r, commit=False)  # a look that must change nothing
+        rows.append(s.step(r))
+    np.testing.assert_allclose(np.stack(rows), suppress_steady(p), rtol=1e-9, atol=0)
+    # a sound that has been there all along is taken out, a new one is kept
+    steady = np.tile(p[:1], (40, 1))
+    assert suppress_steady(steady)[-1].sum() < 1e-3 * steady[-1].sum()
+
+
+def test_live_net_stream_matches_training_features():
+    rng = np.random.default_rng(0)
+    mlp = _mlp((HOP_DIM + SEP_DIM) * len(OFFS), rng)
+    cmn = np.zeros(NET_SETTINGS.n_coefs)
+    y = _signal()
+    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY))
+    net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR)
+    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS)
+    got = []
+    for i in range(0, len(y), 80):  # 5 ms blocks, as a device gives them
+        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
+            got.append(net.step(ncep, lev, per, flat, True, power)[0])
+    np.testing.assert_allclose(np.array(got), want[: len(got)], atol=1e-4)  # float32 power in batch
+    assert len(got) == len(want)
+
+
+def test_front_ends_survive_the_file(tmp_path):
+    rng = np.random.default_rng(1)
+    live = _mlp((HOP_DIM + SEP_DIM) * len(OFFS), rng)
+    off = _mlp(HOP_DIM * 2 * 3, rng)
+    net = VowelNet(live, off, "test", np.zeros(NET_SETTINGS.n_coefs), front=FRONT_SEPARATION,
+                   live_offsets=OFFS, live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    path = tmp_path / "net.npz"
+    net.save(path)
+    back = load_net(path)
+    assert (back.front, back.live_front, back.live_offsets) == (
+        FRONT_SEPARATION,
+        LIVE_FRONT_STEADY,
+        OFFS,
+    )
+    with np.load(path) as z:
+        arrays = dict(z)
+    arrays["front"] = np.array("magic")
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(ValueError, match=r"bad\.npz.*unknown front-end 'magic'"):
+        load_net(bad)
