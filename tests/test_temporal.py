@@ -130,9 +130,14 @@ def test_flicker_halved_sharpness_kept():
     styl = flickery_stylizer(clean, seed=7)
     out = run_stage(TemporalStage(blend=0.7), styl, motions)
     f0, f1 = flicker(styl, motions), flicker(out, motions)
-    # near part boundaries the history is not used (guard): a third less than half is kept
-    assert f1 <= 0.65 * f0, (f0, f1)
-    unguarded = run_stage(TemporalStage(blend=0.7, guard=0), styl, motions)
+    # the default clamps the history to the current 3x3 range exactly (no echo lines on the
+    # model's painting): jitter that moves that whole range is only partly averaged
+    assert f1 <= 0.88 * f0, (f0, f1)
+    # a margin above the range averages more of it — the trade the default declines
+    margin = run_stage(TemporalStage(blend=0.7, clamp_margin=0.06), styl, motions)
+    assert flicker(margin, motions) <= 0.65 * f0
+    # near part boundaries the history is not used (guard): without it, more is averaged
+    unguarded = run_stage(TemporalStage(blend=0.7, clamp_margin=0.06, guard=0), styl, motions)
     assert flicker(unguarded, motions) <= 0.5 * f0
     s0, s1 = sharpness(styl), sharpness(out)
     assert abs(s1 / s0 - 1.0) <= 0.10, (s0, s1)

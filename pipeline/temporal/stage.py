@@ -1,7 +1,7 @@
 """The temporal alignment stage: stylized history warped by the renderer's exact motion vectors.
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
-                  interp="bicubic", clamp_margin=0.06, smooth=3, edge_tol=0.15, guard=4,
+                  interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
                   max_batch=4)
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
@@ -41,8 +41,10 @@ part-ID blocks round off, a picture that lags its vectors — the history holds 
 current frame has none; unclamped, the 0.7 blend kept 0.7, 0.49, 0.34 ... of that line for
 frames: parallel echo lines beside every moving edge (the ghost trails). A history colour the
 current neighbourhood cannot explain is pulled to the nearest colour it can, so a stale line
-disappears within one frame; the margin lets low-amplitude flicker (a stylizer's colour jitter
-of a few levels, which moves the whole range) still be averaged away.
+disappears within one frame. A margin would let low-amplitude flicker (a stylizer's colour
+jitter of a few levels) be averaged a little more, but on the model's painting it let a faint
+echo through beside every moving edge — the ghosting measure rose above the stage switched off
+— so the default is none ("The picture" in docs/BENCHMARKS.md has the comparison).
 
 Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
 boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
@@ -163,7 +165,7 @@ class TemporalStage(BaseStage):
         alpha_tol: float = 0.25,
         color_tol: float | None = 0.35,
         interp: str = "bicubic",
-        clamp_margin: float | None = 0.06,
+        clamp_margin: float | None = 0.0,
         smooth: int = 3,
         edge_tol: float = 0.15,
         guard: int = 4,
