@@ -2,8 +2,10 @@
 # On the GPU machine (the device tool), from the repo root: after changes to the runtime, check
 # that everything GPU-side still works and what the user runs still performs — every GPU test,
 # the live path at 60 fps, the offline 1080p render, and the real `kagura render` from the shell
-# cold and warm. Figures go into $OUT/BENCHMARKS.md (a copy of docs/BENCHMARKS.md), logs into
-# $OUT/validate.log.
+# cold and warm; then the shipped weights are evaluated again as they are (model card, metrics:
+# the temporal figures follow the temporal stage's defaults). Figures go into
+# $OUT/BENCHMARKS.md (a copy of docs/BENCHMARKS.md), the model card and metrics into
+# $OUT/card.tar, logs into $OUT/validate.log.
 #   bash scripts/gpu_validate.sh
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
@@ -18,4 +20,8 @@ python3 -m app.cli bench offline --device cuda --size 1920x1080 --seconds 12 --p
     --diffusion kagura --upscale 3 --encoders 4 --x264-preset ultrafast --out "$B" 2>&1 | filter | tail -2
 timeout 200 python3 -m app.cli bench e2e --device cuda --commands render --size 1920x1080 --upscale 3 \
     --repeats 1 --cold-repeats 1 --no-imports --out "$B" 2>&1 | filter | tail -12
+rm -rf /tmp/kagura && cp -r pipeline/diffusion/kagura /tmp/kagura
+python3 -m app.cmd_train --device cuda --eval-only --export /tmp/kagura --bench-out "$B" \
+    --docs-img /tmp/img --out /tmp/run 2>&1 | filter | tail -3
+tar -cf "$OUT/card.tar" -C /tmp/kagura MODEL_CARD.md metrics.json
 } 2>&1 | tee "$OUT/validate.log"
