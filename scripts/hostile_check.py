@@ -255,9 +255,11 @@ def ctrl_c_render(d: Path) -> None:
     cmd = [sys.executable, "-m", "app.cli", "render", "song60.wav", "-o", str(out)]
     cmd += ["--size", "320x180"]
     proc = subprocess.Popen(cmd, cwd=d, env=cli_env(), stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
     _wait_frames(d / "stopped.partial.mp4", proc)
     time.sleep(2.0)
     was_running = proc.poll() is None
+    waited = time.monotonic() - t0
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     kept = d / "stopped.interrupted.mp4"
@@ -270,7 +272,8 @@ def ctrl_c_render(d: Path) -> None:
     last = err.strip().splitlines()[-1:]
     row("4 Ctrl+C keeps the partial (.interrupted.mp4, playable)",
         was_running and proc.returncode != 0 and frames > 0 and "Traceback" not in err,
-        f"rc {proc.returncode}, {frames} frames kept; {last}")  # fmt: skip
+        f"SIGINT after {waited:.0f} s (running: {was_running}): rc {proc.returncode}, "
+        f"{frames} frames kept; {last}")  # fmt: skip
 
 
 def live(d: Path, cfg: Path, *args: str, signal_after: float | None = None, timeout=240):
