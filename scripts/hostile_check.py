@@ -217,7 +217,7 @@ def os_errors(d: Path) -> None:
     locked = d / "locked"
     locked.mkdir()
     os.chmod(locked, 0o755)  # root owns it; "nobody" may not write
-    env = cli_env()
+    env = cli_env(HOME=str(d), KAGURA_CONFIG_DIR=str(d / "nobody-cfg"))  # not root's folders
     cmd = [sys.executable, "-m", "app.cli", "lipsync", str(d / "good.wav"), "--json"]
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd, str(locked / "o.json")],
