@@ -65,7 +65,7 @@ def test_render_workers_die_with_a_sigkilled_render(tmp_path):
     """A real render with encoder and render workers, killed with SIGKILL. The workers are
     stopped (SIGSTOP) first: a worker that only notices its parent's death by reading a
     closed pipe would then live on for ever; the kernel's parent-death signal still ends it."""
-    song = _song(tmp_path / "song.wav", seconds=6.0)
+    song = _song(tmp_path / "song.wav", seconds=12.0)  # still rendering when killed
     cmd = [sys.executable, "-m", "app.cli", "render", str(song), "-o", str(tmp_path / "o.mp4")]
     cmd += ["--size", "192x108", "--encoders", "2", "--render-workers", "2"]
     proc = subprocess.Popen(cmd, cwd=REPO, stderr=subprocess.DEVNULL)
