@@ -105,6 +105,8 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def measure(args: argparse.Namespace) -> dict:
+    import json
+
     from app.live_gpu import build_live_gpu
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
@@ -148,6 +150,8 @@ def measure(args: argparse.Namespace) -> dict:
                     "load_1min": round(os.getloadavg()[0], 2),
                 }
             )
+            # one line per sample as it happens: a run cut short still leaves its numbers
+            print(json.dumps(samples[-1]), file=sys.stderr, flush=True)
             if session.error or now >= end:
                 break
             next_at += args.sample_s
@@ -259,6 +263,8 @@ def _command(args: argparse.Namespace) -> str:
         parts.append(f"--sample-s {args.sample_s:g}")
     if args.size:
         parts.append(f"--size {args.size}")
+    if args.fps != 30:
+        parts.append(f"--fps {args.fps}")
     if args.preset != "studio":
         parts.append(f"--preset {args.preset}")
     if getattr(args, "diffusion_random", None):

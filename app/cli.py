@@ -451,10 +451,13 @@ def cmd_presets(args: argparse.Namespace) -> int:
         text = " ".join(str(text).split())
         return text if len(text) <= n else text[: n - 1] + "…"
 
-    for entry in list_presets():
+    broken: list = []
+    for entry in list_presets(broken):
         print(
             f"{short(entry.name, 40):<14} {short(entry.title, 40):<14} {short(entry.description, 120)}"
         )
+    for err in broken:  # listed apart, one line each: a render with one of these is refused
+        print(f"kagura presets: broken, not usable: {short(err, 400)}", file=sys.stderr)
     return 0
 
 

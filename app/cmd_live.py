@@ -143,6 +143,20 @@ def stop_on_signals(stop):
             signal.signal(sig, h)
 
 
+def _remembered_preset() -> str | None:
+    """The preset the app will start with when --preset is not given: the one in
+    live_app.json if that is a preset that exists (the window falls back to the first one
+    otherwise). Read as is; a damaged file is the window's to heal and report."""
+    from app.live_settings import SETTINGS_FILE, config_dir
+    from presets.loader import available_names
+
+    try:
+        name = json.loads((config_dir() / SETTINGS_FILE).read_text(encoding="utf-8"))["preset"]
+    except (OSError, ValueError, KeyError, TypeError):
+        name = "studio"
+    return name if isinstance(name, str) and name in available_names() else None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.audio_file is not None:
         problem = audio_file_problem(args.audio_file)
@@ -160,11 +174,12 @@ def run(args: argparse.Namespace) -> int:
     if args.fps <= 0 or args.fps > 240:
         print(f"kagura live: --fps must be 1..240, got {args.fps}", file=sys.stderr)
         return 2
-    if args.preset:
+    preset = args.preset or _remembered_preset()
+    if preset:  # a broken preset is refused here, as `render` refuses it, not shown as a blank
         from presets.loader import PresetError, load_preset
 
         try:
-            load_preset(args.preset)
+            load_preset(preset)
         except PresetError as exc:
             print(f"kagura live: {exc}", file=sys.stderr)
             return 2

@@ -113,9 +113,11 @@ def profile_from_json(d: object, path: Path | str = "<profile>") -> Profile:
     # (version 1 is the first; older versions would be migrated here)
     try:
         mfcc = MfccSettings.from_json(d.get("mfcc") or {})
-        sr = int(d["sample_rate"])
-        if sr < 8000 or sr > 192000:
-            raise ValueError(f"sample_rate {sr}")
+        sr = d["sample_rate"]
+        if isinstance(sr, bool) or not isinstance(sr, int) or sr < 8000 or sr > 192000:
+            raise ValueError(
+                f"sample_rate is {sr!r}; expected a whole number of Hz, 8000 to 192000"
+            )
         raw = d["templates"]
         if not isinstance(raw, dict):
             raise ValueError("templates is not an object")
@@ -132,9 +134,12 @@ def profile_from_json(d: object, path: Path | str = "<profile>") -> Profile:
         missing = [v for v in VOWELS[:5] if v not in templates]
         if missing:
             raise ValueError(f"no templates for {' '.join(missing)}")
-        floor = float(d.get("noise_floor_db", -60.0))
-        if not math.isfinite(floor):
-            raise ValueError("noise_floor_db is not finite")
+        floor = d.get("noise_floor_db", -60.0)
+        if isinstance(floor, bool) or not isinstance(floor, int | float):
+            raise ValueError(f"noise_floor_db is {floor!r}, not a number")
+        floor = float(floor)
+        if not (math.isfinite(floor) and -200.0 <= floor <= 0.0):
+            raise ValueError(f"noise_floor_db is {floor!r}; expected dBFS from -200 to 0")
     except (KeyError, TypeError, ValueError) as exc:
         raise _bad(path, f"malformed ({' '.join(str(exc).split())})") from None
     known = {"format", "version", "sample_rate", "mfcc", "templates", "noise_floor_db"}

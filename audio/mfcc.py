@@ -41,12 +41,49 @@ class MfccSettings:
 
     @classmethod
     def from_json(cls, d: dict) -> MfccSettings:
+        """Settings read from a file, checked: a NaN, a string or a window of a minute would
+        otherwise fail deep in the analysis (or silently give nonsense). Raises ValueError
+        naming the key and what was expected."""
+        if not isinstance(d, dict):
+            raise ValueError("mfcc is not an object")
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
+        s = cls(**known)
+        for key, (lo, hi) in _RANGES.items():
+            v = getattr(s, key)
+            whole = key in _WHOLE
+            ok_type = isinstance(v, int) if whole else isinstance(v, int | float)
+            if isinstance(v, bool) or not ok_type or not (lo <= v <= hi):  # NaN fails too
+                noun = "a whole number" if whole else "a number"
+                raise ValueError(f"mfcc.{key} is {v!r}; expected {noun} from {lo:g} to {hi:g}")
+        if not s.fmin < s.fmax:
+            raise ValueError(f"mfcc.fmin {s.fmin:g} is not below fmax {s.fmax:g}")
+        if s.hop_ms > s.win_ms:
+            raise ValueError(f"mfcc.hop_ms {s.hop_ms:g} is longer than win_ms {s.win_ms:g}")
+        if not s.first_coef <= s.last_coef < s.n_mels:
+            raise ValueError(
+                f"mfcc coefficients {s.first_coef}..{s.last_coef}: expected "
+                f"first_coef <= last_coef < n_mels ({s.n_mels})"
+            )
+        return s
 
     @property
     def n_coefs(self) -> int:
         return self.last_coef - self.first_coef + 1
+
+
+# what a profile file may hold (wide: any sensible analysis; the shipped one is 25 / 10 ms)
+_RANGES = {
+    "win_ms": (5.0, 200.0),
+    "hop_ms": (1.0, 100.0),
+    "n_mels": (4, 128),
+    "fmin": (0.0, 20000.0),
+    "fmax": (100.0, 96000.0),
+    "preemph": (0.0, 0.999),
+    "first_coef": (0, 127),
+    "last_coef": (0, 127),
+    "level_ms": (1.0, 1000.0),
+}
+_WHOLE = {"n_mels", "first_coef", "last_coef"}
 
 
 @dataclass

@@ -23,11 +23,14 @@ import mmap
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from multiprocessing import reduction
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
+
+from pipeline.sinks.parent_death import ArmedTarget
 
 PAGE = 4096
 
@@ -159,11 +162,14 @@ class SharedArena:
 def start_worker(ctx, target, args: tuple, name: str) -> tuple:
     """Spawn a daemon process running `target(*args, tasks, out)` with one pipe each way.
 
-    Returns (process, the end to send tasks on, the end to receive its messages from).
+    Returns (process, the end to send tasks on, the end to receive its messages from). The
+    worker dies with this process, even one killed with SIGKILL (`parent_death`).
     """
     tasks_r, tasks_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=target, args=(*args, tasks_r, out_w), name=name, daemon=True)
+    armed = ArmedTarget(kernel_signal=threading.current_thread() is threading.main_thread())
+    args = (target, *args, tasks_r, out_w)
+    proc = ctx.Process(target=armed, args=args, name=name, daemon=True)
     proc.start()
     tasks_r.close()
     out_w.close()

@@ -9,6 +9,12 @@ with the same name, so a user can tune `studio` by copying it into their folder)
    tests and portable installs use it);
 2. built-in presets: ``presets/*.toml`` next to this module.
 
+A user preset that is broken is refused, never quietly replaced: `load_preset` raises (a
+render with it exits 2 naming the file, the key and what was expected) and `list_presets`
+reports it instead of listing it. For one that shadows a built-in, the message says so and how
+to get the built-in back — a user who copied `studio` to tune it expects their version or a
+clear "your file is broken", not a video in a look they did not choose.
+
 A preset's name is its file name without ``.toml``; the ``name`` key inside may be left out
 (it then defaults to the file name) and, in a preset folder, must equal the file name.
 
@@ -106,16 +112,33 @@ def load_preset(name_or_path: str | os.PathLike[str]) -> Preset:
     if text not in cat:
         names = ", ".join(sorted(cat)) or "(none)"
         raise PresetError(
-            f"unknown preset {text!r}; available presets: {names} "
+            f"unknown preset {_short(text)}; available presets: {names} "
             f"(user presets go in {user_presets_dir()})"
         )
-    return read_preset(cat[text][1], require_name=True)
+    source, path = cat[text]
+    try:
+        return read_preset(path, require_name=True)
+    except PresetError as err:
+        raise _shadowing(err, text, source) from err
+
+
+def _shadowing(err: PresetError, name: str, source: Source) -> PresetError:
+    """`err` of a user preset, saying that it replaces a built-in where it does."""
+    if source != "user" or not (BUILTIN_DIR / f"{name}.toml").is_file():
+        return err
+    return PresetError(
+        f"{err} (this user preset replaces the built-in {name!r}: fix it, or move it out of "
+        f"{user_presets_dir()} to use the built-in)",
+        path=err.path,
+        key=err.key,
+    )
 
 
 def list_presets(errors: list[PresetError] | None = None) -> list[PresetInfo]:
     """All usable presets, sorted by name (a user preset replaces a built-in of its name).
 
-    A preset that fails to load is skipped: its `PresetError` is appended to `errors` when a
+    A preset that fails to load is left out — `load_preset` refuses it too, a user preset
+    that shadows a built-in included — and its `PresetError` is appended to `errors` when a
     list is given, otherwise reported as a `PresetWarning`. It never hides the others.
     """
     out: list[PresetInfo] = []
@@ -123,19 +146,12 @@ def list_presets(errors: list[PresetError] | None = None) -> list[PresetInfo]:
         try:
             preset = read_preset(path, require_name=True)
         except PresetError as err:
+            err = _shadowing(err, name, source)
             if errors is not None:
                 errors.append(err)
             else:
                 warnings.warn(PresetWarning(str(err)), stacklevel=2)
-            # A broken user override must not hide the built-in preset of the same name.
-            fallback = BUILTIN_DIR / f"{name}.toml"
-            if source == "user" and fallback.is_file():
-                try:
-                    preset, source, path = read_preset(fallback, True), "built-in", fallback
-                except PresetError:
-                    continue
-            else:
-                continue
+            continue
         out.append(PresetInfo(name, preset.title, preset.description, source, path, preset))
     return out
 
@@ -161,7 +177,7 @@ def read_preset(path: Path, require_name: bool = True) -> Preset:
     data.setdefault("name", path.stem)
     if require_name and data["name"] != path.stem:
         raise PresetError(
-            f"{path}: name: expected {path.stem!r} (the file's name), got {data['name']!r}",
+            f"{path}: name: expected {path.stem!r} (the file's name), got {_short(data['name'])}",
             path=path,
             key="name",
         )
@@ -215,6 +231,13 @@ def _bounds(info: Any) -> tuple[Any, Any, bool, bool]:
     return lo, hi, lo_open, hi_open
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters: a message stays one readable line even for a
+    10 MB value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _fmt(v: Any) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
@@ -238,6 +261,8 @@ def _expectation(err: dict[str, Any]) -> str:
         return f"one of the keys {allowed}"
     if kind == "value_error":
         msg = str(ctx.get("error", err["msg"]))
+        if len(msg) > 200:
+            msg = msg[:199] + "…"
         return msg[len("expected ") :] if msg.startswith("expected ") else msg
     if kind in {"greater_than_equal", "greater_than", "less_than_equal", "less_than"} or kind in {
         "int_parsing",
@@ -291,7 +316,7 @@ def _explain(path: Path, err: ValidationError) -> PresetError:
     if first["type"] not in {"missing", "extra_forbidden", "value_error"} and not isinstance(
         first.get("input"), dict
     ):
-        got = f", got {first.get('input')!r}"
+        got = f", got {_short(first.get('input'))}"
     more = (
         f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
         if len(errors) > 1

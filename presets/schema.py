@@ -19,7 +19,8 @@ _HEX = re.compile(r"^#[0-9a-fA-F]{6}$")
 
 def _check_hex(value: str) -> str:
     if not _HEX.match(value):
-        raise ValueError(f"expected a colour as '#rrggbb', got {value!r}")
+        shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
+        raise ValueError(f"expected a colour as '#rrggbb', got {shown}")
     return value.lower()
 
 

@@ -91,6 +91,71 @@ def test_bad_profiles_one_line_error_and_user_profile_survives(config_dir, conte
         load_profile(config_dir / "missing.json")
 
 
+@pytest.mark.parametrize(
+    "key, value, what",
+    [
+        ("win_ms", float("nan"), "mfcc.win_ms is nan"),
+        ("win_ms", float("inf"), "mfcc.win_ms is inf"),
+        ("win_ms", 60000.0, "mfcc.win_ms is 60000.0; expected a number from 5 to 200"),
+        ("hop_ms", -1.0, "mfcc.hop_ms"),
+        ("hop_ms", 50.0, "longer than win_ms"),
+        ("n_mels", 1e30, "mfcc.n_mels is 1e+30; expected a whole number"),
+        ("n_mels", True, "mfcc.n_mels is True"),
+        ("fmax", float("nan"), "mfcc.fmax is nan"),
+        ("fmin", 9000.0, "not below fmax"),
+        ("preemph", "0.97", "mfcc.preemph is '0.97'"),
+        ("last_coef", 40, "last_coef < n_mels"),
+        ("sample_rate", float("nan"), "sample_rate is nan"),
+        ("sample_rate", 1e30, "sample_rate is 1e+30"),
+        ("noise_floor_db", float("inf"), "noise_floor_db is inf"),
+        ("noise_floor_db", 1e30, "noise_floor_db is 1e+30; expected dBFS"),
+    ],
+)
+def test_non_finite_or_out_of_range_profile_values(tmp_path, key, value, what):
+    d = json.loads(default_profile_path().read_text())
+    (d["mfcc"] if key in d["mfcc"] else d)[key] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))  # json writes NaN / Infinity, as a hand-edited file may have
+    with pytest.raises(ProfileError) as ei:
+        load_profile(bad)
+    msg = str(ei.value)
+    assert "\n" not in msg and str(bad) in msg and what in msg, msg
+
+
+def test_lipsync_with_a_nan_profile_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import av
+
+    wav = tmp_path / "a.wav"
+    with av.open(str(wav), "w") as c:
+        st = c.add_stream("pcm_s16le", rate=SR, layout="mono")
+        pcm = (np.sin(np.arange(SR) * 0.05) * 8000).astype(np.int16)[None]
+        frame = av.AudioFrame.from_ndarray(pcm, format="s16", layout="mono")
+        frame.sample_rate = SR
+        for p in [*st.encode(frame), *st.encode(None)]:
+            c.mux(p)
+    d = json.loads(default_profile_path().read_text())
+    d["mfcc"]["win_ms"] = float("nan")
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(d))
+    out = tmp_path / "o.json"
+    cmd = [sys.executable, "-m", "app.cli", "lipsync", str(wav), "--json", str(out)]
+    done = subprocess.run(
+        [*cmd, "--profile", str(prof)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "p.json" in lines[0] and "mfcc.win_ms is nan" in lines[0]
+    assert not out.exists()
+
+
 @needs_espeak
 def test_calibrate_from_recordings_classifies_its_voice():
     from audio.calibration import VowelMatcher, calibrate_from_recordings, synth_vowel, voiced_mask

@@ -120,9 +120,8 @@ def test_broken_user_preset_does_not_hide_builtins(user_dir):
     (user_dir / "studio.toml").write_text(studio_text().replace('"#7fb6ff"', '"blue"'))
     errors: list[PresetError] = []
     infos = {i.name: i for i in list_presets(errors)}
-    assert set(BUILTINS) <= set(infos)
-    assert infos["studio"].source == "built-in"  # broken override falls back
-    assert "bad" not in infos
+    # the other built-ins stay; the broken override is reported, not listed as a working studio
+    assert set(infos) == {"ink-wash", "cyberpunk"}
     assert len(errors) == 2 and any("bad.toml" in str(e) for e in errors)
     with pytest.warns(UserWarning) as caught:
         list_presets()
@@ -130,11 +129,55 @@ def test_broken_user_preset_does_not_hide_builtins(user_dir):
         "bad.toml",
         "studio.toml",
     ]
-    with pytest.raises(PresetError, match=r"palette\.hair"):
+    # loading it refuses too: one line, the file, the key, what was expected, the way back
+    with pytest.raises(PresetError) as info:
         load_preset("studio")
+    msg = str(info.value)
+    assert "\n" not in msg and str(user_dir / "studio.toml") in msg
+    assert "palette.hair: expected a colour as '#rrggbb', got 'blue'" in msg
+    assert "replaces the built-in 'studio'" in msg and str(user_dir) in msg
+    # a broken user preset that shadows nothing says nothing about built-ins
+    with pytest.raises(PresetError) as info:
+        load_preset("bad")
+    assert "built-in" not in str(info.value)
+
+
+def test_a_huge_value_is_cut_in_the_message(user_dir):
+    (user_dir / "studio.toml").write_text(
+        studio_text().replace('"#7fb6ff"', '"' + "x" * 1_000_000 + '"')
+    )
+    with pytest.raises(PresetError) as info:
+        load_preset("studio")
+    assert len(str(info.value)) < 400 and "palette.hair" in str(info.value)
 
 
 def test_name_must_match_file_in_folder(user_dir):
     (user_dir / "other.toml").write_text(studio_text())
     with pytest.raises(PresetError, match=r"other\.toml: name: expected 'other'"):
         load_preset("other")
+
+
+def test_cli_reports_a_broken_override_and_refuses_it(user_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (user_dir / "studio.toml").write_text(studio_text().replace("width = ", "width = 'x' #"))
+    env = {**os.environ, "KAGURA_PRESETS_DIR": str(user_dir), "KAGURA_CONFIG_DIR": str(tmp_path)}
+    repo = Path(__file__).resolve().parents[1]
+
+    def kagura(*args):
+        cmd = [sys.executable, "-m", "app.cli", *args]
+        return subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+
+    listed = kagura("presets")
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()] == ["cyberpunk", "ink-wash"]
+    lines = listed.stderr.splitlines()
+    assert len(lines) == 1 and "studio.toml: line.width: expected a number" in lines[0]
+    # the live app starts with the remembered preset (studio by default): refused the same way
+    live = kagura("live", "--quit-after", "1")
+    assert live.returncode == 2
+    lines = live.stderr.splitlines()
+    assert len(lines) == 1 and "studio.toml: line.width" in lines[0], live.stderr
+    assert "replaces the built-in 'studio'" in lines[0]
