@@ -30,7 +30,7 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
-from pipeline.sinks.parent_death import ArmedTarget
+from core.parent_death import ArmedTarget
 
 PAGE = 4096
 

@@ -100,7 +100,7 @@ def test_render_workers_die_with_a_sigkilled_render(tmp_path):
 PARENT = textwrap.dedent(
     """
     import os, sys, threading, time
-    from pipeline.sinks.workers import spawn_context, start_worker
+    from core.workers import spawn_context, start_worker
 
     def hang(tasks, out):
         out.send(os.getpid())

@@ -4,7 +4,7 @@ A worker otherwise notices its parent is gone only when it next reads a closed p
 drawing or encoding, or still importing its modules, lives on for a second or more after a
 `kill -9` of the render, holding memory and cores.
 
-Two guards, both set up by `start_worker` (`pipeline.sinks.workers`):
+Two guards, both set up by `start_worker` (`core.workers`):
 
 - On Linux, `PR_SET_PDEATHSIG`: the kernel sends the worker SIGKILL the moment its parent
   exits. The kernel ties that to the parent *thread* that started the worker, so it is only
