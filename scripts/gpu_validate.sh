@@ -13,12 +13,12 @@ cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"; B=$OUT/BENCHMARKS.md
 filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }
 {
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
-timeout 200 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 | tail -8
+timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 | tail -8
 python3 -m app.cli bench live --headless --device cuda --fps 60 --present-lead-ms 4 --seconds 10 \
     --preset studio --diffusion kagura --upscale 3 --out "$B" 2>&1 | filter | grep -A2 "audio→photon median" | tail -1
 python3 -m app.cli bench offline --device cuda --size 1920x1080 --seconds 12 --preset studio \
     --diffusion kagura --upscale 3 --encoders 4 --x264-preset ultrafast --out "$B" 2>&1 | filter | tail -2
-timeout 200 python3 -m app.cli bench e2e --device cuda --commands render --size 1920x1080 --upscale 3 \
+timeout 150 python3 -m app.cli bench e2e --device cuda --commands render --size 1920x1080 --upscale 3 \
     --repeats 1 --cold-repeats 1 --no-imports --out "$B" 2>&1 | filter | tail -12
 rm -rf /tmp/kagura && cp -r pipeline/diffusion/kagura /tmp/kagura
 python3 -m app.cmd_train --device cuda --eval-only --export /tmp/kagura --bench-out "$B" \
