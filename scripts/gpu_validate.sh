@@ -13,7 +13,10 @@ cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"; B=$OUT/BENCHMARKS.md
 filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }
 {
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
-timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 | tail -8
+# that machine has no PySide6 and no ray: their test files are left out
+timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ --continue-on-collection-errors \
+    --ignore=tests/test_farm.py --ignore=tests/test_calibration_dialog.py \
+    --ignore=tests/test_stats_overlay.py 2>&1 | tail -8
 python3 -m app.cli bench live --headless --device cuda --fps 60 --present-lead-ms 4 --seconds 10 \
     --preset studio --diffusion kagura --upscale 3 --out "$B" 2>&1 | filter | grep -A2 "audio→photon median" | tail -1
 python3 -m app.cli bench offline --device cuda --size 1920x1080 --seconds 12 --preset studio \
