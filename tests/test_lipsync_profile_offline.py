@@ -43,7 +43,11 @@ def test_render_lipsync_uses_the_calibrated_profile_when_there_is_one(tmp_path, 
     # the render follows the calibration: its templates and the net vote together
     # (audio.vowel_net.fuse), so where the default profile heard a clear A, the swapped
     # templates pull the vote towards O (deterministic: an ignored profile changes nothing)
+    # With the separation front-end's net (issue 15) the net's vote dominates the fusion: the
+    # pull is small (about half a percent of O weight here), but an ignored profile gives
+    # exactly the same track, so a strict rise still shows the profile was read.
     clear_a = before[:, a] > 0.5
     assert clear_a.sum() >= 3
-    assert after[clear_a, o].mean() > before[clear_a, o].mean() + 0.01
+    assert not np.array_equal(before, after)
+    assert after[clear_a, o].mean() > before[clear_a, o].mean() + 0.002
     assert load_profile(user_profile_path()).source == "calibration"
