@@ -125,24 +125,12 @@ class PacketSink:
 
     def setup(self, ctx) -> None:
         # the very encoder settings of pipeline.sinks.segmented: its joiner checks them
-        from pipeline.sinks.segmented import _Config, _open_encoder
+        from pipeline.sinks.segmented import open_chunk_encoder
 
-        cfg = _Config(
-            index=0,
-            width=self.width,
-            height=self.height,
-            fps_num=self.fps.numerator,
-            fps_den=self.fps.denominator,
-            x264_preset=self.x264_preset,
-            crf=self.crf,
-            threads=self.threads,
-            gop=max(1, round(self.fps)),
-            slots=1,
-            backlog=1,
-            slot_bytes=0,
-            offset=0,
-        )
-        self._cc = _open_encoder(cfg)
+        self._cc = open_chunk_encoder(
+            self.width, self.height, Fraction(self.fps), self.x264_preset, self.crf,
+            self.threads, max(1, round(self.fps)),
+        )  # fmt: skip
 
     def write(self, frame) -> None:
         from av.video.frame import VideoFrame

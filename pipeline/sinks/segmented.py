@@ -160,6 +160,19 @@ def _encoder_main(cfg: _Config, mapping, free_slots, frames_in: Connection, out:
     os._exit(0)
 
 
+def open_chunk_encoder(
+    width: int, height: int, fps: Fraction, x264_preset: str, crf: int, threads: int, gop: int
+):
+    """An H.264 encoder with exactly the settings the chunk workers use, so what it encodes
+    joins with their chunks (the farm's time segments are encoded by it)."""
+    cfg = _Config(
+        index=0, width=width, height=height, fps_num=fps.numerator, fps_den=fps.denominator,
+        x264_preset=x264_preset, crf=crf, threads=threads, gop=gop,
+        slots=1, backlog=1, slot_bytes=0, offset=0,
+    )  # fmt: skip
+    return _open_encoder(cfg)
+
+
 def _open_encoder(cfg: _Config):
     cc = av.CodecContext.create("libx264", "w")
     cc.width, cc.height = cfg.width, cfg.height
