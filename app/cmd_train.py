@@ -18,6 +18,7 @@ docs/BENCHMARKS.md section are written. --eval-only does that last part for the 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import time
 from pathlib import Path
@@ -190,16 +191,14 @@ def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
     metrics["weights_bytes"] = evaluate.weights_bytes(export_dir)
     log = Path(cfg.out) / "log.jsonl"
     steps, _ = read_log(log)
-    metrics["train"] = {
-        "steps": steps[-1]["step"] if steps else None,
-        "steps_before": cfg.step0,
-        "train_seconds": steps[-1]["elapsed_s"] if steps else None,
-        "samples_made": steps[-1]["samples_made"] if steps else None,
-        "final_loss": steps[-1]["loss"] if steps else None,
-        "config": cfg.to_json(),
-        "device": _device_name(cfg.device),
-        "command": " ".join(["kagura", "train", *_argv_tail(args)]),
-    }
+    command = " ".join(["kagura", "train", *_argv_tail(args)])
+    before = export_dir / "metrics.json"
+    if args.eval_only and before.is_file():
+        # the training facts belong to the weights, not to this evaluation: keep them
+        metrics["train"] = json.loads(before.read_text()).get("train")
+        metrics["evaluated_by"] = command
+    if not metrics.get("train"):
+        metrics["train"] = _train_facts(args, cfg, steps, command)
     evaluate.write_json(export_dir / "metrics.json", metrics)
     args.docs_img.mkdir(parents=True, exist_ok=True)
     evaluate.image_grid(pics, args.docs_img / "kagura_model_grid.png")
@@ -207,13 +206,27 @@ def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
         curves = plot_curves(log, Path(cfg.out) / "curves.png")
         shutil.copy2(curves, args.docs_img / "kagura_training.png")
     write_card(export_dir / "MODEL_CARD.md", metrics)
-    write_bench_section(args.bench_out, metrics, " ".join(["kagura", "train", *_argv_tail(args)]))
+    write_bench_section(args.bench_out, metrics, command)
     print(
         "held-out PSNR/SSIM: "
         + ", ".join(
             f"{k} {metrics['psnr'][k]:.2f} dB / {metrics['ssim'][k]:.3f}" for k in metrics["psnr"]
         )
     )
+
+
+def _train_facts(args, cfg, steps: list, command: str) -> dict:
+    """What the run that made these weights did (its log), for metrics.json and the card."""
+    return {
+        "steps": steps[-1]["step"] if steps else None,
+        "steps_before": cfg.step0,
+        "train_seconds": steps[-1]["elapsed_s"] if steps else None,
+        "samples_made": steps[-1]["samples_made"] if steps else None,
+        "final_loss": steps[-1]["loss"] if steps else None,
+        "config": cfg.to_json(),
+        "device": _device_name(cfg.device),
+        "command": command,
+    }
 
 
 def _device_name(device: str) -> str:

@@ -275,6 +275,12 @@ def test_train_resume_export_and_evaluate(tmp_path):
     for f in (export / "MODEL_CARD.md", img / "kagura_model_grid.png", img / "kagura_training.png"):
         assert f.is_file() and f.stat().st_size > 500, f
     assert "kagura-model" in (tmp_path / "BENCH.md").read_text()
+    # re-evaluating the weights as they are keeps what their training did
+    again = kagura(*common, "--eval-only", "--out", str(tmp_path / "elsewhere"), timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    kept = json.loads((export / "metrics.json").read_text())
+    assert kept["train"] == metrics["train"] and "--eval-only" in kept["evaluated_by"]
+    assert "4 steps in the last run" in (export / "MODEL_CARD.md").read_text()
 
 
 def test_train_refuses_bad_options():
