@@ -128,7 +128,7 @@ class PacketSink:
         from pipeline.sinks.segmented import open_chunk_encoder
 
         self._cc = open_chunk_encoder(
-            self.width, self.height, Fraction(self.fps), self.x264_preset, self.crf,
+            self.width, self.height, self.fps, self.x264_preset, self.crf,
             self.threads, max(1, round(self.fps)),
         )  # fmt: skip
 

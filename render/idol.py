@@ -383,10 +383,7 @@ class IdolRenderer:
             ids.concat(skm[i])
             self.motion.mark(i, path)
             ids.restore()
-        if self.prev is None:
-            motion = np.zeros((self.h, self.w, 2), np.float32)
-        else:
-            motion = self.motion.flow(self.prev, mats)
+        motion = self.motion.flow(self.prev, mats)
         self.prev = mats
         return RenderedFrame(rgba=rgba, motion=motion)
 

@@ -200,10 +200,7 @@ class LayeredRenderer:
         if not self.with_motion:
             return RenderedFrame(rgba=rgba, motion=None)
         self._mark(pix, mats, plan)
-        if self.prev is None:
-            motion = np.zeros((self.h, self.w, 2), np.float32)
-        else:
-            motion = self.motion.flow(self.prev, mats)
+        motion = self.motion.flow(self.prev, mats)
         self.prev = mats
         return RenderedFrame(rgba=rgba, motion=motion)
 

@@ -51,8 +51,11 @@ class MotionField:
         self.paint.setColor(skia.ColorSetARGB(part + 1, 0, 0, 0))
         self.canvas.drawPath(path, self.paint)
 
-    def flow(self, prev: np.ndarray, cur: np.ndarray) -> np.ndarray:
-        """(H, W, 2) float32 motion given (n, 3, 3) pixel matrices of the previous/this frame."""
+    def flow(self, prev: np.ndarray | None, cur: np.ndarray) -> np.ndarray:
+        """(H, W, 2) float32 motion given (n, 3, 3) pixel matrices of the previous/this frame;
+        no previous frame (the first, or after a reset): no motion."""
+        if prev is None:
+            return np.zeros((self.h, self.w, 2), np.float32)
         n = len(cur)
         d = np.eye(3)[None] - prev @ np.linalg.inv(cur)  # (n, 3, 3)
         table = np.zeros((n + 1, 6), np.float32)

@@ -15,3 +15,5 @@ fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 [ -f .whl/realesr-animevideov3-x4.bin ] && export KAGURA_ANIMEVIDEOV3_BIN=$PWD/.whl/realesr-animevideov3-x4.bin
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# the libraries' chatter (accelerate hints, float32 casts, progress bars) out of the logs
+filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }

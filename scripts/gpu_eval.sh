@@ -7,7 +7,6 @@ set -uo pipefail
 source scripts/gpu_env.sh || exit 1
 rm -rf /tmp/kagura /tmp/docs && cp -r pipeline/diffusion/kagura /tmp/kagura && mkdir -p /tmp/docs
 cp docs/BENCHMARKS.md /tmp/docs/BENCHMARKS.md; B=/tmp/docs/BENCHMARKS.md
-filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }
 python3 -m app.cmd_train --device cuda --eval-only --export /tmp/kagura --bench-out "$B" \
     --docs-img /tmp/docs/img --out /tmp/run 2>&1 | filter
 python3 -m app.bench_model --device cuda --weights /tmp/kagura --out "$B" 2>&1 | filter | grep "model, "

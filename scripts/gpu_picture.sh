@@ -14,7 +14,6 @@ bash scripts/gpu_train.sh --init pipeline/diffusion/kagura --steps 6000 --ae-ste
 source scripts/gpu_env.sh || exit 1
 mkdir -p /tmp/docs && tar -xf "$OUT/docs.tar" -C /tmp && B=/tmp/docs/BENCHMARKS.md
 export KAGURA_WEIGHTS_DIR=/tmp/kagura  # the weights just trained
-filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }
 {
 python3 scripts/contact_sheet.py --device cuda --out "$OUT/contact_sheet.jpg" 2>&1 | filter
 for extra in "--upscale 3" "--diffusion-size 960x540 --upscale 2"; do

@@ -10,7 +10,6 @@
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
 cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"; B=$OUT/BENCHMARKS.md
-filter() { grep -v "accelerate\|^\`\`\`\|pip install\|^\.$\|should be kept in float32\|^$\|Loading weights\|^{"; }
 {
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
 # that machine has no PySide6 and no ray: their test files are left out
