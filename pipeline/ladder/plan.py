@@ -13,13 +13,6 @@ from pipeline.quality import DEFAULT_LADDER, Rung
 # fitting the ladder to the chain
 
 
-def _work_size(size: tuple[int, int], scale: float) -> tuple[int, int]:
-    """DiffusionStage's work size for `latent_scale`."""
-    from pipeline.diffusion.stage import work_size_for
-
-    return work_size_for(size, scale)
-
-
 def rung_name(steps: int, latent: tuple[int, int], temporal: bool, vsr: int) -> str:
     size = f"{latent[0]}x{latent[1]}"
     parts = [f"{steps} step{'s' if steps != 1 else ''} {size}" if steps else f"render {size}"]
@@ -73,6 +66,8 @@ def fit_ladder(
                  pass more to let a later preset with more steps run them
     upscale      the chain's top super-resolution factor (1: no upscaler)
     """
+    from pipeline.diffusion.stage import work_size_for  # torch: only where a ladder is fitted
+
     if not ladder:
         raise ValueError("the ladder needs at least one rung")
     if upscale < 1:
@@ -86,7 +81,7 @@ def fit_ladder(
         if diffusion:
             k = max(1, min(r.steps, steps))
             s = r.latent[0] / top.latent[0]
-            latent = _work_size(render_size, s)
+            latent = work_size_for(render_size, s)
             scales.setdefault(latent, s)
         else:
             k, latent = 0, tuple(render_size)
