@@ -168,3 +168,17 @@ def test_cuda_matches_cpu(name):
     assert torch.equal(gpu, p(x.cuda()))  # deterministic on the GPU too
     d = (gpu.cpu().float() - cpu.float()).abs()
     assert float(d.mean()) < 0.5 and float(d.quantile(0.999)) <= 8.0
+
+
+def test_straight_streaks_are_the_dry_brush_on_a_featureless_field():
+    """The procedural ink look borrows the painter's streaks as one vertical filter: it must be
+    what the painter's own line-integral convolution gives where strands run straight down."""
+    from pipeline.reference.ink_wash import straight_streaks
+
+    p = painter("ink-wash", W, H)
+    vert = torch.tensor([-1.0, 0.0]).view(1, 2, 1, 1).expand(1, 2, H, W)
+    lic = p._lic(vert) + (p.valley - 0.5) * 0.6
+    mine = straight_streaks(W, H)
+    inner = (slice(None), slice(None), slice(30, -30), slice(None))  # borders reflect differently
+    assert float((lic - mine)[inner].abs().max()) < 0.02
+    assert float(mine.std()) > 0.9  # and it is a texture, not a flat field

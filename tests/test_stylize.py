@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from core.avatar import AvatarParams
 from core.frame import Frame
@@ -186,3 +187,32 @@ def test_split_ink_wash_red(transparent):
     assert float(chroma[0, 45:125, 95:245].max()) < 0.12  # no red: grey only
     assert float((u[1, 45:130, 95:240, 0] - u[1, 45:130, 95:240, 1:].amax(-1)).mean()) > 0.3
     assert float(u[2, 61, 200, 0] - u[2, 61, 200, 1:].amax()) > 0.2  # the one red spot
+
+
+def dark_mass(w: int = W, h: int = H) -> torch.Tensor:
+    """A big black disc (hair) with a small black dot beside it (an eye): premultiplied RGBA."""
+    y, x = torch.meshgrid(
+        torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32), indexing="ij"
+    )
+    big = ((x - w * 0.4) ** 2 + (y - h * 0.5) ** 2).sqrt() < h * 0.4
+    dot = ((x - w * 0.85) ** 2 + (y - h * 0.5) ** 2).sqrt() < 4
+    a = (big | dot).float()
+    rgba = torch.stack([a * 0.06, a * 0.05, a * 0.07, a], -1)
+    return (rgba * 255 + 0.5).to(torch.uint8), big, dot
+
+
+def test_ink_wash_dry_brush_lays_the_painters_streaks_on_big_masses_only():
+    from pipeline.reference.ink_wash import straight_streaks
+
+    img, big, dot = dark_mass()
+    out = StylizeStage(load_preset("ink-wash"), W, H, transparent=True).apply(img[None])[0]
+    lum = out[..., :3].float().mean(-1)
+    streaks = straight_streaks(W, H)[0, 0]
+    inner = big & (F.max_pool2d((~big).float()[None, None], 21, 1, 10)[0, 0] == 0)
+    # the mass is broken by bristle gaps (paper shows through: lighter), where the painter's
+    # own streaks are low — so a model painting from this look can see where they lie
+    assert float(lum[inner].std()) > 12
+    corr = torch.corrcoef(torch.stack([lum[inner], streaks[inner]]))[0, 1]
+    assert float(corr) < -0.3
+    # a small dark feature (an eye) is no mass: it stays solid ink
+    assert float(lum[dot].max()) < float(lum[inner].quantile(0.5))

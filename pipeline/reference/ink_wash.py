@@ -40,6 +40,54 @@ from render.backgrounds import paper_grain
 LIC_STEPS = 20  # per direction
 
 
+def _paper_highpass(t: torch.Tensor, s: float) -> torch.Tensor:
+    return t - ops.blur(t, 1.5 * s)
+
+
+def _paper_valleys(t: torch.Tensor) -> torch.Tensor:
+    return ops.smoothstep(0.0, 0.05, ops.blur(t, 0.6) * -1.0 + 1.0)
+
+
+def brush_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
+    """The grain the dry brush drags through, (1, 1, H, W), unit std: fixed fine noise mixed
+    with the paper's own structure (the paper background's texture)."""
+    s = height / 360.0
+    hp = _paper_highpass(paper_grain(width, height, 0)[None, None], s)
+    g = torch.Generator().manual_seed(seed + 4242)
+    nz = torch.randn((1, 1, height, width), generator=g)
+    nz = ops.box(nz, max(1, round(s))) * 1.5 + 0.5 * hp / hp.std().clamp(min=1e-6)
+    return nz / nz.std().clamp(min=1e-6)
+
+
+def dry_brush_cut_noise(width: int, height: int, seed: int = 0) -> torch.Tensor:
+    """Broad fixed noise (1, 1, H, W) that moves where the running-dry brush starts to break."""
+    return ops.value_noise(height, width, 3.0, seed + 99, octaves=2)[None, None]
+
+
+def straight_streaks(width: int, height: int, seed: int = 0) -> torch.Tensor:
+    """The dry brush's bristle streaks where the strands run straight down, (1, 1, H, W): what
+    the painter's line-integral convolution gives on a featureless (vertical) stroke field,
+    as one vertical filter of the same grain, plus the same paper-valley term. The procedural
+    look uses it to lay the painter's own streaks on the hair."""
+    s = height / 360.0
+    step = max(0.75, 1.2 * s)
+    taps: dict[int, float] = {0: 1.0}
+    for k in range(1, LIC_STEPS + 1):
+        wk = 0.5 + 0.5 * math.cos(math.pi * k / (LIC_STEPS + 1))  # the painter's Hann taper
+        for off in (k * step, -k * step):  # a bilinear lookup = two integer taps
+            i = math.floor(off)
+            taps[i] = taps.get(i, 0.0) + wk * (1.0 - (off - i))
+            taps[i + 1] = taps.get(i + 1, 0.0) + wk * (off - i)
+    r = max(abs(i) for i in taps)
+    kernel = torch.zeros(2 * r + 1)
+    for i, wt in taps.items():
+        kernel[i + r] = wt
+    grain = brush_grain(width, height, seed)
+    lic = F.conv2d(F.pad(grain, (0, 0, r, r), mode="reflect"), kernel.view(1, 1, -1, 1))
+    valleys = _paper_valleys(paper_grain(width, height, 0)[None, None])
+    return lic / lic.std().clamp(min=1e-6) + (valleys - 0.5) * 0.6
+
+
 class InkWashReference(ReferencePainter):
     kind = "ink-wash"
 
@@ -61,19 +109,13 @@ class InkWashReference(ReferencePainter):
         tex = 1.0 + post.paper * (t - 1.0)
         self.register_buffer("paper", paper.view(1, 3, 1, 1) * tex, persistent=False)
         # paper structure: fibres (local deviation of the texture), valleys, mottle
-        hp = t - ops.blur(t, self.px(1.5))
+        hp = _paper_highpass(t, self.s)
         fib = ops.smoothstep(0.012, 0.05, hp.abs())
-        valley = ops.smoothstep(0.0, 0.05, ops.blur(t, 0.6) * -1.0 + 1.0)
-        self.register_buffer("valley", valley, persistent=False)
+        self.register_buffer("valley", _paper_valleys(t), persistent=False)
         mottle = ops.blur(t, self.px(6.0)) - ops.blur(t, self.px(24.0))
         self.register_buffer("mottle", mottle / mottle.std().clamp(min=1e-6), persistent=False)
-        # the grain the dry brush drags through: fixed fine noise and the paper's own structure
-        g = torch.Generator().manual_seed(self.seed + 4242)
-        nz = torch.randn((1, 1, H, W), generator=g)
-        nz = ops.box(nz, max(1, round(self.s))) * 1.5 + 0.5 * hp / hp.std().clamp(min=1e-6)
-        self.register_buffer("grain", nz / nz.std().clamp(min=1e-6), persistent=False)
-        broad = ops.value_noise(H, W, 3.0, self.seed + 99, octaves=2)[None, None]
-        self.register_buffer("broad", broad, persistent=False)
+        self.register_buffer("grain", brush_grain(W, H, self.seed), persistent=False)
+        self.register_buffer("broad", dry_brush_cut_noise(W, H, self.seed), persistent=False)
         # conductance between neighbours: fibres are channels that wick water (a step in the
         # texture, across a fibre's side, does not conduct); elsewhere the paper's fixed
         # pore noise makes the wet front ragged

@@ -1,15 +1,22 @@
 """`ink-wash` (sumi-e): luminance becomes ink density on paper; everything is monochrome
 except where the source is reddish (the vermilion accent). Wet edges: pigment pools along the
 silhouette and along tonal boundaries; ink bleeds a soft halo into the paper; the paper texture
-is multiplied into the idol so ink and paper share one surface."""
+is multiplied into the idol so ink and paper share one surface. Dry brush on the big dark
+masses (the hair): the reference painter's own bristle streaks (its fixed grain, traced
+straight down) break the ink, more the further the brush has run down the mass — so the
+hair has strands, and a model painting from this look sees where the painter's streaks lie."""
 
 from __future__ import annotations
 
 import torch
 
+from pipeline.reference.ink_wash import dry_brush_cut_noise, straight_streaks
+from pipeline.reference.ops import smoothstep
 from pipeline.stylize import common as C
 from pipeline.stylize.base import Effect
 from render.backgrounds import paper_grain
+
+DRY_LIGHTEN = 0.45  # how much ink a bristle gap takes from the mass (the wash under it stays)
 
 
 class InkWash(Effect):
@@ -28,10 +35,15 @@ class InkWash(Effect):
         self.register_buffer("tv255", tex * v255, persistent=False)  # texture x vignette
         self.register_buffer("bgv255", self.bg * v255, persistent=False)
         self.register_buffer("grain255", self.grain * (0.02 * self.grain_amount * 255.0), False)
+        self.register_buffer("streaks", straight_streaks(width, height, seed)[0, 0], False)
+        self.register_buffer("cut_noise", dry_brush_cut_noise(width, height, seed)[0, 0], False)
+        self.run_scale = 4.0 / (160.0 * height / 360.0)  # low-res rows -> a 160-line stroke
 
-    def _colour(self, pt: torch.Tensor, low: torch.Tensor, h: int, w: int, box) -> torch.Tensor:
-        """Full colour math on the idol's box: planar (4, bh, bw) input -> ink/accent colour
-        (3, bh, bw) straight (not yet under alpha, paper texture or bleed)."""
+    def _colour(self, pt: torch.Tensor, low: torch.Tensor, win, box) -> torch.Tensor:
+        """Full colour math on the idol's box (window coordinates) of window `win` (frame
+        coordinates): planar (4, bh, bw) input -> ink/accent colour (3, bh, bw) straight (not
+        yet under alpha, paper texture or bleed)."""
+        h, w = win[1] - win[0], win[3] - win[2]
         p = self.post
         c, a = pt[:3], pt[3]
         u = c.mul_(a.clamp(min=1.0 / 255.0).reciprocal_())  # straight colour (in place)
@@ -50,6 +62,7 @@ class InkWash(Effect):
             pool = lb.div_(ab.clamp_(min=0.05)).sub_(lum).mul_(3.0).clamp_(0, 1)
             e = rim.mul_(0.45).add_(pool, alpha=0.35).mul_(p.wet_edges)
             d.add_(e.mul_(1.0 - d)).clamp_(0, 1)
+        self._dry_brush(d, low, win, box)
         col = torch.empty_like(u)
         for k in range(3):  # monochrome ink on paper
             torch.mul(d, self.ink[k] - self.paper_col[k], out=col[k]).add_(self.paper_col[k])
@@ -71,6 +84,25 @@ class InkWash(Effect):
             mono.addcmul_(verm.sub_(mono), mr)
         return col
 
+    def _dry_brush(self, d: torch.Tensor, low: torch.Tensor, win, box) -> None:
+        """Lighten the ink density d (bh, bw, in place) in the bristle gaps of the big dark
+        masses. The masses come from the low-res fields (an opening: the eyes and lines are
+        too small to count); the running-dry sum goes down the window's columns."""
+        dl = low[2] / low[0].clamp(min=1e-3)
+        core = smoothstep(0.7, 0.85, C.blur_p(smoothstep(0.55, 0.85, dl * low[0])[None], 2, 3))
+        mass = smoothstep(0.05, 0.3, C.blur_p(core, 2, 3))
+        run = mass.cumsum(1).mul_(self.run_scale)
+        cut = smoothstep(0.15, 1.0, run).mul_(1.3).sub_(1.0)
+        h, w = win[1] - win[0], win[3] - win[2]
+        mass, cut = C.upsample_part(torch.cat([mass, cut]), 4, h, w, box)
+        ys = slice(win[0] + box[0], win[0] + box[1])
+        xs = slice(win[2] + box[2], win[2] + box[3])
+        cut.add_(self.cut_noise[ys, xs], alpha=0.3)
+        streak = self.streaks[ys, xs]
+        gap = smoothstep(-0.25, 0.25, cut - streak)  # 1 where the bristles left paper
+        gap.mul_(mass).mul_(smoothstep(0.55, 0.85, d)).mul_(-DRY_LIGHTEN).add_(1.0)
+        d.mul_(gap)
+
     def compute(self, pl, win, g):
         p = self.post
         y0, y1, x0, x1 = win
@@ -78,7 +110,7 @@ class InkWash(Effect):
         ty0, ty1, tx0, tx1 = box = self.tight_box(h, w)
         a = pl[3].clone()
         low = pl.new_zeros((3, -(-h // 4), -(-w // 4)))
-        col = self._colour(pl[:, ty0:ty1, tx0:tx1], low, h, w, box)
+        col = self._colour(pl[:, ty0:ty1, tx0:tx1], low, win, box)
         # ink bleed: a soft halo of ink into the paper around the idol (the whole window)
         na = 1.0 - a
         bl = None
