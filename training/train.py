@@ -138,9 +138,14 @@ def multiscale_edge_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 3) -> tor
     return total / scales
 
 
+YCBCR = ((0.299, 0.587, 0.114), (-0.169, -0.331, 0.5), (0.5, -0.419, -0.081))
+
+
 def detail_energy(x: torch.Tensor, window: int = 8) -> torch.Tensor:
-    """Local RMS of the 4-neighbour Laplacian, per channel, over window x window cells: how much
-    fine detail each part of the picture has, wherever exactly it lies."""
+    """Local RMS of the 4-neighbour Laplacian of luma and of each chroma channel over window x
+    window cells: how much fine detail each part of the picture has, wherever exactly it lies.
+    Luma and chroma apart, so grey texture is not paid for with colour noise."""
+    x = torch.einsum("bchw,dc->bdhw", x, x.new_tensor(YCBCR))
     k = x.new_tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
     c = x.shape[1]
     lap = F.conv2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), k.expand(c, 1, 3, 3), groups=c)
