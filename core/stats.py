@@ -69,6 +69,11 @@ def median_p99(values: Iterable[float]) -> tuple[float, float]:
     return float(np.median(a)), float(np.percentile(a, 99))
 
 
+# up to this many samples Summary.of sorts in plain Python (the same definition as numpy's,
+# tests/test_stats.py): the stats panel asks for a dozen 300-sample windows on the UI thread
+_PLAIN_MAX = 4096
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """One timing's snapshot: median and P99 (ms, or whatever the samples are) of n samples."""
@@ -79,11 +84,14 @@ class Summary:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> Summary | None:
-        a = np.fromiter(values, float)
-        if a.size == 0:
+        v = [float(x) for x in values]
+        if not v:
             return None
-        med, p99 = np.percentile(a, [50, 99])
-        return cls(float(med), float(p99), int(a.size))
+        if len(v) <= _PLAIN_MAX:  # the live windows: sorting in Python beats numpy's set-up
+            v.sort()
+            return cls(percentile_sorted(v, 50), percentile_sorted(v, 99), len(v))
+        med, p99 = np.percentile(np.asarray(v), [50, 99])
+        return cls(float(med), float(p99), len(v))
 
     def as_dict(self, digits: int = 3) -> dict[str, float]:
         """{"median", "p99", "n"}, rounded to `digits`: the form every JSON line and panel takes."""

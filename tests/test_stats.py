@@ -54,6 +54,14 @@ def test_summary_type_is_the_dict_every_report_takes():
     assert (s.median, round(s.p99, 2), s.n) == (2.5, 3.97, 4)
     assert s.as_dict(2) == summary([1.0, 2.0, 3.0, 4.0], digits=2)
     assert median([1.0, 2.0, 3.0, 10.0]) == 2.5
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 300, 4096, 5000):  # sorted in Python up to 4096 samples, numpy above
+        v = rng.exponential(4.0, n)
+        s = Summary.of(v)
+        assert s.n == n
+        assert s.median == pytest.approx(np.median(v)) and s.p99 == pytest.approx(
+            np.percentile(v, 99)
+        )
 
 
 def test_timings_keep_the_last_samples_of_each_name_from_any_thread():
