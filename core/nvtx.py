@@ -11,14 +11,15 @@ upload, stylize, diffusion, temporal, upscale, readback (and render, mouth, … 
 the offline graph runs on the CPU) — docs/ARCHITECTURE.md, "Metrics".
 
 Cost: where CUDA is not in use in this process (a CPU-only torch, a CPU run, a process that
-has not touched the GPU yet) a range is one flag test. With CUDA it is one push and one pop
+has not touched the GPU yet) a range is one flag test. Importing this module imports nothing
+(not torch: pipeline/graph.py is on the CLI's error path, which must stay light). With CUDA it is one push and one pop
 into the NVTX library, which without a profiler attached returns at once. Nothing here waits
 for the GPU.
 """
 
 from __future__ import annotations
 
-import torch
+import sys
 
 __all__ = ["stage_range"]
 
@@ -33,14 +34,16 @@ class stage_range:  # lower case: used like a function, `with stage_range(name):
         self._pushed = False
 
     def __enter__(self) -> stage_range:
+        # torch not imported (the CLI's error path imports pipeline/graph.py): no GPU work.
         # is_initialized: CUDA is in use here (and this is not a forked child that cannot use
         # it); a CPU-only torch has no NVTX at all, and never initialises CUDA
-        if torch.cuda.is_initialized():
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():
             torch.cuda.nvtx.range_push(self.name)
             self._pushed = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pushed:
-            torch.cuda.nvtx.range_pop()
+            sys.modules["torch"].cuda.nvtx.range_pop()
             self._pushed = False
