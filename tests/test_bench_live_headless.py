@@ -63,8 +63,8 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
         assert result["stage_ms"][stage]["median"] > 0, stage
     q = result["quality"]
     assert q["ladder"][0] == "1 step 64x64 temporal vsr x2" and q["budget_ms"] == 160.0
-    # at 5 fps the run makes at most 12 frames, fewer than the 30 the ladder decides on
-    assert result["frames_produced"] <= 13
+    # at 5 fps for 2.5 s the run makes about 12 frames, fewer than the 30 the ladder decides on
+    assert result["frames_produced"] < 30
     assert result["quality_events"] == [] and q["changes"] == 0 and q["level"] == 0
     # every frame made is shown, dropped, or still on its way at the stop; a latency is taken
     # per new frame shown after the warm-up only. (A loaded 2-core machine may show none in
