@@ -26,7 +26,6 @@ the timed runs. Goals (issue 18, on N GPUs): batch ≥ 0.9·N× and split ≥ 0.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -188,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if started:
             ray.shutdown()
-    med = statistics.median
+    from core.stats import median as med
+
     load1 = os.getloadavg()[0]
     b1, bn = med(batch["1"]), med(batch["N"])
     s1, sn = med(split["1"]), med(split["N"])

@@ -602,9 +602,11 @@ def headless_report(r: dict, command: str) -> str:
 
 def run_headless(args: argparse.Namespace) -> int:
     import json
-    import logging
 
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    from app.log_setup import configure
+
+    # the ladder's changes belong in a bench's log even without -v
+    configure(max(1, getattr(args, "verbose", 0)))
     r = measure_headless(args)
     if r["error"] or not r["analysis_hops"]:
         print(json.dumps(r, default=str), flush=True)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import time
 from pathlib import Path
 
 from app.errors import UsageError
-from core.stats import median_p99
+from core.stats import median, median_p99
 from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
 
@@ -139,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         lines.append(
             f"reference {name}: {med:.1f} ms/frame at batch 1 = {ratio:.1f}x the model's 2-step "
             f"frame ({model_ms[2]:.2f} ms)"
-            + (f"; {statistics.median(batch):.2f} ms/frame at batch 16" if batch else "")
+            + (f"; {median(batch):.2f} ms/frame at batch 16" if batch else "")
         )
     where = torch.cuda.get_device_name() if cuda else "CPU"
     cmd = f"kagura bench model --device {args.device} --size {w}x{h}"

@@ -164,7 +164,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def summarize(args, samples: list[dict], error, gpu) -> dict:
-    import numpy as np
+    from core.stats import median
 
     counted = [s for s in samples if s["warm"] and s["latency_p50_ms"] is not None]
     first, last = (counted[0], counted[-1]) if counted else (None, None)
@@ -173,8 +173,8 @@ def summarize(args, samples: list[dict], error, gpu) -> dict:
     k = max(1, len(counted) // 10)
     drift = None
     if counted:
-        head = float(np.median([s["latency_p50_ms"] for s in counted[:k]]))
-        tail = float(np.median([s["latency_p50_ms"] for s in counted[-k:]]))
+        head = median(s["latency_p50_ms"] for s in counted[:k])
+        tail = median(s["latency_p50_ms"] for s in counted[-k:])
         drift = round(tail - head, 2)
 
     def delta(key):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.stats import median_p99, percentile
+from core.stats import median, median_p99, percentile
 
 
 def percentiles(values: list[float]) -> tuple[float, float]:
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
                 "preset": preset,
                 "frames": stats.frames,
                 "fps": stats.fps,
-                "window_fps": (float(np.median(window_fps)), percentile(window_fps, 1)),
+                "window_fps": (median(window_fps), percentile(window_fps, 1)),
                 "stage_ms": {k: percentiles(v) for k, v in stage_ms.items()},
                 "analysis_s": analysis_s,
                 "peak_rss_mib": peak_kib / 1024,

@@ -39,6 +39,9 @@
                                                   Ray tasks on GPUs and hosts
     kagura bench farm [...]                       farm throughput: N slots vs 1, split vs not
 
+`-v` (before or after the command; `-vv` for debug) logs what happens to stderr, e.g. the
+quality ladder's rung changes in `kagura live -v` (app/log_setup.py).
+
 Bad input (missing or non-audio file, unknown or malformed preset, bad size, …) and OS errors
 (disk full, read-only, permission denied, …) end with exit status 2 and one line on stderr that
 names the problem. Outputs follow `pipeline.sinks.output`: never an input, an existing file only
@@ -61,6 +64,18 @@ __all__ = ["EXIT_USAGE", "build_parser", "main"]
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, like every other bad input
         raise UsageError(message)
+
+
+def _add_verbose(p: argparse.ArgumentParser, default) -> None:
+    """-v/--verbose, on `kagura` and on every command, so `kagura -v live` and `kagura live -v`
+    both work (the commands' default is SUPPRESS: they do not reset what came before them)."""
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="log what happens (the quality ladder's changes, ...): -v info, -vv debug",
+    )
 
 
 def _add_look_options(p: argparse.ArgumentParser) -> None:
@@ -135,7 +150,9 @@ class _LazyCommands(argparse._SubParsersAction):
         self._fills: dict[str, tuple[argparse.ArgumentParser, Callable]] = {}
 
     def add_lazy(self, name: str, help: str, fill: Callable) -> None:
-        self._fills[name] = (self.add_parser(name, help=help), fill)
+        p = self.add_parser(name, help=help)
+        _add_verbose(p, argparse.SUPPRESS)
+        self._fills[name] = (p, fill)
 
     def fill_all(self) -> None:
         while self._fills:
@@ -325,6 +342,7 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kagura", description="Turn a voice into a singing, stylized virtual idol."
     )
+    _add_verbose(parser, 0)
     sub = parser.add_subparsers(
         dest="command", required=True, parser_class=_Parser, action=_LazyCommands
     )
@@ -547,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         mark("parsed")
+        from app.log_setup import configure
+
+        configure(args.verbose)  # the one place logging is set up
         # after parsing: --help need not wait for libc's lookup (find_library runs ldconfig)
         from pipeline.cpu_memory import keep_freed_memory
 

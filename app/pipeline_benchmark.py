@@ -55,7 +55,7 @@ import torch
 from core.avatar import AvatarParams
 from core.benchdoc import machine_line, today, write_section
 from core.stage import Context
-from core.stats import median_p99
+from core.stats import median, median_p99
 
 LIVE_GOAL_MS = 12.0
 FIRST_FRAME_GOAL = 1.5
@@ -605,7 +605,7 @@ def report(
     ]
     for r in [x for x in (eager, ge, cg) if x is not None]:
         med = stats(r.e2e_ms)[0]
-        wmed = float(np.median(r.wall_ms))
+        wmed = median(r.wall_ms)
         lines.append(
             f"| {r.mode} | {r.setup_s:.1f} | {r.first_e2e_ms:.2f} | {med:.2f} | "
             f"{r.first_e2e_ms / med:.2f}× | {r.first_wall_ms:.2f} | {wmed:.2f} | "
@@ -618,13 +618,13 @@ def report(
         "",
     ]
     for r in [x for x in (eager, ge, cg) if x is not None]:
-        steady = np.median(np.asarray(r.wall_split), axis=0) if r.wall_split else (0, 0, 0)
+        steady = [median(part) for part in zip(*r.wall_split, strict=True)] or [0, 0, 0]
         first = " / ".join(f"{v:.2f}" for v in r.first_split)
         lines.append(f"- {r.mode}: {first} against " + " / ".join(f"{v:.2f}" for v in steady))
     best = cg or ge or eager
     p99 = stats(best.e2e_ms)[1]
     first_ratio = best.first_e2e_ms / stats(best.e2e_ms)[0]
-    wall_ratio = best.first_wall_ms / float(np.median(best.wall_ms))
+    wall_ratio = best.first_wall_ms / median(best.wall_ms)
     lines += [
         "",
         "Goals ("

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from core.frame import Frame
+from core.nvtx import stage_range
 from core.stage import Context, Sink, Spec, Stage
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.queues import BoundedQueue, Closed, Policy
@@ -121,7 +122,8 @@ class Graph:
                     except Closed:
                         return
                     t0 = time.perf_counter()
-                    out = stage.process_batch(batch)
+                    with stage_range(stage.name):  # the stage by name in a profiler
+                        out = stage.process_batch(batch)
                     ms = (time.perf_counter() - t0) * 1e3
                     stats.stage_ms[stage.name] += ms
                     for frame in out:

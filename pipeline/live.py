@@ -81,7 +81,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -92,7 +92,7 @@ from core.avatar import AvatarParams
 from core.clock import NS_PER_S, ns_to_samples, samples_to_ns
 from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from core.stage import Context
-from core.stats import median_p99, summary
+from core.stats import Timings, median_p99
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.phase_lock import PhaseLock
 from pipeline.queues import BoundedQueue, Closed, Policy
@@ -475,34 +475,6 @@ def build_look(
 # small helpers
 
 
-class _Timings:
-    """Recent samples of a few named timings (ms), for medians and P99s."""
-
-    def __init__(self, size: int = 300) -> None:
-        self.size = size
-        self._d: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def add(self, name: str, ms: float) -> None:
-        with self._lock:
-            self._d.setdefault(name, deque(maxlen=self.size)).append(float(ms))
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        with self._lock:
-            items = {k: list(v) for k, v in self._d.items()}
-        out = {}
-        for k, v in items.items():
-            if v:
-                out[k] = _p50_p99(v)
-        return out
-
-
-def _p50_p99(values: Sequence[float]) -> dict[str, float] | None:
-    """{"median", "p99"} of `values` (core.stats), None when empty."""
-    s = summary(values)
-    return None if s is None else {"median": s["median"], "p99": s["p99"]}
-
-
 def _ramp(x: float) -> float:
     return 0.0 if x <= 0 else 1.0 if x >= 1 else x
 
@@ -797,7 +769,7 @@ class LiveSession:
         self._rec_lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._timings = _Timings()
+        self._timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
         self._lag = deque(maxlen=300)
         self._level_db = -120.0
         self._source_state = getattr(source, "state", "unknown")
@@ -1073,7 +1045,7 @@ class LiveSession:
             "look_switches": self.look_switches,
             "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
             "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
-            "stage_ms": {**self._timings.summary(), **self._gpu_stage_stats()},
+            "stage_ms": {**self._timings.snapshot(), **self._gpu_stage_stats()},
             "gpu_busy_ticks": self.gpu_busy_ticks,
             **self.phase_lock.stats(),  # phase_locked, frame_lead_ms, start_error_ms
             "quality": self._gpu_quality(),
@@ -1096,9 +1068,7 @@ class LiveSession:
             return {}
         if self._gpu.closed:  # closed by stop(): the last figures
             return dict(getattr(self, "_gpu_stages", {}))
-        return {
-            k: {"median": v["median"], "p99": v["p99"]} for k, v in self._gpu.stage_stats().items()
-        }
+        return self._gpu.stage_stats()
 
     def _gpu_quality(self) -> dict[str, Any] | None:
         if self._gpu is None:

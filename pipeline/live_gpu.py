@@ -24,7 +24,9 @@ nothing in the frame thread synchronises. `GpuChain.poll()` (each tick) reads ba
 of finished frames with `event.query()` — typically one or two frames later — and feeds the
 QualityControl (pipeline/ladder/), whose Control messages are taken by the ladder
 stages at the start of the next frame, on the frame thread. One thread issuing everything on
-one stream makes each stage's event interval exactly its own GPU time.
+one stream makes each stage's event interval exactly its own GPU time. Each stage is also
+issued inside an NVTX range of its name (core/nvtx.py), so a profiler's timeline shows upload,
+stylize, diffusion, temporal, upscale and readback.
 
 Setup (`GpuChain.setup`, in the session's constructor — off the UI thread in the app): the
 models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
@@ -57,6 +59,7 @@ import torch
 
 from core.avatar import AvatarParams
 from core.frame import Frame
+from core.nvtx import stage_range
 from core.stage import Context
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.ladder import (
@@ -381,17 +384,21 @@ class GpuChain:
         """upload → stylize → ladder stages, queued on the current stream; events per stage."""
         t = self._timer if self._timing else None
         tok = t.begin() if t else None
-        img = frame.image.to(self.device, non_blocking=True)
-        mot = frame.motion.to(self.device, non_blocking=True) if frame.motion is not None else None
+        with stage_range("upload"):  # NVTX ranges: each stage by name in a profiler
+            img = frame.image.to(self.device, non_blocking=True)
+            mot = frame.motion
+            mot = mot.to(self.device, non_blocking=True) if mot is not None else None
         f = frame.with_(image=img, motion=mot)
         if t:
             t.end("upload", tok, [f.index])
             tok = t.begin()
-        f = stylize.process(f)
+        with stage_range("stylize"):
+            f = stylize.process(f)
         if t:
             t.end("stylize", tok, [f.index])
         for st in self.stages:
-            f = st.process_batch([f])[0]
+            with stage_range(st.name):
+                f = st.process_batch([f])[0]
         return f
 
     def submit(self, frame: Frame, stylize: Any) -> tuple[Frame, Any]:
@@ -408,8 +415,9 @@ class GpuChain:
         with torch.cuda.stream(self.stream):
             f = self._issue(frame, stylize)
             tok = self._timer.begin()
-            host = torch.empty(tuple(f.image.shape), dtype=torch.uint8, pin_memory=True)
-            host.copy_(f.image, non_blocking=True)
+            with stage_range("readback"):
+                host = torch.empty(tuple(f.image.shape), dtype=torch.uint8, pin_memory=True)
+                host.copy_(f.image, non_blocking=True)
             self._timer.end("readback", tok, [f.index])
             done = torch.cuda.Event(blocking=True)
             done.record(self.stream)

@@ -1,8 +1,6 @@
 """A private PulseAudio server for tests that need real audio through PortAudio.
 
-    from tests.pulse import pulse  # noqa: F401  (the fixture)
-
-    def test_x(pulse):
+    def test_x(pulse):                       # the fixture: tests/conftest.py
         pulse.play(wav)                      # paplay into the null sink "kagura_test"
         Capture("pulse")                     # records the sink's monitor (the default source)
         pulse.unload_sink(); pulse.load_sink()
@@ -22,7 +20,6 @@ newly loaded sink delivers data about 2 s after `load_sink`; `wait_for_data` mea
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import shutil
@@ -30,10 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 SINK = "kagura_test"
 RATE = 48000
@@ -197,35 +191,3 @@ class PulseServer:
             ["paplay", f"--device={self.sink}", "--latency-msec=20", os.fspath(path)],
             stderr=subprocess.PIPE,
         )
-
-
-_server: PulseServer | None = None
-
-
-@pytest.fixture(scope="session")
-def pulse() -> Iterator[PulseServer]:
-    """The session's PulseAudio server: started on first use, stopped when the session ends."""
-    global _server
-    if _server is None:
-        server = PulseServer()
-        try:
-            server.start()
-        except RuntimeError as exc:
-            server.stop()
-            pytest.fail(str(exc))
-        _server = server
-        import atexit
-
-        atexit.register(_stop_server)
-    if _server.sink_module() is None:
-        _server.load_sink()
-    yield _server
-    _stop_server()
-
-
-def _stop_server() -> None:
-    global _server
-    if _server is not None:
-        with contextlib.suppress(Exception):
-            _server.stop()
-        _server = None

@@ -5,12 +5,11 @@ Run on the GPU machine: `pytest -m gpu tests/test_accel_gpu.py -s`. Skipped with
 
 from __future__ import annotations
 
-import statistics
-
 import pytest
 import torch
 from torch import nn
 
+from core.stats import median
 from pipeline.accel import (
     GraphCache,
     GraphCaptureError,
@@ -44,7 +43,7 @@ def median_ms(fn, x, n: int = 50) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return median(times)
 
 
 def test_capture_replay_matches_eager_and_is_faster():

@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.ui.main_window import NO_MIC_TEXT, LiveOptions, MainWindow
-from tests.pulse import pulse  # noqa: F401  (the fixture)
 from tests.test_live_session import speech_then_silence
 
 SIZE = (320, 180)
@@ -102,7 +101,7 @@ def test_no_input_device_shows_banner_and_file_still_works(qtbot, speech, monkey
         _close(win)
 
 
-def test_device_list_fills_from_pulseaudio(qtbot, pulse):  # noqa: F811
+def test_device_list_fills_from_pulseaudio(qtbot, pulse):
     win = _window(qtbot, autostart=False)
     try:
         win.refresh_devices(rescan=True)
@@ -139,7 +138,7 @@ def test_settings_survive_a_restart(qtbot, config_dir):
         _close(again)
 
 
-def test_microphone_lost_mid_show_banner_then_recovery(qtbot, pulse):  # noqa: F811
+def test_microphone_lost_mid_show_banner_then_recovery(qtbot, pulse):
     """The mic vanishes while live: a plain-words banner, then it clears by itself when the
     device delivers again — no restart, frames keep coming."""
     pulse.wait_for_data()

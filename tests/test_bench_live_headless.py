@@ -63,9 +63,16 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
         assert result["stage_ms"][stage]["median"] > 0, stage
     q = result["quality"]
     assert q["ladder"][0] == "1 step 64x64 temporal vsr x2" and q["budget_ms"] == 160.0
-    assert isinstance(result["quality_events"], list)
+    # at 5 fps for 2.5 s the run makes about 12 frames, fewer than the 30 the ladder decides on
+    assert result["frames_produced"] < 30
+    assert result["quality_events"] == [] and q["changes"] == 0 and q["level"] == 0
+    # every frame made is shown, dropped, or still on its way at the stop; a latency is taken
+    # per new frame shown after the warm-up only. (A loaded 2-core machine may show none in
+    # time; the latency itself is checked on the GPU below.)
+    accounted = result["shown"] + result["dropped_late"] + result["dropped_overflow"]
+    assert accounted + result["dropped_output_queue"] <= result["frames_produced"]
     lat = result["audio_to_photon_ms"]
-    assert lat["n"] == 0 or lat["p99"] >= lat["median"] > 0
+    assert lat["n"] <= result["shown"]
     # librosa missing (as on the GPU machine): the live analysis needs none of it — lip-sync,
     # pitch and motion all run, nothing is reported left out
     assert result["analysis_note"] is None

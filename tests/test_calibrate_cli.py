@@ -23,7 +23,6 @@ from audio.capture import CaptureError, record
 from audio.features import resample_mono
 from audio.mfcc import mfcc_frames
 from core.avatar import VOWELS
-from tests.pulse import pulse  # noqa: F401  (the fixture)
 
 SR = 16000
 VOICE, PITCH = HELDOUT_VOICES[1]  # a voice the default profile was not built from
@@ -40,7 +39,7 @@ def vowel_wavs(tmp_path):
     return paths
 
 
-def test_calibrate_through_a_null_sink(pulse, vowel_wavs, tmp_path, monkeypatch):  # noqa: F811
+def test_calibrate_through_a_null_sink(pulse, vowel_wavs, tmp_path, monkeypatch):
     monkeypatch.setenv("KAGURA_CONFIG_DIR", str(tmp_path / "config"))
     path = user_profile_path()
     path.parent.mkdir(parents=True)
@@ -83,7 +82,7 @@ def test_calibrate_through_a_null_sink(pulse, vowel_wavs, tmp_path, monkeypatch)
         assert accuracy >= 0.8, f"{v}: {accuracy:.0%} of frames recognised ({said})"
 
 
-def test_calibrate_without_the_device(pulse, tmp_path, monkeypatch):  # noqa: F811
+def test_calibrate_without_the_device(pulse, tmp_path, monkeypatch):
     monkeypatch.setenv("KAGURA_CONFIG_DIR", str(tmp_path / "config"))
     args = argparse.Namespace(device="no-such-microphone", seconds=1.0, profile=None)
     with pytest.raises(CaptureError, match="no-such-microphone"):

@@ -25,7 +25,6 @@ from audio.calibration import (
 from audio.features import resample_mono
 from audio.mfcc import mfcc_frames
 from core.avatar import VOWELS
-from tests.pulse import pulse  # noqa: F401  (the fixture)
 
 PHONEMES = {"A": "A:", "I": "i:", "U": "u:", "E": "e", "O": "o:"}
 
@@ -64,7 +63,7 @@ def classify(profile, x) -> np.ndarray:
     return VowelMatcher(profile).probs(f.mfcc[mask]).argmax(axis=1)
 
 
-def test_calibrate_through_pulseaudio(qtbot, pulse, vowel_wavs, tmp_path):  # noqa: F811
+def test_calibrate_through_pulseaudio(qtbot, pulse, vowel_wavs, tmp_path):
     user = tmp_path / "config" / "lipsync-profile.json"
     previous = load_profile(default_profile_path())
     previous.source = "the previous profile"
@@ -119,11 +118,19 @@ def test_calibrate_through_pulseaudio(qtbot, pulse, vowel_wavs, tmp_path):  # no
     assert dlg._test is not None and not dlg.record_button.isEnabled()
     qtbot.wait(300)
     player = pulse.play(vowel_wavs["O"])
+    # while the vowel plays, the big label names it (kana, letter, confidence)
+    qtbot.waitUntil(
+        lambda: dlg.detected_vowel == "O" and dlg.detected_label.text().startswith("お O "),
+        timeout=5000,
+    )
     qtbot.waitUntil(lambda: len(dlg._test.history) >= 40, timeout=5000)
     assert player.wait(timeout=5) == 0
     hist = dlg._test.history
     assert hist.count("O") / len(hist) > 0.7, hist
-    assert "O" in dlg.detected_label.text() or dlg.detected_vowel in (None, "O")
+    # and once it has ended, silence: no vowel, the label says so
+    qtbot.waitUntil(
+        lambda: dlg.detected_vowel is None and dlg.detected_label.text() == "…", timeout=5000
+    )
     dlg.test_button.click()
     assert dlg._test is None and dlg.record_button.isEnabled()
 

@@ -24,7 +24,7 @@ import pytest
 from audio.capture import Capture, CaptureError, list_input_devices
 from audio.ringbuffer import RingBuffer
 from core.clock import samples_to_ns
-from tests.pulse import pulse  # noqa: F401  (the fixture)
+from core.stats import median_p99
 
 RATE = 48000
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,7 +222,7 @@ def best_alignment(captured: np.ndarray, played: np.ndarray) -> tuple[float, int
     return best
 
 
-def test_capture_matches_played_speech(pulse, speech_wav):  # noqa: F811
+def test_capture_matches_played_speech(pulse, speech_wav):
     played, played_rate = read_wav(speech_wav)
     states: list[str] = []
     with Capture("pulse", sample_rate=RATE, on_state=lambda s, m: states.append(s)) as cap:
@@ -247,7 +247,7 @@ def test_capture_matches_played_speech(pulse, speech_wav):  # noqa: F811
     assert 0.1 < np.abs(captured).max() <= 1.0  # real speech, not silence
 
 
-def test_recovers_when_the_sink_comes_back(pulse):  # noqa: F811
+def test_recovers_when_the_sink_comes_back(pulse):
     events: list[tuple[float, str, str]] = []
     on_state = lambda s, m: events.append((time.monotonic(), s, m))  # noqa: E731
     with Capture("pulse", sample_rate=RATE, on_state=on_state) as cap:
@@ -280,7 +280,7 @@ def test_recovers_when_the_sink_comes_back(pulse):  # noqa: F811
     assert health.state == "running" and cap.reopens >= 1
 
 
-def test_callback_cost(pulse):  # noqa: F811
+def test_callback_cost(pulse):
     import sounddevice as sd
 
     cap = Capture("pulse", sample_rate=RATE, start=False)
@@ -293,7 +293,7 @@ def test_callback_cost(pulse):  # noqa: F811
         cap._callback(block, cap.blocksize, None, flags)
         cost[i] = time.perf_counter_ns() - t0
     assert cap.samples_captured == n * cap.blocksize
-    med, p99 = np.percentile(cost, [50, 99])
+    med, p99 = median_p99(cost)
     print(
         f"\ncallback body, {cap.blocksize}-frame block: median {med / 1000:.2f} µs, "
         f"p99 {p99 / 1000:.2f} µs, max {cost.max() / 1000:.1f} µs "
@@ -303,7 +303,7 @@ def test_callback_cost(pulse):  # noqa: F811
 
 
 @pytest.mark.skipif(not os.environ.get("KAGURA_DRIFT_S"), reason="set KAGURA_DRIFT_S=seconds")
-def test_drift(pulse):  # noqa: F811
+def test_drift(pulse):
     seconds = float(os.environ["KAGURA_DRIFT_S"])
     with Capture("pulse", sample_rate=RATE) as cap:
         assert wait_until(lambda: cap.state == "running", 5)
@@ -317,7 +317,7 @@ def test_drift(pulse):  # noqa: F811
 # -- (e) kagura devices -----------------------------------------------------------------------
 
 
-def test_devices_lists_the_pulse_device(pulse, capsys):  # noqa: F811
+def test_devices_lists_the_pulse_device(pulse, capsys):
     from app import cmd_devices
 
     names = [d.name for d in list_input_devices()]

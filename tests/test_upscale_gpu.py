@@ -89,11 +89,19 @@ def test_cuda_graph_replay_faster_than_eager(weights, frame_480):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_1080p_timing(weights, frame_480, dtype):
+def test_1080p_batches_and_graphs_agree(weights, frame_480, dtype):
+    """Batch 4 and CUDA-graph replay give every frame what one eager call gives it; the
+    ms/frame of each path is printed for docs/BENCHMARKS.md (bench:upscale-cuda, gpu_check.sh)."""
+    single = UpscaleStage(4, dtype, "cuda", weights, max_batch=1).apply(frame_480)
     for batch in (1, 4):
         x = frame_480.expand(batch, -1, -1, -1).contiguous()
         for graph in (False, True):
             st = UpscaleStage(4, dtype, "cuda", weights, max_batch=batch, cuda_graph=graph)
+            for _ in range(2):  # with a graph: the first call captures, the second replays
+                out = st.apply(x)
+            assert out.shape == (batch, 1080, 1920, 4)
+            for i in range(batch):
+                assert psnr_u8(out[i : i + 1], single) >= 45.0, (batch, graph, i)
             ms = cuda_median_ms(lambda st=st, x=x: st.apply(x), runs=30, warmup=10) / batch
             kind = "graph" if graph else "eager"
             print(f"\n{dtype} batch {batch} {kind}: {ms:.2f} ms/frame (480x270 -> 1920x1080)")

@@ -1131,6 +1131,8 @@ class MainWindow(QMainWindow):
             "lipsync_lag_ms": ss.get("lipsync_lag_ms"),
             "ui_ms_median": ui["median"],
             "ui_ms_p99": ui["p99"],
+            # per stage {"median", "p99", "n"} ms: the snapshot the stats panel shows
+            "stage_ms": ss.get("stage_ms"),
             "preset": self.settings["preset"],
             "presenter": getattr(self.preview, "name", "?"),
             # the session names its source; a run stopped before it started names the planned one

@@ -15,11 +15,13 @@ from typing import Any
 import torch
 
 from core.frame import Frame
-from core.stats import summary
+from core.stats import Timings
 from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
 from pipeline.quality import QosEvent, QualityController, Rung
 
 log = logging.getLogger("kagura.quality")
+
+TOTAL = "ladder total"  # stage_stats() key: the frame's cost the controller decides on
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,9 +76,9 @@ class QualityControl:
         self._lock = threading.Lock()
         self._events: dict[int, list] = {}  # frame index -> [(name, start, end, n)]
         self._order: collections.deque[_Pending] = collections.deque()
-        self._stage_ms: dict[str, collections.deque[float]] = {}
-        self._cost: collections.deque[float] = collections.deque(maxlen=history)
-        self._history = history
+        # per stage (and TOTAL: the frame's cost, the sum the controller is fed), the last
+        # `history` frames
+        self._stage_ms = Timings(history)
         self.fed = 0
         self.transition_frames = 0
         # every change, with the rung names at the time (a refit renumbers the ladder)
@@ -105,15 +107,9 @@ class QualityControl:
         return self.controller.events
 
     def stage_stats(self) -> dict[str, dict[str, float]]:
-        """Per stage: median / P99 ms (CUDA-event time on CUDA, else wall), over the history."""
-        with self._lock:
-            items = {k: list(v) for k, v in self._stage_ms.items()}
-            costs = list(self._cost)
-        out = {k: s for k, v in items.items() if (s := summary(v)) is not None}
-        cost = summary(costs)
-        if cost is not None:
-            out["ladder total"] = cost
-        return out
+        """Per stage: median / P99 ms (CUDA-event time on CUDA, else wall), over the history,
+        and TOTAL: the ladder stages' sum per frame (core.stats.Timings.snapshot)."""
+        return self._stage_ms.snapshot()
 
     def status(self) -> dict[str, Any]:
         """For the stats overlay and the logs: the rung and the last change."""
@@ -171,14 +167,10 @@ class QualityControl:
         return fired
 
     def _feed(self, p: _Pending, ms: dict[str, float]) -> QosEvent | None:
-        with self._lock:
-            for k, v in ms.items():
-                d = self._stage_ms.get(k)
-                if d is None:
-                    d = self._stage_ms[k] = collections.deque(maxlen=self._history)
-                d.append(v)
-            cost = sum(ms.get(k, 0.0) for k in self.measure)
-            self._cost.append(cost)
+        for k, v in ms.items():
+            self._stage_ms.add(k, v)
+        cost = sum(ms.get(k, 0.0) for k in self.measure)
+        self._stage_ms.add(TOTAL, cost)
         c = self.controller
         if any(int(v) != c.level for v in p.levels.values()):
             self.transition_frames += 1  # made (partly) at another rung: says nothing here
