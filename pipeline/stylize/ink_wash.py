@@ -93,15 +93,24 @@ class InkWash(Effect):
         mass = smoothstep(0.05, 0.3, C.blur_p(core, 2, 3))
         run = mass.cumsum(1).mul_(self.run_scale)
         cut = smoothstep(0.15, 1.0, run).mul_(1.3).sub_(1.0)
+        # only the part of the box the masses reach (one low-res cell of bilinear margin)
+        rows, cols = torch.nonzero(mass[0].amax(1)).flatten(), torch.nonzero(mass[0].amax(0))
+        if rows.numel() == 0:
+            return
+        y0, x0 = max(box[0], 4 * int(rows[0]) - 4), max(box[2], 4 * int(cols[0]) - 4)
+        y1, x1 = min(box[1], 4 * int(rows[-1]) + 8), min(box[3], 4 * int(cols[-1]) + 8)
+        if y1 <= y0 or x1 <= x0:
+            return
         h, w = win[1] - win[0], win[3] - win[2]
-        mass, cut = C.upsample_part(torch.cat([mass, cut]), 4, h, w, box)
-        ys = slice(win[0] + box[0], win[0] + box[1])
-        xs = slice(win[2] + box[2], win[2] + box[3])
-        cut.add_(self.cut_noise[ys, xs], alpha=0.3)
-        streak = self.streaks[ys, xs]
-        gap = smoothstep(-0.25, 0.25, cut - streak)  # 1 where the bristles left paper
-        gap.mul_(mass).mul_(smoothstep(0.55, 0.85, d)).mul_(-DRY_LIGHTEN).add_(1.0)
-        d.mul_(gap)
+        mass, cut = C.upsample_part(torch.cat([mass, cut]), 4, h, w, (y0, y1, x0, x1))
+        ys, xs = slice(win[0] + y0, win[0] + y1), slice(win[2] + x0, win[2] + x1)
+        # gap = smoothstep(-0.25, 0.25, cut - streak): 1 where the bristles left paper
+        t = cut.add_(self.cut_noise[ys, xs], alpha=0.3).sub_(self.streaks[ys, xs])
+        t.mul_(2.0).add_(0.5).clamp_(0.0, 1.0)
+        gap = torch.mul(t, -2.0).add_(3.0).mul_(t).mul_(t)
+        dm = d[y0 - box[0] : y1 - box[0], x0 - box[2] : x1 - box[2]]
+        gap.mul_(mass).mul_(smoothstep(0.55, 0.85, dm))  # on the mass's solid ink only
+        dm.mul_(gap.mul_(-DRY_LIGHTEN).add_(1.0))
 
     def compute(self, pl, win, g):
         p = self.post
