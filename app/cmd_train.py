@@ -134,10 +134,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r}: expected cpu or cuda")
+    cfg = config_from(args)  # every option checked before the machine is
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device (use a GPU machine)")
     export_dir = args.export or KAGURA_WEIGHTS
-    cfg = config_from(args)
     if not args.eval_only:
         from training import evaluate
         from training.train import train

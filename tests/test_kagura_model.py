@@ -286,6 +286,10 @@ def test_train_resume_export_and_evaluate(tmp_path):
 def test_train_refuses_bad_options():
     done = kagura("train", "--device", "cpu", "--size", "100x50")
     assert done.returncode == 2 and "--size" in done.stderr and "Traceback" not in done.stderr
+    # a bad option is named as such even where the machine has no GPU for the run it asks
+    done = kagura("train", "--device", "cuda", "--loss-weight", "sharp=2")
+    assert done.returncode == 2 and "--loss-weight sharp=2" in done.stderr
+    assert "texture" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):
