@@ -134,3 +134,29 @@ def test_each_kind_of_problem_is_one_line_naming_the_file(tmp_path, song, text, 
         load_jobs(jobs)
     assert len(info.value.lines) == 1
     assert str(jobs) in info.value.lines[0] and expected in info.value.lines[0]
+
+
+def test_an_auto_job_is_checked_as_both_its_cuda_and_its_cpu_render(tmp_path, song):
+    jobs = _write(
+        tmp_path / "jobs.toml",
+        '[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nsize = "160x90"\ndevice = "auto"\n',
+    )
+    (job,) = load_jobs(jobs)
+    argv = ["render", str(song), "-o", str(tmp_path / "a.mp4"), "--size", "160x90"]
+    cpu = _render_request(build_parser().parse_args([*argv, "--device", "cpu"]), song)
+    cuda = _render_request(build_parser().parse_args([*argv, "--device", "cuda"]), song)
+    assert job.auto and not job.needs_gpu  # never refused for want of a GPU
+    assert job.request_on("cpu") == cpu and job.request_on("cuda") == cuda
+    assert cuda.diffusion is not None and cpu.diffusion is None  # the two differ in look
+
+
+def test_an_auto_job_takes_a_free_gpu_else_a_free_cpu_else_waits():
+    from farm.schedule import place
+
+    # (free GPUs, free CPUs, cluster GPUs, GPUs per job, CPUs per job)
+    assert place(1, 4, 2, 1, 1) == "cuda"
+    assert place(0, 4, 2, 1, 1) == "cpu"  # both GPUs busy: one of 4 free CPUs (2 kept)
+    assert place(0, 2, 2, 1, 1) is None  # the 2 free CPUs are the GPU jobs' own
+    assert place(0, 2, 0, 1, 1) == "cpu"  # a GPU-less cluster keeps none
+    assert place(0, 1, 0, 1, 2) is None  # waits for a second CPU
+    assert place(0.5, 4, 0.5, 1, 1) == "cpu"  # half a GPU is not a slot
