@@ -148,7 +148,12 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
     preset = table.get("preset")
     if isinstance(preset, str) and preset.endswith(".toml"):
         table["preset"] = str((base / preset).resolve())
-    auto = table.get("device") == "auto"
+    device = table.get("device", "cpu")
+    if device not in ("cpu", "cuda", "auto"):
+        raise UsageError(
+            f"device {device!r}: expected cpu, cuda or auto (a GPU when one is free, else the CPU)"
+        )
+    auto = device == "auto"
     if auto:  # checked twice: the job as a cuda render and as a CPU render
         table["device"] = "cuda"
         cpu_req = _request({**table, "device": "cpu"})

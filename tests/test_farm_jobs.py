@@ -126,6 +126,7 @@ seconds = 0.5
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nfps = 0\n', "fps 0"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nstart = -1\n', "start -1.0: expected"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nhelp = true\n', "unknown key 'help'"),
+        ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\ndevice = "gpu"\n', "cuda or auto"),
     ],
 )
 def test_each_kind_of_problem_is_one_line_naming_the_file(tmp_path, song, text, expected):
