@@ -21,7 +21,7 @@ farm's own `name` (the label in the progress view) and `segments`. `device` may 
 it renders on the CPU exactly as `kagura render --device cpu` would (farm/schedule.py places
 it; the progress view and the report say which device it used). Each job is turned into the
 argument list of `kagura render` and checked by the same parser and the same checks
-(`app.cli._render_request`, `app.render_job.check_output_safety` / `check_request`), so a job
+(`app.cli.render_request`, `app.render_job.check_output_safety` / `check_request`), so a job
 is accepted exactly when the same `kagura render` command would start. Relative paths are
 taken from the jobs file's folder.
 
@@ -114,9 +114,9 @@ def load_jobs(path: Path) -> list[FarmJob]:
         except UsageError as exc:
             problems.append(f"{path}: job {i}: {_key_words(one_line(exc))}")
         except Exception as exc:  # the render's other one-line input errors (preset, avatar, …)
-            from app.errors import _is_user_error
+            from app.errors import is_user_error
 
-            if not _is_user_error(exc):
+            if not is_user_error(exc):
                 raise
             problems.append(f"{path}: job {i}: {_key_words(one_line(exc))}")
     problems += _clashes(path, jobs)
@@ -184,14 +184,14 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
 
 def _request(table: dict):
     """The RenderRequest `kagura render` builds from the job's keys (`table` is not changed)."""
-    from app.cli import _render_request
+    from app.cli import render_request
 
     args = _render_parser().parse_args(_argv(dict(table)))
     audio = Path(args.audio)
     if not audio.is_file():
         what = "is a folder, not an audio file" if audio.is_dir() else "no such audio file"
         raise UsageError(f"audio {audio}: {what}")
-    return _render_request(args, audio)
+    return render_request(args, audio)
 
 
 def _argv(table: dict) -> list[str]:
@@ -216,12 +216,10 @@ def _argv(table: dict) -> list[str]:
 
 @functools.cache
 def _render_parser():
-    """`kagura render`'s own parser (the CLI's fill of it), errors as one-line UsageErrors."""
-    from app.cli import _fill_render, _Parser
+    """`kagura render`'s own parser (made once), errors as one-line UsageErrors."""
+    from app.cli import render_parser
 
-    p = _Parser(prog="kagura render")
-    _fill_render(p)
-    return p
+    return render_parser()
 
 
 def _key_words(text: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import _render_request, build_parser, main
+from app.cli import build_parser, main, render_request
 from farm.jobs import JobsFileError, load_jobs
 from tests.hostile import write_wav_s16
 
@@ -109,7 +109,7 @@ seconds = 0.5
     argv = ["render", str(song), "-o", str(tmp_path / "out/one.mp4"), "--size", "160x90"]
     argv += ["--fps", "24", "--preset", "cyberpunk", "--seed", "7"]
     args = build_parser().parse_args(argv)
-    assert one.request == _render_request(args, song)
+    assert one.request == render_request(args, song)
     assert (one.index, one.name, one.segments, one.needs_gpu) == (1, "first", 1, False)
     assert two.request.transparent and two.request.fps == 12 and two.request.seconds == 0.5
     assert two.request.output == tmp_path / "two.webm" and two.name == "two.webm"
@@ -144,8 +144,8 @@ def test_an_auto_job_is_checked_as_both_its_cuda_and_its_cpu_render(tmp_path, so
     )
     (job,) = load_jobs(jobs)
     argv = ["render", str(song), "-o", str(tmp_path / "a.mp4"), "--size", "160x90"]
-    cpu = _render_request(build_parser().parse_args([*argv, "--device", "cpu"]), song)
-    cuda = _render_request(build_parser().parse_args([*argv, "--device", "cuda"]), song)
+    cpu = render_request(build_parser().parse_args([*argv, "--device", "cpu"]), song)
+    cuda = render_request(build_parser().parse_args([*argv, "--device", "cuda"]), song)
     assert job.auto and not job.needs_gpu  # never refused for want of a GPU
     assert job.request_on("cpu") == cpu and job.request_on("cuda") == cuda
     assert cuda.diffusion is not None and cpu.diffusion is None  # the two differ in look
