@@ -8,9 +8,9 @@ larger than the cluster simply flows through it. Each segment of a split job is 
 the job's resources; the driver joins them when all are back (farm/segments.py).
 
 `device = "auto"` jobs are placed by the driver, not queued in Ray: when one can start, it
-takes `gpus_per_job` GPUs if that many are free (the cluster's free GPUs, less what this
-farm's own tasks already asked), else `cpus_per_job` CPUs if free, keeping one CPU per GPU
-slot for the GPU jobs (Ray gives each of them one); else it waits for either. Its segments
+takes `gpus_per_job` GPUs (and one CPU) if that many are free (the cluster's free resources,
+less what this farm's own tasks already asked), else `cpus_per_job` CPUs if free; else it
+waits for either. Its segments
 all run on the device it got (the cuda and the CPU render may differ in look and size). A
 CPU render is many times slower than a GPU one: `device = "cuda"` waits for a GPU instead.
 
@@ -116,14 +116,14 @@ def failure_line(exc: BaseException) -> str:
 
 
 def place(
-    free_gpus: float, free_cpus: float, total_gpus: float, gpus_per_job: float, cpus_per_job: float
+    free_gpus: float, free_cpus: float, gpus_per_job: float, cpus_per_job: float
 ) -> str | None:
     """Where a `device = "auto"` job starts now: "cuda", "cpu", or None (wait). `free_*`: what
-    the cluster has free beyond this farm's own asks; one CPU per GPU slot stays for GPU jobs."""
-    if total_gpus >= gpus_per_job and free_gpus >= gpus_per_job:
+    the cluster has free beyond this farm's own asks. (No CPU is kept back for GPU jobs: each
+    GPU task holds a CPU, so a GPU that frees frees a CPU with it.)"""
+    if free_gpus >= gpus_per_job and free_cpus >= 1:
         return "cuda"
-    keep = int(total_gpus // gpus_per_job)
-    if free_cpus - keep >= cpus_per_job:
+    if free_cpus >= cpus_per_job:
         return "cpu"
     return None
 
@@ -183,7 +183,6 @@ def run_farm(
         for job in jobs
     }
     pending: dict = {}  # object ref → (job index, segment)
-    total_gpus = ray.cluster_resources().get("GPU", 0)
 
     def resources(st: JobState, s: int) -> dict:
         if s == ANALYSIS:
@@ -227,7 +226,7 @@ def run_farm(
         free_gpus = min(free.get("GPU", 0), have.get("GPU", 0) - asked["num_gpus"])
         free_cpus = min(free.get("CPU", 0), have.get("CPU", 0) - asked["num_cpus"])
         for st in waiting:
-            device = place(free_gpus, free_cpus, total_gpus, gpus_per_job, cpus_per_job)
+            device = place(free_gpus, free_cpus, gpus_per_job, cpus_per_job)
             if device is None:
                 return
             st.device = device

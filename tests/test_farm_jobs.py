@@ -154,10 +154,9 @@ def test_an_auto_job_is_checked_as_both_its_cuda_and_its_cpu_render(tmp_path, so
 def test_an_auto_job_takes_a_free_gpu_else_a_free_cpu_else_waits():
     from farm.schedule import place
 
-    # (free GPUs, free CPUs, cluster GPUs, GPUs per job, CPUs per job)
-    assert place(1, 4, 2, 1, 1) == "cuda"
-    assert place(0, 4, 2, 1, 1) == "cpu"  # both GPUs busy: one of 4 free CPUs (2 kept)
-    assert place(0, 2, 2, 1, 1) is None  # the 2 free CPUs are the GPU jobs' own
-    assert place(0, 2, 0, 1, 1) == "cpu"  # a GPU-less cluster keeps none
-    assert place(0, 1, 0, 1, 2) is None  # waits for a second CPU
-    assert place(0.5, 4, 0.5, 1, 1) == "cpu"  # half a GPU is not a slot
+    # (free GPUs, free CPUs, GPUs per job, CPUs per job)
+    assert place(1, 1, 1, 1) == "cuda"
+    assert place(0, 1, 1, 1) == "cpu"  # the GPUs are busy, a CPU is free
+    assert place(1, 0, 1, 1) is None  # a GPU task needs a CPU too
+    assert place(0.5, 4, 1, 1) == "cpu"  # half a GPU is not a slot
+    assert place(0, 1, 1, 2) is None  # waits for a second CPU
