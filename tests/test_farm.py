@@ -168,13 +168,17 @@ def test_an_auto_job_renders_on_the_cpu_where_no_gpu_is_free(local_ray, tmp_path
     assert 'device = "auto"' in lines[0]
     assert not (tmp_path / "auto.mp4").exists() and not (tmp_path / "gpu.mp4").exists()
 
-    # alone, the auto job renders on the CPU: the view, the table and the report say so
-    jobs.write_text(head + auto)
-    rc = main(["farm", str(jobs), "--report", str(tmp_path / "report.json")])
+    # after a CPU job that holds both CPUs, the auto job waits for them and renders on the CPU:
+    # the view, the table and the report say so
+    jobs.write_text(head + '[[job]]\noutput = "first.mp4"\n' + auto)
+    report = tmp_path / "report.json"
+    rc = main(["farm", str(jobs), "--cpus-per-job", "2", "--report", str(report)])
     out, err = capsys.readouterr()
     assert rc == 0
-    (record,) = json.loads((tmp_path / "report.json").read_text())["jobs"]
+    first, record = json.loads(report.read_text())["jobs"]
     assert (record["status"], record["device"], record["device_asked"]) == ("done", "cpu", "auto")
+    assert (first["device"], first["device_asked"]) == ("cpu", "cpu")
+    assert record["wall_s"] - record["run_s"] >= first["wall_s"] - 0.05  # started after it
     assert _video(tmp_path / "auto.mp4")[0] == 6
     assert "(cpu)" in err
     assert " done    cpu " in out
