@@ -203,6 +203,14 @@ def _fill_render(p: argparse.ArgumentParser) -> None:
     _add_render_options(p)
 
 
+def render_parser(prog: str = "kagura render") -> argparse.ArgumentParser:
+    """`kagura render`'s own options on a parser of their own, bad input as one-line
+    UsageErrors; with `render_request`, what farm/jobs.py checks each job with."""
+    p = _Parser(prog=prog)
+    _fill_render(p)
+    return p
+
+
 def _fill_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
     _add_render_options(p)
@@ -353,7 +361,9 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
-def _render_request(args: argparse.Namespace, audio: Path):
+def render_request(args: argparse.Namespace, audio: Path):
+    """The RenderRequest `kagura render` makes of its parsed options (not yet checked:
+    app.render_job.check_output_safety / check_request do that)."""
     from app.render_job import RenderRequest, default_diffusion, parse_workers, resolve_sizes
 
     args.diffusion = default_diffusion(args)
@@ -405,7 +415,7 @@ def _run_render(args: argparse.Namespace, audio: Path) -> int:
     # before the request is made and checked, which imports torch for --device cuda
     analysis = AnalysisProcess() if worth_a_process() else None
     try:
-        req = _render_request(args, audio)
+        req = render_request(args, audio)
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
         render_job.check_request(req)
         mark("checked")

@@ -87,7 +87,8 @@ def kept_suffix(exc: BaseException) -> str:
     return f"; the frames written are kept in {kept}" if kept else ""
 
 
-def _is_user_error(exc: BaseException) -> bool:
+def is_user_error(exc: BaseException) -> bool:
+    """True for the errors that are the user's input (one line, exit 2), not Kagura's bugs."""
     if isinstance(exc, UsageError):  # needs nothing imported (the other types import torch)
         return True
     return isinstance(exc, user_error_types())
@@ -101,7 +102,7 @@ def report(exc: BaseException, prog: str = "kagura") -> int:
     if isinstance(exc, KeyboardInterrupt):
         print(f"{prog}: interrupted{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if _is_user_error(exc):
+    if is_user_error(exc):
         print(f"{prog}: error: {one_line(exc)}{kept_suffix(exc)}", file=sys.stderr)
         return EXIT_USAGE
     os_exc = os_error_in(exc)

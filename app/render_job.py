@@ -19,6 +19,11 @@ come back once (one readback per batch, before the encoder); on the CPU every st
 place. The default (no GPU option) is exactly the plain chain.
 
 Only assembly lives here; every step is a stage or function of audio/, render/ or pipeline/.
+
+The functions other modules build on (`kagura render`, `bench offline`; farm/ uses only these):
+`build_graph` (decode, analyse, assemble), `decode_for_render` (the audio as the render muxes
+it), `assemble_graph` (the graph from an AvatarTrack), `diffusion_models`, the checks
+`check_output_safety` / `check_request`, and `note_kept`.
 """
 
 from __future__ import annotations
@@ -449,22 +454,28 @@ def encodable_rate(clip):
     return clip.resampled(FALLBACK_RATE)
 
 
+def decode_for_render(req: RenderRequest):
+    """`req`'s audio as the render muxes it: its start/seconds cut, more than 2 channels
+    downmixed to stereo (what the video files carry), a rate the encoders refuse resampled."""
+    from audio.decode import decode_audio
+
+    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
+    return encodable_rate(clip)
+
+
 def build_graph(
     req: RenderRequest, sink_factory: Callable | None = None, analyze: Callable | None = None
 ) -> tuple[Graph, Context, int]:
     """Decode, analyse and assemble; returns the graph, its context and the frame count.
     `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
     app/early_analysis.py)."""
-    from audio.decode import decode_audio
     from presets.loader import load_preset
 
     share_cores_with_other_stages()
     preset = load_preset(req.preset)
     # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
     models = diffusion_models(req) if req.diffusion_on else None
-    # the video files carry 1 or 2 channels: more are downmixed to stereo
-    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
-    clip = encodable_rate(clip)
+    clip = decode_for_render(req)
     if analyze is None:  # the CLI's analysis process needs none of it imported here
         from audio.analysis import analyze_clip as analyze
     track = analyze(clip, req.fps, seed=req.seed)

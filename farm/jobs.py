@@ -16,9 +16,12 @@
 A job's keys are `kagura render`'s options with `_` for `-` (`audio`, `output`, `preset`,
 `size`, `fps`, `start`, `seconds`, `transparent`, `seed`, `avatar`, `device`, `diffusion`,
 `upscale`, `temporal`, `x264_preset`, `overwrite`, …; `true`/`false` for switches), plus the
-farm's own `name` (the label in the progress view) and `segments`. Each job is turned into the
+farm's own `name` (the label in the progress view) and `segments`. `device` may also be
+`"auto"` (farm only): the job takes a GPU when the cluster has one free when it starts, else
+it renders on the CPU exactly as `kagura render --device cpu` would (farm/schedule.py places
+it; the progress view and the report say which device it used). Each job is turned into the
 argument list of `kagura render` and checked by the same parser and the same checks
-(`app.cli._render_request`, `app.render_job.check_output_safety` / `check_request`), so a job
+(`app.cli.render_request`, `app.render_job.check_output_safety` / `check_request`), so a job
 is accepted exactly when the same `kagura render` command would start. Relative paths are
 taken from the jobs file's folder.
 
@@ -58,10 +61,22 @@ class FarmJob:
     request: object  # app.render_job.RenderRequest
     segments: int = 1
     needs_gpu: bool = False
+    # device = "auto": `request` is the cuda render, `cpu_request` the same job on the CPU
+    cpu_request: object = None
 
     @property
     def output(self) -> Path:
         return self.request.output
+
+    @property
+    def auto(self) -> bool:
+        return self.cpu_request is not None
+
+    def request_on(self, device: str):
+        """The request this job renders on `device` ("cuda" or "cpu")."""
+        if device == "cpu" and self.cpu_request is not None:
+            return self.cpu_request
+        return self.request
 
 
 def load_jobs(path: Path) -> list[FarmJob]:
@@ -99,9 +114,9 @@ def load_jobs(path: Path) -> list[FarmJob]:
         except UsageError as exc:
             problems.append(f"{path}: job {i}: {_key_words(one_line(exc))}")
         except Exception as exc:  # the render's other one-line input errors (preset, avatar, …)
-            from app.errors import _is_user_error
+            from app.errors import is_user_error
 
-            if not _is_user_error(exc):
+            if not is_user_error(exc):
                 raise
             problems.append(f"{path}: job {i}: {_key_words(one_line(exc))}")
     problems += _clashes(path, jobs)
@@ -116,7 +131,6 @@ def load_jobs(path: Path) -> list[FarmJob]:
 
 def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob:
     from app import render_job
-    from app.cli import _render_request
 
     table = dict(table)
     name = table.pop("name", None)
@@ -134,12 +148,16 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
     preset = table.get("preset")
     if isinstance(preset, str) and preset.endswith(".toml"):
         table["preset"] = str((base / preset).resolve())
-    args = _render_parser().parse_args(_argv(table))
-    audio = Path(args.audio)
-    if not audio.is_file():
-        what = "is a folder, not an audio file" if audio.is_dir() else "no such audio file"
-        raise UsageError(f"audio {audio}: {what}")
-    req = _render_request(args, audio)
+    device = table.get("device", "cpu")
+    if device not in ("cpu", "cuda", "auto"):
+        raise UsageError(
+            f"device {device!r}: expected cpu, cuda or auto (a GPU when one is free, else the CPU)"
+        )
+    auto = device == "auto"
+    if auto:  # checked twice: the job as a cuda render and as a CPU render
+        table["device"] = "cuda"
+        cpu_req = _request({**table, "device": "cpu"})
+    req = _request(table)
     render_job.check_output_safety(req)
     from presets.loader import load_preset
 
@@ -150,14 +168,30 @@ def _check_job(index: int, table: dict, base: Path, made: list[Path]) -> FarmJob
             f"(H.264 + AAC); {req.output.name} is not .mp4"
         )
     folder = _first_missing(req.output.parent)
-    needs_gpu = req.device == "cuda"
+    needs_gpu = req.device == "cuda" and not auto
     # the GPU may be on another host of the cluster: torch's own check is the worker's, and
     # farm/schedule.py refuses cuda jobs on a cluster without GPUs
-    render_job.check_request(dataclasses.replace(req, device="cpu") if needs_gpu else req)
+    render_job.check_request(
+        dataclasses.replace(req, device="cpu") if req.device == "cuda" else req
+    )
+    if auto:
+        render_job.check_request(cpu_req)
     if folder is not None and folder.is_dir():
         made.append(folder)
     label = str(name) if name is not None else req.output.name
-    return FarmJob(index, label, req, segments, needs_gpu)
+    return FarmJob(index, label, req, segments, needs_gpu, cpu_req if auto else None)
+
+
+def _request(table: dict):
+    """The RenderRequest `kagura render` builds from the job's keys (`table` is not changed)."""
+    from app.cli import render_request
+
+    args = _render_parser().parse_args(_argv(dict(table)))
+    audio = Path(args.audio)
+    if not audio.is_file():
+        what = "is a folder, not an audio file" if audio.is_dir() else "no such audio file"
+        raise UsageError(f"audio {audio}: {what}")
+    return render_request(args, audio)
 
 
 def _argv(table: dict) -> list[str]:
@@ -182,12 +216,10 @@ def _argv(table: dict) -> list[str]:
 
 @functools.cache
 def _render_parser():
-    """`kagura render`'s own parser (the CLI's fill of it), errors as one-line UsageErrors."""
-    from app.cli import _fill_render, _Parser
+    """`kagura render`'s own parser (made once), errors as one-line UsageErrors."""
+    from app.cli import render_parser
 
-    p = _Parser(prog="kagura render")
-    _fill_render(p)
-    return p
+    return render_parser()
 
 
 def _key_words(text: str) -> str:

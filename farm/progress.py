@@ -1,8 +1,8 @@
 """Progress of every job: a board the workers write to (a Ray actor, made in farm/schedule.py)
 and the view of it printed on the terminal.
 
-Workers send (job, segment) → {state, done, total, fps, host, pid, attempt}; rates are measured
-on the worker (its own clock), so hosts whose clocks differ still show true frames/s.
+Workers send (job, segment) → {state, done, total, fps, host, pid, attempt, device}; rates are
+measured on the worker (its own clock), so hosts whose clocks differ still show true frames/s.
 """
 
 from __future__ import annotations
@@ -79,10 +79,12 @@ def job_line(job, entries: list[dict], status: str | None = None) -> str:
         sum(running) if running else sum(e.get("fps", 0.0) for e in entries) / max(1, len(entries))
     )
     hosts = sorted({e["host"] for e in entries if "host" in e})
+    devices = sorted({e["device"] for e in entries if "device" in e})
     eta = f"ETA {max(0.0, (total - done) / fps):5.0f} s" if running and fps > 0 else " " * 10
     count = f"{done}/{total}" if total else "-"
     seg = f" ({job.segments} segments)" if job.segments > 1 else ""
     where = f"  on {', '.join(hosts)}" if hosts else ""
+    where += f" ({', '.join(devices)})" if devices else ""
     return (
         f"  job {job.index:>3} {job.name[:28]:<28} {status:<10} {count:>11} frames "
         f"{fps:7.1f} fps  {eta}{seg}{where}"

@@ -26,7 +26,9 @@ def job_record(st) -> dict:
         "errors": list(st.errors),
         "frames": frames,
         "segments": len(st.plan) if st.split else 1,
-        "device": job.request.device,
+        # where it rendered: a `device = "auto"` job's GPU or CPU, as placed
+        "device": st.device or job.request.device,
+        "device_asked": "auto" if job.auto else job.request.device,
         "hosts": sorted({r["host"] for r in st.results.values() if "host" in r}),
         "wall_s": round(st.wall_s, 3),
         "run_s": round(run_s, 3),
@@ -42,12 +44,14 @@ def _kept(output: Path) -> set[Path]:
 
 def summary_table(records: list[dict]) -> str:
     head = (
-        f"{'job':>4}  {'name':<24} {'status':<7} {'tries':>5} {'wall s':>8} {'frames/s':>9}  output"
+        f"{'job':>4}  {'name':<24} {'status':<7} {'device':<6} {'tries':>5} {'wall s':>8} "
+        f"{'frames/s':>9}  output"
     )
     lines = [head, "-" * len(head)]
     for r in records:
         lines.append(
-            f"{r['job']:>4}  {r['name'][:24]:<24} {r['status']:<7} {r['attempts']:>5} "
+            f"{r['job']:>4}  {r['name'][:24]:<24} {r['status']:<7} {r['device']:<6} "
+            f"{r['attempts']:>5} "
             f"{r['wall_s']:>8.1f} {r['fps']:>9.1f}  {r['output']}"
         )
         for e in r["errors"]:

@@ -7,6 +7,13 @@ GPUs through CUDA_VISIBLE_DEVICES, so the render's "cuda" is its own GPU); a CPU
 larger than the cluster simply flows through it. Each segment of a split job is a task with
 the job's resources; the driver joins them when all are back (farm/segments.py).
 
+`device = "auto"` jobs are placed by the driver, not queued in Ray: when one can start, it
+takes `gpus_per_job` GPUs (and one CPU) if that many are free (the cluster's free resources,
+less what this farm's own tasks already asked), else `cpus_per_job` CPUs if free; else it
+waits for either. Its segments
+all run on the device it got (the cuda and the CPU render may differ in look and size). A
+CPU render is many times slower than a GPU one: `device = "cuda"` waits for a GPU instead.
+
 Failures: a task that raises or whose worker dies (killed, out of memory, host lost) is
 submitted again once; a second failure marks the job failed (for a split job: its other
 segments are cancelled) and the others go on. Every failure's one line goes to the report.
@@ -78,7 +85,8 @@ def check_fits(jobs_file: Path, jobs: list[FarmJob], gpus_per_job: float, cpus_p
         if job.needs_gpu and have.get("GPU", 0) < gpus_per_job:
             lines.append(
                 f"{jobs_file}: job {job.index}: device cuda needs {gpus_per_job:g} GPU, the Ray "
-                f'cluster has {have.get("GPU", 0):g}; use device = "cpu" or join a GPU cluster'
+                f'cluster has {have.get("GPU", 0):g}; use device = "auto" (the CPU where no GPU '
+                'is free) or "cpu", or join a GPU cluster'
             )
         elif not job.needs_gpu and have.get("CPU", 0) < cpus_per_job:
             lines.append(
@@ -107,9 +115,23 @@ def failure_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {one_line(exc)[:300]}"
 
 
+def place(
+    free_gpus: float, free_cpus: float, gpus_per_job: float, cpus_per_job: float
+) -> str | None:
+    """Where a `device = "auto"` job starts now: "cuda", "cpu", or None (wait). `free_*`: what
+    the cluster has free beyond this farm's own asks. (No CPU is kept back for GPU jobs: each
+    GPU task holds a CPU, so a GPU that frees frees a CPU with it.)"""
+    if free_gpus >= gpus_per_job and free_cpus >= 1:
+        return "cuda"
+    if free_cpus >= cpus_per_job:
+        return "cpu"
+    return None
+
+
 @dataclass
 class JobState:
     job: FarmJob
+    device: str | None = None  # where it renders ("cuda" | "cpu"); None: auto, not placed yet
     status: str = "queued"  # queued → running → (joining →) done | failed
     attempts: dict[int, int] = field(default_factory=dict)  # segment → attempts so far
     errors: list[str] = field(default_factory=list)
@@ -154,11 +176,18 @@ def run_farm(
     seg_task = ray.remote(max_retries=0)(run_segment)
     analyse_task = ray.remote(max_retries=0)(analyse_job)
     crf = seg.DEFAULT_CRF if crf is None else crf
-    states = {job.index: JobState(job, kept_before=_kept_files(job.output)) for job in jobs}
+    states = {
+        job.index: JobState(
+            job, None if job.auto else job.request.device, kept_before=_kept_files(job.output)
+        )
+        for job in jobs
+    }
     pending: dict = {}  # object ref → (job index, segment)
 
-    def resources(job: FarmJob) -> dict:
-        if job.needs_gpu:
+    def resources(st: JobState, s: int) -> dict:
+        if s == ANALYSIS:
+            return {"num_cpus": 1}
+        if st.device == "cuda":
             return {"num_gpus": gpus_per_job, "num_cpus": 1}
         return {"num_cpus": cpus_per_job}
 
@@ -166,19 +195,45 @@ def run_farm(
         attempt = st.attempts.get(s, 0) + 1
         st.attempts[s] = attempt
         job, key = st.job, (st.job.index, s)
-        opts = resources(job)
+        req = job.request_on(st.device)
+        opts = resources(st, s)
         if s == WHOLE:
-            ref = job_task.options(**opts).remote(job.request, key, board, attempt)
+            ref = job_task.options(**opts).remote(req, key, board, attempt)
         elif s == ANALYSIS:
-            st.track, ref = analyse_task.options(num_cpus=1, num_returns=2).remote(
-                job.request, key, board, attempt
+            st.track, ref = analyse_task.options(**opts, num_returns=2).remote(
+                req, key, board, attempt
             )
         else:
             a, b = st.plan[s]
-            ref = seg_task.options(**opts).remote(
-                job.request, st.track, a, b, key, board, attempt, crf
-            )
+            ref = seg_task.options(**opts).remote(req, st.track, a, b, key, board, attempt, crf)
         pending[ref] = (job.index, s)
+
+    def start(st: JobState) -> None:
+        # a split job's audio is analysed once, by a task, for all its segments
+        submit(st, ANALYSIS if st.split else WHOLE)
+
+    def place_waiting() -> None:
+        """Start the auto jobs that can start now (in file order)."""
+        waiting = [st for st in states.values() if st.device is None]
+        if not waiting:
+            return
+        free = ray.available_resources()
+        asked = {"num_gpus": 0.0, "num_cpus": 0.0}
+        for j, s in pending.values():
+            for k, v in resources(states[j], s).items():
+                asked[k] += v
+        have = ray.cluster_resources()
+        free_gpus = min(free.get("GPU", 0), have.get("GPU", 0) - asked["num_gpus"])
+        free_cpus = min(free.get("CPU", 0), have.get("CPU", 0) - asked["num_cpus"])
+        for st in waiting:
+            device = place(free_gpus, free_cpus, gpus_per_job, cpus_per_job)
+            if device is None:
+                return
+            st.device = device
+            ask = resources(st, WHOLE)  # a split job's segments follow its analysis
+            free_gpus -= ask.get("num_gpus", 0)
+            free_cpus -= ask.get("num_cpus", 0)
+            start(st)
 
     def fail(st: JobState, line: str) -> None:
         st.status, st.end = "failed", time.time()
@@ -189,12 +244,17 @@ def run_farm(
                 ray.cancel(ref, force=True)
 
     for st in states.values():
-        # a split job's audio is analysed once, by a task, for all its segments
-        submit(st, ANALYSIS if st.split else WHOLE)
+        if st.device is not None:
+            start(st)
+    place_waiting()
 
-    while pending:
+    while pending or any(st.device is None for st in states.values()):
         refs = list(pending)
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=poll_s)
+        if refs:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=poll_s)
+        else:  # only auto jobs waiting for a slot others hold
+            ready = []
+            time.sleep(poll_s)
         for ref in ready:
             if ref not in pending:
                 continue
@@ -223,6 +283,7 @@ def run_farm(
                 st.status, st.end = "done", time.time()
             elif len(st.results) == len(st.plan):
                 _join(st)
+        place_waiting()
         snapshot = ray.get(board.snapshot.remote())
         for st in states.values():
             if st.status == "queued" and any(k[0] == st.job.index for k in snapshot):

@@ -56,11 +56,9 @@ def plan(frames: int, fps: int, segments: int) -> list[tuple[int, int]]:
 
 def decode(req):
     """The job's audio as `kagura render` decodes it (what the join muxes)."""
-    from app.render_job import encodable_rate
-    from audio.decode import decode_audio
+    from app.render_job import decode_for_render
 
-    clip = decode_audio(req.audio, start_s=req.start_s, seconds=req.seconds, max_channels=2)
-    return encodable_rate(clip)
+    return decode_for_render(req)
 
 
 def analyse(req, clip=None):
@@ -225,18 +223,5 @@ def join(req, clip, segments: list[list], on_notice: Callable | None = None) -> 
     sink = SegmentedVideoSink(
         req.output, req.width, req.height, req.fps, clip.samples, clip.sample_rate, encoders=1
     )
-    sink._claim()  # the joiner of SegmentedVideoSink, fed by us instead of its workers
-    try:
-        sink._open_container()
-        sink._state = "open"
-        for cid, packets in enumerate(segments):
-            sink._join_chunk(cid, packets)
-        if sink._astream is not None:
-            sink._encode_audio_until(sink.audio.shape[1])
-            sink._mux(sink._astream.encode(None))
-        sink._publish()
-    except BaseException:
-        sink._close_container()
-        sink._release_partial(sink.frames_joined)
-        raise
+    sink.join_encoded(segments)  # SegmentedVideoSink's joiner, fed by the segments
     return {"join_s": time.perf_counter() - t0, "frames": sink.frames_joined}

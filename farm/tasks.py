@@ -21,7 +21,9 @@ def run_job(req, key, board, attempt: int) -> dict:
 
     t_start = time.time()
     if board is not None:
-        board.update.remote(key, {"state": "starting", "attempt": attempt, **_where()})
+        board.update.remote(
+            key, {"state": "starting", "attempt": attempt, "device": req.device, **_where()}
+        )
     render_job.check_output_safety(req)
     render_job.check_request(req)
     graph, ctx, total = render_job.build_graph(req)
@@ -32,7 +34,13 @@ def run_job(req, key, board, attempt: int) -> dict:
         render_job.note_kept(exc, graph)  # the driver's failure line names the kept file
         raise
     tick.send(state="done")
-    return {"frames": total, "t_start": t_start, "render_s": time.time() - t_start, **_where()}
+    return {
+        "frames": total,
+        "t_start": t_start,
+        "render_s": time.time() - t_start,
+        "device": req.device,
+        **_where(),
+    }
 
 
 def analyse_job(req, key, board, attempt: int):
@@ -42,7 +50,9 @@ def analyse_job(req, key, board, attempt: int):
 
     t_start = time.time()
     if board is not None:
-        board.update.remote(key, {"state": "analysing", "attempt": attempt, **_where()})
+        board.update.remote(
+            key, {"state": "analysing", "attempt": attempt, "device": req.device, **_where()}
+        )
     track = analyse(req)
     if board is not None:
         board.update.remote(key, {"state": "done"})
@@ -58,7 +68,14 @@ def run_segment(req, track, start: int, stop: int, key, board, attempt: int, crf
     t_start = time.time()
     if board is not None:
         board.update.remote(
-            key, {"state": "starting", "attempt": attempt, "total": stop - start, **_where()}
+            key,
+            {
+                "state": "starting",
+                "attempt": attempt,
+                "total": stop - start,
+                "device": req.device,
+                **_where(),
+            },
         )
     tick = Ticker(board, key, stop - start, attempt)
     lead = {"n": 0}
@@ -77,5 +94,6 @@ def run_segment(req, track, start: int, stop: int, key, board, attempt: int, crf
         "frames": stop - start,
         "t_start": t_start,
         "render_s": time.time() - t_start,
+        "device": req.device,
         **_where(),
     }

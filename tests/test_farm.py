@@ -151,3 +151,34 @@ output = "out/broken.mp4"
     for name in ("victim.mp4", "b.webm", "split.mp4", "broken.mp4"):
         assert name in out
     assert "failed" in out and "the worker process died" in out
+
+
+def test_an_auto_job_renders_on_the_cpu_where_no_gpu_is_free(local_ray, tmp_path, capsys):
+    assert ray.cluster_resources().get("GPU", 0) == 0  # the premise: a GPU-less cluster
+    write_wav_s16(tmp_path / "song.wav", 0.5)
+    head = '[defaults]\naudio = "song.wav"\nsize = "96x64"\nfps = 12\n'
+    auto = '[[job]]\noutput = "auto.mp4"\ndevice = "auto"\n'
+    jobs = tmp_path / "jobs.toml"
+
+    # an explicit cuda job is refused whole, one line, before anything renders
+    jobs.write_text(head + auto + '[[job]]\noutput = "gpu.mp4"\ndevice = "cuda"\n')
+    assert main(["farm", str(jobs), "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"{jobs}: job 2: device cuda needs 1 GPU" in lines[0]
+    assert 'device = "auto"' in lines[0]
+    assert not (tmp_path / "auto.mp4").exists() and not (tmp_path / "gpu.mp4").exists()
+
+    # after a CPU job that holds both CPUs, the auto job waits for them and renders on the CPU:
+    # the view, the table and the report say so
+    jobs.write_text(head + '[[job]]\noutput = "first.mp4"\n' + auto)
+    report = tmp_path / "report.json"
+    rc = main(["farm", str(jobs), "--cpus-per-job", "2", "--report", str(report)])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    first, record = json.loads(report.read_text())["jobs"]
+    assert (record["status"], record["device"], record["device_asked"]) == ("done", "cpu", "auto")
+    assert (first["device"], first["device_asked"]) == ("cpu", "cpu")
+    assert record["wall_s"] - record["run_s"] >= first["wall_s"] - 0.05  # started after it
+    assert _video(tmp_path / "auto.mp4")[0] == 6
+    assert "(cpu)" in err
+    assert " done    cpu " in out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import _render_request, build_parser, main
+from app.cli import build_parser, main, render_request
 from farm.jobs import JobsFileError, load_jobs
 from tests.hostile import write_wav_s16
 
@@ -109,7 +109,7 @@ seconds = 0.5
     argv = ["render", str(song), "-o", str(tmp_path / "out/one.mp4"), "--size", "160x90"]
     argv += ["--fps", "24", "--preset", "cyberpunk", "--seed", "7"]
     args = build_parser().parse_args(argv)
-    assert one.request == _render_request(args, song)
+    assert one.request == render_request(args, song)
     assert (one.index, one.name, one.segments, one.needs_gpu) == (1, "first", 1, False)
     assert two.request.transparent and two.request.fps == 12 and two.request.seconds == 0.5
     assert two.request.output == tmp_path / "two.webm" and two.name == "two.webm"
@@ -126,6 +126,7 @@ seconds = 0.5
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nfps = 0\n', "fps 0"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nstart = -1\n', "start -1.0: expected"),
         ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nhelp = true\n', "unknown key 'help'"),
+        ('[[job]]\naudio = "song.wav"\noutput = "a.mp4"\ndevice = "gpu"\n', "cuda or auto"),
     ],
 )
 def test_each_kind_of_problem_is_one_line_naming_the_file(tmp_path, song, text, expected):
@@ -134,3 +135,28 @@ def test_each_kind_of_problem_is_one_line_naming_the_file(tmp_path, song, text, 
         load_jobs(jobs)
     assert len(info.value.lines) == 1
     assert str(jobs) in info.value.lines[0] and expected in info.value.lines[0]
+
+
+def test_an_auto_job_is_checked_as_both_its_cuda_and_its_cpu_render(tmp_path, song):
+    jobs = _write(
+        tmp_path / "jobs.toml",
+        '[[job]]\naudio = "song.wav"\noutput = "a.mp4"\nsize = "160x90"\ndevice = "auto"\n',
+    )
+    (job,) = load_jobs(jobs)
+    argv = ["render", str(song), "-o", str(tmp_path / "a.mp4"), "--size", "160x90"]
+    cpu = render_request(build_parser().parse_args([*argv, "--device", "cpu"]), song)
+    cuda = render_request(build_parser().parse_args([*argv, "--device", "cuda"]), song)
+    assert job.auto and not job.needs_gpu  # never refused for want of a GPU
+    assert job.request_on("cpu") == cpu and job.request_on("cuda") == cuda
+    assert cuda.diffusion is not None and cpu.diffusion is None  # the two differ in look
+
+
+def test_an_auto_job_takes_a_free_gpu_else_a_free_cpu_else_waits():
+    from farm.schedule import place
+
+    # (free GPUs, free CPUs, GPUs per job, CPUs per job)
+    assert place(1, 1, 1, 1) == "cuda"
+    assert place(0, 1, 1, 1) == "cpu"  # the GPUs are busy, a CPU is free
+    assert place(1, 0, 1, 1) is None  # a GPU task needs a CPU too
+    assert place(0.5, 4, 1, 1) == "cpu"  # half a GPU is not a slot
+    assert place(0, 1, 1, 2) is None  # waits for a second CPU

@@ -495,6 +495,26 @@ class SegmentedVideoSink(EncodedFileSink):
     def worker_pids(self) -> list[int]:
         return [p.pid for p in self._procs]
 
+    def join_encoded(self, chunks: list[list]) -> None:
+        """Write the file from chunks encoded elsewhere (each `open_chunk_encoder`'s packets, in
+        video order) instead of by this sink's own workers: the joiner's checks, the audio muxed
+        once, the partial-file rules (on failure the partial is kept as NAME.interrupted.mp4 or
+        removed). Call it instead of setup/write/finish; farm/segments.py joins with it."""
+        self._claim()
+        try:
+            self._open_container()
+            self._state = "open"
+            for cid, packets in enumerate(chunks):
+                self._join_chunk(cid, packets)
+            if self._astream is not None:
+                self._encode_audio_until(self.audio.shape[1])
+                self._mux(self._astream.encode(None))
+            self._publish()
+        except BaseException:
+            self._close_container()
+            self._release_partial(self.frames_joined)
+            raise
+
     # ------------------------------------------------------------------ workers
 
     def _start_workers(self) -> None:
