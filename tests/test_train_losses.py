@@ -38,3 +38,16 @@ def test_detail_energy_is_local():
     assert e.shape == (1, 3, 8, 8)
     assert float(e[0, 0, :, :3].max()) < 1e-2 < float(e[0, 0, :, 5:].min())
     assert float(e[0, 1:].max()) < 1e-2  # grey: no chroma detail anywhere
+
+
+def test_line_loss_costs_a_softened_line_more_than_the_same_error_on_flat_paper():
+    from training.train import line_edge_l1
+
+    ref = torch.zeros(1, 3, 32, 32)
+    ref[..., :, 16:18] = 1.0  # a line
+    soft = ref.clone()
+    soft[..., :, 15:19] = 0.5  # the line, softened
+    flat = ref.clone()
+    flat[..., :, 4:8] = 0.5  # the same change of values, away from the line
+    assert float(line_edge_l1(ref, ref)) == 0.0
+    assert line_edge_l1(soft, ref) > 2 * line_edge_l1(flat, ref)
