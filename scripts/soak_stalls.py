@@ -86,8 +86,8 @@ def main() -> int:
                 "free_mb": round(mi.fordblks / mb, 1),
                 "open_files": open_files(),
                 "latency_p50_ms": _pct(window, 50),
-                "analysis_skips": st["analysis_skips"],
-                "audio_skipped_s": st["audio_skipped_s"],
+                "analysis_skips": st.get("analysis_skips"),
+                "audio_skipped_s": st.get("audio_skipped_s"),
             }
             print(json.dumps(row), flush=True)
     finally:
