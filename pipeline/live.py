@@ -14,7 +14,9 @@ control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "
 Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
-    kagura-live-analysis   polls every 1 ms; every 10 ms of audio: gain → low-delay resample
+    kagura-live-analysis   polls every 1 ms (finding itself over ANALYSIS_MAX_BEHIND_S behind,
+                           it skips to the newest audio, counted); every 10 ms of audio:
+                           gain → low-delay resample
                            to the profile rate (audio/live_resample.py) →
                            LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams;
                            between hops, after every block, the mouth latched from the
