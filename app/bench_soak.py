@@ -142,6 +142,7 @@ def measure(args: argparse.Namespace) -> dict:
                     "dropped": st["output_dropped"],
                     "late_ticks": st["late_ticks"],
                     "stalled_ticks": st["stalled_ticks"],
+                    "audio_skipped_s": st["audio_skipped_s"],
                     "latency_p50_ms": _pct(window, 50),
                     "latency_p99_ms": _pct(window, 99),
                     "rss_mb": round(rss_bytes() / 2**20, 1),
@@ -196,6 +197,7 @@ def summarize(args, samples: list[dict], error, gpu) -> dict:
         "dropped": total.get("dropped", 0),
         "late_ticks": total.get("late_ticks", 0),
         "stalled_ticks": total.get("stalled_ticks", 0),
+        "audio_skipped_s": total.get("audio_skipped_s", 0.0),
         "latency_drift_ms": drift,
         "drift_windows": k,
         "rss_growth_pct": rss_pct,
@@ -232,6 +234,7 @@ def report(r: dict, command: str) -> str:
         f"| frames published / expected | {r['frames']} / {r['frames_expected']} | |",
         f"| output-queue drops · late ticks · stalled ticks | {r['dropped']} · {r['late_ticks']} "
         f"· {r['stalled_ticks']} | |",
+        f"| audio the starved analysis skipped | {r['audio_skipped_s']} s | |",
         f"| latency drift (last − first {r['drift_windows']} window medians) | {drift} ms | < {GOAL_DRIFT_MS:g} ms: "
         f"{ok(None if drift is None else abs(drift) < GOAL_DRIFT_MS)} |",
         f"| RSS growth (first counted sample → last) | {rss} % | < {GOAL_RSS_PCT:g} %: "

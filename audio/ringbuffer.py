@@ -167,6 +167,18 @@ class RingReader:
         self.position = start + out.shape[0]
         return out
 
+    def skip_to_newest(self, keep: int) -> int:
+        """Leave all but the newest `keep` unread frames unread for good; returns how many were
+        skipped. For a consumer that fell too far behind and would rather follow the present
+        than catch up. Not an overrun (`overruns`/`lost` unchanged): nothing was overwritten,
+        the reader chose to move on."""
+        newest = self.ring.written - max(0, int(keep))
+        skipped = newest - self.position
+        if skipped <= 0:
+            return 0
+        self.position = newest
+        return skipped
+
     def _lose(self, frames: int) -> None:
         self.overruns += 1
         self.lost += frames

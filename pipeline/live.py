@@ -14,7 +14,9 @@ control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "
 Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
-    kagura-live-analysis   polls every 1 ms; every 10 ms of audio: gain → low-delay resample
+    kagura-live-analysis   polls every 1 ms (finding itself over ANALYSIS_MAX_BEHIND_S behind,
+                           it skips to the newest audio, counted); every 10 ms of audio:
+                           gain → low-delay resample
                            to the profile rate (audio/live_resample.py) →
                            LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams;
                            between hops, after every block, the mouth latched from the
@@ -121,6 +123,14 @@ LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 m
 # how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
 # (hops are analysed sooner after their block arrives)
 ANALYSIS_POLL_S = 0.001
+# A starved analysis thread (CPU overloaded) does not work through a backlog: audio more than
+# ANALYSIS_MAX_BEHIND_S old when it gets to read is skipped, all but the newest ANALYSIS_KEEP_S
+# (a few hops: the analysers' windows refill from the present), and counted in stats()
+# ("audio_skipped_s"). The mouth then follows what is heard now, not what was sung seconds ago
+# in fast-forward; a backlog also means a burst of short-lived allocations that the allocator
+# keeps (docs/BENCHMARKS.md, soak).
+ANALYSIS_MAX_BEHIND_S = 0.2
+ANALYSIS_KEEP_S = 0.05
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
 # the frame's start, but not later than this before it (room for the copy)
@@ -787,6 +797,8 @@ class LiveSession:
         # (render/stage.py); False: drawn whole at the start (for comparison)
         self.late_mouth = True
         self.audio_overruns = 0
+        self.analysis_skips = 0  # times the analysis fell ANALYSIS_MAX_BEHIND_S behind
+        self.audio_skipped_s = 0.0  # audio it skipped then (seconds)
         self.started_at: float | None = None
 
     # -- properties ---------------------------------------------------------------------------
@@ -1038,6 +1050,8 @@ class LiveSession:
             "output_dropped": self.output.dropped,
             "params_superseded": self.params.dropped,
             "stalled_ticks": self.stalled_ticks,
+            "analysis_skips": self.analysis_skips,
+            "audio_skipped_s": round(self.audio_skipped_s, 3),
             "late_ticks": self.late_ticks,
             "analysis_hops": self.hops,
             "analysis_latches": self.latches,
@@ -1159,10 +1173,18 @@ class LiveSession:
         # A hop is time-stamped from the position of its newest sample in the *input* stream:
         # output sample j is input sample j*srate/arate of what was pushed, minus the
         # resampler's group delay (a resampler may also withhold output; this ignores that).
+        # Skipped audio is never pushed: `pushed` and the analysers' stream positions count the
+        # same samples, and `end_pts` (the reader's position) carries the gap to the clock.
         pushed = 0  # source-rate samples pushed into the resampler so far
+        max_behind = max(1, round(ANALYSIS_MAX_BEHIND_S * srate))
+        keep = round(ANALYSIS_KEEP_S * srate)
         last_pf = None
         motion_state = None  # the idle/pitch motion of the last hop
         while not self._stop.wait(ANALYSIS_POLL_S):
+            if reader.available > max_behind:
+                skipped = reader.skip_to_newest(keep)
+                self.analysis_skips += 1
+                self.audio_skipped_s += skipped / srate
             x = reader.read()
             if reader.overruns != self.audio_overruns:
                 self.audio_overruns = reader.overruns

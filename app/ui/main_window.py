@@ -1127,6 +1127,8 @@ class MainWindow(QMainWindow):
             "frames_dropped": dropped + int(ss.get("output_dropped", 0) or 0),
             "frames_repeated": repeated,
             "frames_produced": ss.get("frames_produced"),
+            # audio a starved analysis skipped to keep the mouth on the present (pipeline/live.py)
+            "audio_skipped_s": ss.get("audio_skipped_s"),
             "latency_ms": latency,
             "lipsync_lag_ms": ss.get("lipsync_lag_ms"),
             "ui_ms_median": ui["median"],
