@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from core.stats import percentile_floor
 
+MAX_EVENTS_KEPT = 1000  # rung changes kept for the reports (their count goes on)
+
 log = logging.getLogger("kagura.quality")
 
 
@@ -103,7 +105,8 @@ class QualityController:
         self.up_frames = int(up_frames)
         self.probation = int(probation if probation is not None else up_frames)
         self.max_up_frames = int(max_up_frames if max_up_frames is not None else 16 * up_frames)
-        self.events: list[QosEvent] = []
+        self.events: list[QosEvent] = []  # the latest MAX_EVENTS_KEPT changes
+        self.event_count = 0
         self._times: deque[float] = deque(maxlen=int(window))
         self._calm = 0  # consecutive frames with P99 under up_ratio x budget
         self._frame = 0
@@ -146,6 +149,9 @@ class QualityController:
             reason,
         )
         self.events.append(ev)
+        self.event_count += 1
+        if len(self.events) > MAX_EVENTS_KEPT:  # bounded: an oscillating ladder in a long session
+            del self.events[: len(self.events) - MAX_EVENTS_KEPT]
         self.level = to
         self.reset_window()
         return ev

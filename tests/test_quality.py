@@ -117,3 +117,13 @@ def test_cheapest_rung_stays_and_force():
     assert ev == QosEvent(5, len(DEFAULT_LADDER) - 1, 0, "preset switch")
     with pytest.raises(ValueError):
         QualityController(0.0)
+
+
+def test_a_long_session_keeps_only_the_latest_changes_but_counts_them_all(monkeypatch):
+    import pipeline.quality
+
+    monkeypatch.setattr(pipeline.quality, "MAX_EVENTS_KEPT", 3)
+    ctl = QualityController(BUDGET, window=60, min_samples=30)
+    run(ctl, fake_stage(COSTS), [2.0] * 400)  # four steps down, as above
+    assert ctl.event_count == 4
+    assert [(e.from_rung, e.to_rung) for e in ctl.events] == [(1, 2), (2, 3), (3, 4)]

@@ -17,7 +17,7 @@ import torch
 from core.frame import Frame
 from core.stats import Timings
 from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
-from pipeline.quality import QosEvent, QualityController, Rung
+from pipeline.quality import MAX_EVENTS_KEPT, QosEvent, QualityController, Rung
 
 log = logging.getLogger("kagura.quality")
 
@@ -81,8 +81,10 @@ class QualityControl:
         self._stage_ms = Timings(history)
         self.fed = 0
         self.transition_frames = 0
-        # every change, with the rung names at the time (a refit renumbers the ladder)
+        # the latest changes, with the rung names at the time (a refit renumbers the ladder);
+        # bounded, so an oscillating ladder cannot grow a long session's memory
         self.changes: list[dict[str, Any]] = []
+        self.change_count = 0
         # the controller keeps its window length only as its deque's maxlen (for retarget)
         self._window = int(controller._times.maxlen or 60)
         for s in stages:
@@ -125,7 +127,7 @@ class QualityControl:
             "rung": c.rung.name,
             "budget_ms": round(c.budget_ms, 2),
             "p99_ms": None if p99 is None else round(p99, 2),
-            "changes": len(self.changes),
+            "changes": self.change_count,
             "last_event": dict(self.changes[-1]) if self.changes else None,
         }
 
@@ -186,6 +188,7 @@ class QualityControl:
     def _broadcast(self, ev: QosEvent) -> None:
         ladder = self.controller.ladder
         rung = ladder[ev.to_rung]
+        self.change_count += 1
         self.changes.append(
             {
                 "t": time.monotonic(),
@@ -198,6 +201,8 @@ class QualityControl:
                 "reason": ev.reason,
             }
         )
+        if len(self.changes) > MAX_EVENTS_KEPT:
+            del self.changes[: len(self.changes) - MAX_EVENTS_KEPT]
         for s in self.ladder_stages:
             s.post(Control(ev.to_rung, rung, ev))
         if self.on_event is not None:
@@ -225,6 +230,7 @@ class QualityControl:
             max_up_frames=old.max_up_frames,
         )
         new.events.extend(old.events)
+        new.event_count = old.event_count
         self.controller = new
         for s in self.ladder_stages:
             s.post(Control(level, new.ladder[level], None))
