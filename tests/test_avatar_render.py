@@ -264,7 +264,7 @@ def test_still_and_transparent_webm_show_the_avatar_not_the_idol(psd, preset, sp
 def test_live_look_draws_the_avatar_kagura_live_sets(psd):
     """`kagura live --avatar` sets the default avatar; the live look's render stage (built
     without one, as the app's sessions build it) then draws it."""
-    from pipeline.live import build_look
+    from pipeline.look import build_look
     from render.avatar_source import BUILTIN, avatar_spec, set_default_avatar
 
     set_default_avatar(avatar_spec(psd))
@@ -308,7 +308,7 @@ def test_rig_parallax_bounce_and_sway(psd):
 
 def test_the_live_apps_wink_swaps_in_a_wink_layer(tmp_path):
     """The live app's F4 is a wink: an `expr_wink` layer replaces the eyes while it lasts."""
-    from pipeline.live import _Expressions
+    from pipeline.expressions import Expressions
     from tests.avatar_art import write_png_folder
 
     folder = write_png_folder(tmp_path / "pngs")
@@ -318,7 +318,7 @@ def test_the_live_apps_wink_swaps_in_a_wink_layer(tmp_path):
     wink.save(folder / "Wink.png")
     r = LayeredRenderer(load_avatar(folder), W, H)
     plain = r.render(AvatarParams()).rgba
-    live = _Expressions(0.15)
+    live = Expressions(0.15)
     live.press("wink", 0, hold_ns=None)
     r.reset()
     winking = r.render(live.apply(AvatarParams(), 300_000_000)).rgba

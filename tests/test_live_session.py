@@ -163,9 +163,9 @@ def test_stop_is_clean(run):
 
 def test_expressions_blend_in_and_out():
     from core.avatar import AvatarParams
-    from pipeline.live import _Expressions
+    from pipeline.expressions import Expressions
 
-    e = _Expressions(0.15)
+    e = Expressions(0.15)
     e.press("happy", 0, hold_ns=int(0.5 * NS_PER_S))
     w = [e.weight("happy", int(t * NS_PER_S)) for t in (0.0, 0.075, 0.15, 0.4, 0.575, 0.7)]
     assert w[0] == 0 and w[1] == pytest.approx(0.5) and w[2] == 1 and w[3] == 1

@@ -320,8 +320,8 @@ def test_ladder_in_a_running_graph_under_a_slow_stage(models, preset, caplog, on
 def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread):
     """The live session's chain (pipeline/live_gpu.py) on the CPU: set up and warmed at every
     rung, then a preset with more diffusion steps arrives between frames."""
-    from pipeline.live import build_look
     from pipeline.live_gpu import LiveGpu
+    from pipeline.look import build_look
 
     look = build_look("studio", RENDER, 30, False)  # studio: 1 diffusion step
     spec = LiveGpu(

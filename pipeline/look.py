@@ -1,0 +1,77 @@
+"""A look: one preset's render + stylize stages, set up and warmed (`build_look`), swapped into
+a live session with one attribute store."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any
+
+from core.avatar import AvatarParams
+from core.frame import Frame
+from core.stage import Context
+
+
+@dataclasses.dataclass
+class Look:
+    """One preset's stages, set up and warmed: swapped in with a single attribute store."""
+
+    name: str
+    preset: Any
+    transparent: bool
+    render: Any
+    stylize: Any
+    build_ms: float = 0.0
+
+    def close(self) -> None:
+        for stage in (self.render, self.stylize):
+            with contextlib.suppress(Exception):
+                stage.close()
+
+
+def build_look(
+    preset: Any,
+    size: tuple[int, int],
+    fps: int,
+    transparent: bool,
+    device: str = "cpu",
+    render_process: bool = False,
+) -> Look:
+    """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
+    `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
+    warm-up frame goes through stylize on the GPU). `render_process`: the idol is drawn by a
+    worker process of its own (render/process.py: same pixels, no GIL shared with the
+    session's other threads) instead of on the frame thread."""
+    from pipeline.stylize import StylizeStage
+    from presets.loader import load_preset
+    from render.process import RenderProcessStage
+    from render.stage import RenderStage
+
+    t0 = time.perf_counter()
+    name = preset if isinstance(preset, str) else getattr(preset, "name", "preset")
+    p = load_preset(preset) if isinstance(preset, str) else preset
+    w, h = size
+    ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
+    make = RenderProcessStage if render_process else RenderStage
+    render = make(w, h, p.palette, p.line)
+    stylize = StylizeStage(p, w, h, transparent=transparent)
+    try:
+        render.setup(ctx)
+        stylize.setup(ctx)
+    except BaseException:
+        render.close()  # a render process must not outlive a look that was never made
+        raise
+    # one real frame through both, drawn as live frames are (the idol ahead, the mouth late),
+    # so the first live frame pays nothing
+    render.prepare(Frame(0, 0, AvatarParams()))
+    warm = render.finish(Frame(0, 0, AvatarParams()))
+    if device != "cpu":
+        warm = warm.with_(image=warm.image.to(device), motion=warm.motion.to(device))
+    stylize.process(warm)
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    render.setup(ctx)  # reset the motion-vector history after the warm-up frame
+    return Look(name, p, transparent, render, stylize, (time.perf_counter() - t0) * 1000.0)
