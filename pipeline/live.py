@@ -128,8 +128,10 @@ ANALYSIS_POLL_S = 0.001
 # (a few hops: the analysers' windows refill from the present), and counted in stats()
 # ("audio_skipped_s"). The mouth then follows what is heard now, not what was sung seconds ago
 # in fast-forward; a backlog also means a burst of short-lived allocations that the allocator
-# keeps (docs/BENCHMARKS.md, soak).
-ANALYSIS_MAX_BEHIND_S = 0.2
+# keeps (docs/BENCHMARKS.md, soak). Not less than a second: audio devices deliver large blocks
+# at once (PulseAudio ~0.4 s when a stream starts), which are new audio, not a backlog — a
+# lower bound skipped most of a played file's first second.
+ANALYSIS_MAX_BEHIND_S = 1.0
 ANALYSIS_KEEP_S = 0.05
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
@@ -263,6 +265,7 @@ class LiveSession:
         self.analysis_skips = 0  # times the analysis fell ANALYSIS_MAX_BEHIND_S behind
         self.audio_skipped_s = 0.0  # audio it skipped then (seconds)
         self.started_at: float | None = None
+        self._start_source: Callable[[], Any] | None = None  # see start()
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -295,8 +298,14 @@ class LiveSession:
         self._stop.clear()
         self.started_at = self.phase_lock.start()
         start_source = getattr(self.source, "start", None)
-        if start_source is not None and getattr(self.source, "state", "") == "closed":
-            start_source()  # a source made with start=False begins with the session
+        # a source made with start=False (a file played at real-time pace) begins when the
+        # analysis is ready to hear it: building the lip-sync engines takes a good part of a
+        # second, and the file's first words must not pass unheard
+        self._start_source = (
+            start_source
+            if start_source is not None and getattr(self.source, "state", "") == "closed"
+            else None
+        )
         if self._gpu is not None and self._gpu.closed:
             raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
         parts = [(self._analyse, "analysis"), (self._produce, "frames")]
@@ -633,6 +642,9 @@ class LiveSession:
             resampler = LowDelayResampler(srate, arate)
             delay_ns = round(resampler.delay_s * NS_PER_S)
         reader = src.reader()
+        if self._start_source is not None:
+            self._start_source()
+            self._start_source = None
         # A hop is time-stamped from the position of its newest sample in the *input* stream:
         # output sample j is input sample j*srate/arate of what was pushed, minus the
         # resampler's group delay (a resampler may also withhold output; this ignores that).

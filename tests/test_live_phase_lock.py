@@ -46,6 +46,10 @@ def _start_phases(tmp_path, tick0_offset_ns: int) -> tuple[np.ndarray, dict]:
     frames = []
     session.start()
     try:
+        # the file starts playing when the analysis is ready to hear it (LiveSession.start)
+        while not frames or frames[-1].pts_ns == 0:
+            frames.append(session.output.get())
+        frames.clear()
         t_end = time.monotonic() + 2.0
         while time.monotonic() < t_end:
             frames.append(session.output.get())

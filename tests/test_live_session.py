@@ -64,8 +64,11 @@ def run(tmp_path_factory):
     gc.collect()
     gc.disable()
     session.start()
-    t0 = time.monotonic()
     try:
+        # the file starts playing when the analysis is ready to hear it: time from its first frame
+        while not frames or frames[-1].pts_ns == 0:
+            frames.append(session.output.get())
+        t0 = time.monotonic()
         while time.monotonic() - t0 < SPEECH_S + SILENCE_S - 0.1:
             f = session.output.get()
             frames.append(f)
