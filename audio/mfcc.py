@@ -21,7 +21,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["FrameFeatures", "MfccSettings", "MfccStream", "mfcc_frames"]
+__all__ = [
+    "FrameFeatures",
+    "MfccSettings",
+    "MfccStream",
+    "mfcc_frames",
+    "mfcc_frames_pair",
+    "shares_spectrum",
+]
 
 
 @dataclass(frozen=True)
@@ -211,25 +218,73 @@ def mfcc_frames(
 
     `warp` (training only) gives the features as if every formant were `warp` times higher;
     `keep_power` keeps each hop's power spectrum (`FrameFeatures.power`)."""
-    s = settings or MfccSettings()
-    p = _plan(s, sample_rate, warp)
+    return _frames(samples, _plan(settings or MfccSettings(), sample_rate, warp), None, keep_power)[
+        0
+    ]
+
+
+def shares_spectrum(a: MfccSettings, b: MfccSettings, sample_rate: int) -> bool:
+    """Whether two settings analyse the same frames the same way up to the filterbank (then
+    one FFT pass serves both: `mfcc_frames_pair`)."""
+    p, q = _plan(a, sample_rate), _plan(b, sample_rate)
+    return (p.win, p.hop, p.nfft, p.level_n, p.s.preemph) == (
+        q.win,
+        q.hop,
+        q.nfft,
+        q.level_n,
+        q.s.preemph,
+    )
+
+
+def mfcc_frames_pair(
+    samples: np.ndarray,
+    sample_rate: int,
+    settings: MfccSettings,
+    also: MfccSettings,
+    keep_power: bool = False,
+) -> tuple[FrameFeatures, FrameFeatures]:
+    """`mfcc_frames` for two settings that share their spectrum (`shares_spectrum`), from one
+    pass: the same numbers as two calls, for the cost of one plus a filterbank. The level,
+    flatness and periodicity arrays are shared; `keep_power` puts the spectra on the second."""
+    if not shares_spectrum(settings, also, sample_rate):
+        raise ValueError("mfcc_frames_pair: the settings must share window, hop and pre-emphasis")
+    p, q = _plan(settings, sample_rate), _plan(also, sample_rate)
+    return _frames(samples, p, q, keep_power)
+
+
+def _frames(
+    samples: np.ndarray, p: _Plan, also: _Plan | None, keep_power: bool
+) -> tuple[FrameFeatures, FrameFeatures | None]:
+    s = p.s
     x = np.asarray(samples, np.float64).reshape(-1)
     n = len(x) // p.hop
     if n == 0:
         z = np.zeros(0, np.float32)
-        return FrameFeatures(np.zeros(0, np.int64), np.zeros((0, s.n_coefs), np.float32), z, z, z)
+        e = np.zeros(0, np.int64)
+        ff = FrameFeatures(e, np.zeros((0, s.n_coefs), np.float32), z, z, z)
+        fa = (
+            None
+            if also is None
+            else FrameFeatures(e, np.zeros((0, also.s.n_coefs), np.float32), z, z, z)
+        )
+        return ff, fa
     pad = np.concatenate([np.zeros(p.win + 1), x[: n * p.hop]])
     ends = (np.arange(n) + 1) * p.hop
     view = np.lib.stride_tricks.sliding_window_view(pad, p.win + 1)  # row i: pad[i : i+win+1]
     rows = view[ends]  # x[end-win-1 : end]: the pre-emphasis sample + the window
     out = []
     step = 4096  # bounded memory for long files
+    second = also if also is not None else (p if keep_power else None)
     for i in range(0, n, step):
         r = rows[i : i + step]
-        out.append(p.analyse(r[:, 1:], r[:, 0], p if keep_power else None))
+        out.append(p.analyse(r[:, 1:], r[:, 0], second))
     cols = [np.concatenate(parts) for parts in zip(*out, strict=True)]
     power = cols[5].astype(np.float32) if keep_power else None
-    return FrameFeatures(ends.astype(np.int64), *cols[:4], power=power)
+    ends = ends.astype(np.int64)
+    if also is None:
+        return FrameFeatures(ends, *cols[:4], power=power), None
+    first = FrameFeatures(ends, *cols[:4])
+    return first, FrameFeatures(ends, cols[4], *cols[1:4], power=power)
 
 
 class MfccStream:

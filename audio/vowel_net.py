@@ -94,12 +94,21 @@ class RunningCmn:
 
 
 def running_cmn(f: FrameFeatures, init: np.ndarray) -> np.ndarray:
-    r = RunningCmn(init)
-    return (
-        np.stack([r.update(c, lv) for c, lv in zip(f.mfcc, f.level_db, strict=True)])
-        if len(f)
-        else f.mfcc
-    )
+    """`RunningCmn.update` over every hop of `f` (the same numbers, in one pass): which hops
+    move the mean is a scalar recursion on the levels; only those hops touch the vectors."""
+    if len(f) == 0:
+        return f.mfcc
+    cep = np.asarray(f.mfcc, np.float64)
+    means = np.empty_like(cep)
+    mean = np.asarray(init, np.float64).copy()
+    n, peak = CMN_PRIOR, -120.0
+    for k, lv in enumerate(f.level_db):  # float32 scalars: the same arithmetic as `update`
+        peak = max(lv, peak - 0.03)
+        if lv > peak - CMN_RANGE_DB and lv > -75.0:
+            n = min(n + 1, CMN_TAU)
+            mean += (cep[k] - mean) / n
+        means[k] = mean
+    return (cep - means).astype(np.float32)
 
 
 def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
@@ -215,9 +224,14 @@ class VowelNet:
     live_front: str = ""  # "" or LIVE_FRONT_STEADY
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
 
-    def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
-        f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
+    def offline_probs(
+        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
+        `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
+        where the live net has a front-end)."""
+        if f is None:
+            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         pv, pw = self.offline.predict(
             offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
         )
