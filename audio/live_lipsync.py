@@ -171,7 +171,10 @@ class LiveLipSync:
         self.unvoiced = 0  # hops in a row the net heard no voice
         self._last_end = -1  # stream position of the last hop's newest sample
         also = self.net_settings if self.net is not None else None
-        self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
+        # the profile's own MFCCs feed its templates only: not read where the net gives vowels
+        self.stream = MfccStream(
+            self.sample_rate, self.stream.settings, also, cepstrum=not self.net_vowels
+        )
         self.live_net = None
         if self.net is not None:
             self.live_net = LiveNet(

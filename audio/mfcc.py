@@ -17,6 +17,7 @@ normalised autocorrelation for pitches 60-900 Hz).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -153,12 +154,47 @@ class _Plan:
         self.lag_hi = min(int(sr / 60.0), self.win - 1)
         self.ac_norm = np.correlate(self.window, self.window, "full")[self.win - 1 :]
         self.ac_norm = self.ac_norm / self.ac_norm[0]
+        # for `analyse_hop`: the flatness band as a slice, the normalisation cut to its lags
+        band = np.flatnonzero(self.flat_bins)
+        self.flat_slice = slice(int(band[0]), int(band[-1]) + 1) if len(band) else slice(0, 0)
+        self.flat_n = len(band)
+        self.ac_norm_hi = self.ac_norm[: self.lag_hi + 1]
 
     def cepstrum(self, power: np.ndarray) -> np.ndarray:
         mel = power @ self.fb_t
         peak = mel.max(axis=1, keepdims=True)
         logmel = 10.0 * np.log10(mel + 1e-9 * peak + 1e-20)  # gain-invariant floor
         return (logmel @ self.dct_t).astype(np.float32)
+
+    def cepstrum_hop(self, power: np.ndarray) -> np.ndarray:
+        """`cepstrum` of one spectrum (bins,) -> (n_coefs,) float32."""
+        mel = power @ self.fb_t
+        logmel = 10.0 * np.log10(mel + 1e-9 * mel.max() + 1e-20)  # as `cepstrum`'s
+        return (logmel @ self.dct_t).astype(np.float32)
+
+    def analyse_hop(
+        self, frame: np.ndarray, also: _Plan | None = None, cepstrum: bool = True
+    ) -> tuple:
+        """`analyse` of one frame (win + 1 float64 samples: the pre-emphasis sample, then the
+        window) with as few numpy calls as it takes — the live engine's cost per hop is
+        mostly their overhead: (end-less) (mfcc, level_db, flatness, periodicity) with Python
+        floats rounded to float32 as `analyse`'s, and (`also`'s cepstrum, power) after them.
+        `cepstrum=False`: no mfcc (None in its place) where only `also`'s is read."""
+        x = frame[1:]
+        tail = x[-self.level_n :]
+        level_db = 10.0 * math.log10(float((tail * tail).sum()) / self.level_n + 1e-12)
+        y = frame[1:] - self.s.preemph * frame[:-1]
+        y *= self.window
+        power = np.abs(np.fft.rfft(y, self.nfft)) ** 2
+        cep = self.cepstrum_hop(power) if cepstrum else None
+        band = power[self.flat_slice] + 1e-20
+        flat = math.exp(float(np.log(band).sum()) / self.flat_n) / (float(band.sum()) / self.flat_n)
+        spec = np.fft.rfft(x * self.window, 2 * self.nfft)
+        ac = np.fft.irfft(np.abs(spec) ** 2)[: self.lag_hi + 1] / self.ac_norm_hi
+        per = float(ac[self.lag_lo :].max()) / max(float(ac[0]), 1e-20)
+        f32 = np.float32
+        out = (cep, float(f32(level_db)), float(f32(flat)), float(f32(min(max(per, 0.0), 1.0))))
+        return out if also is None else (*out, also.cepstrum_hop(power), power)
 
     def analyse(
         self, frames: np.ndarray, prev: np.ndarray, also: _Plan | None = None
@@ -295,9 +331,11 @@ class MfccStream:
         sample_rate: int,
         settings: MfccSettings | None = None,
         also: MfccSettings | None = None,
+        cepstrum: bool = True,
     ) -> None:
         """`also`: settings of a second cepstrum per frame (same window, hop and
-        pre-emphasis), appended to each frame's tuple."""
+        pre-emphasis), appended to each frame's tuple. `cepstrum=False` (with `also`): the
+        first cepstrum is not computed (None), for a reader of the second one only."""
         self.settings = settings or MfccSettings()
         self.plan = _plan(self.settings, sample_rate)
         self.also = None if also is None else _plan(also, sample_rate)
@@ -305,6 +343,7 @@ class MfccStream:
             a, p = self.also, self.plan
             if (a.win, a.hop, a.nfft, a.s.preemph) != (p.win, p.hop, p.nfft, p.s.preemph):
                 raise ValueError("MfccStream: `also` must share window, hop and pre-emphasis")
+        self.cepstrum = bool(cepstrum) or self.also is None
         self.sample_rate = int(sample_rate)
         p = self.plan
         # history: the win+1 samples before the next frame end, kept in a fixed buffer
@@ -328,13 +367,9 @@ class MfccStream:
         p = self.plan
         if self._fill < p.win + 1:
             return None
-        frame = self._buf[self._fill - p.win - 1 : self._fill][None, :]
-        return self._pos, *self._row(p.analyse(frame[:, 1:], frame[:, 0], self.also))
-
-    @staticmethod
-    def _row(r: tuple) -> tuple:
-        head = (r[0][0], float(r[1][0]), float(r[2][0]), float(r[3][0]))
-        return head if len(r) == 4 else (*head, r[4][0], r[5][0])
+        return self._pos, *p.analyse_hop(
+            self._buf[self._fill - p.win - 1 : self._fill], self.also, self.cepstrum
+        )
 
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
         """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""
@@ -352,9 +387,8 @@ class MfccStream:
             i += take
             self._pos += take
             if self._fill == len(buf):
-                frame = buf[p.hop :][None, :]  # the last win+1 samples
-                r = p.analyse(frame[:, 1:], frame[:, 0], self.also)
-                out.append((self._pos, *self._row(r)))
+                # the last win+1 samples
+                out.append((self._pos, *p.analyse_hop(buf[p.hop :], self.also, self.cepstrum)))
                 buf[: p.win + 1] = buf[p.hop :]
                 self._fill = p.win + 1
         return out

@@ -119,21 +119,51 @@ def suppress_steady(power: np.ndarray) -> np.ndarray:
 
 
 class SteadySuppressor:
-    """`suppress_steady` one hop at a time (the same numbers)."""
+    """`suppress_steady` one hop at a time (the same numbers), with few numpy calls per hop:
+    the ring of past hops and the padded rows of the opening across bins are kept, not rebuilt
+    (scipy's filters cost more in their call than in their work on one short row)."""
 
     def __init__(self) -> None:
         self.ring: np.ndarray | None = None
         self.pos = 0
+        self._pad: np.ndarray | None = None
 
     def step(self, power: np.ndarray, commit: bool = True) -> np.ndarray:
-        p = np.asarray(power, np.float64).reshape(1, -1)
-        ring = self.ring
-        if ring is None:
-            ring = np.repeat(p, LIVE_STEADY_HOPS, axis=0)
-        else:
-            ring = ring.copy() if not commit else ring
-            ring[self.pos] = p[0]
+        p = np.asarray(power, np.float64).reshape(-1)
+        if self.ring is None:
+            ring = np.repeat(p[None], LIVE_STEADY_HOPS, axis=0)
+            if commit:
+                self.ring = ring
+                self.pos = 1 % LIVE_STEADY_HOPS
+            return self._clean_row(p, ring.min(axis=0))
+        # the oldest row (at pos) gives way to this hop; put back unless committed
+        old = None if commit else self.ring[self.pos].copy()
+        self.ring[self.pos] = p
+        steady = self.ring.min(axis=0)
         if commit:
-            self.ring = ring
             self.pos = (self.pos + 1) % LIVE_STEADY_HOPS
-        return _clean(p, ring.min(axis=0, keepdims=True))[0]
+        else:
+            self.ring[self.pos] = old
+        return self._clean_row(p, steady)
+
+    def _clean_row(self, power: np.ndarray, steady: np.ndarray) -> np.ndarray:
+        """`_clean` of one row (the same expression, the opening by `_opening`)."""
+        p = np.maximum(power, 1e-20)
+        g = np.minimum(np.maximum(1.0 - 2.0 * steady / p, 0.0), 1.0)
+        hits = self._opening(p)
+        return p * g * (p * p / (p * p + hits * hits))
+
+    def _opening(self, row: np.ndarray) -> np.ndarray:
+        """Running min then max over LIVE_HIT_BINS bins, as scipy's filters in their default
+        'reflect' mode (edges mirrored): windows over one padded buffer, kept between hops."""
+        h, n = LIVE_HIT_BINS // 2, len(row)
+        if self._pad is None or len(self._pad) != n + 2 * h:
+            self._pad = np.empty(n + 2 * h)
+            self._win = np.lib.stride_tricks.sliding_window_view(self._pad, LIVE_HIT_BINS)
+        pad = self._pad
+        for reduce in (np.min, np.max):
+            pad[h : h + n] = row
+            pad[:h] = row[h - 1 :: -1]
+            pad[h + n :] = row[: n - h - 1 : -1]
+            row = reduce(self._win, axis=1)
+        return row
