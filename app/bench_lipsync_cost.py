@@ -151,6 +151,13 @@ def main(argv: list[str] | None = None) -> int:
             f"vowels max |diff| {np.abs(rb.vowels - rn.vowels).max():.3g}, "
             f"bit-identical: {np.array_equal(rb.open, rn.open) and np.array_equal(rb.vowels, rn.vowels)}"
         )
+        rng = np.random.default_rng(5)
+        for n in (1100, 2500, 4000, 20000):
+            y = rng.standard_normal(n).astype(np.float32)
+            with _swapped(base.mods):
+                vb = base.mods["audio.voice_separation"].voice_residual(y)
+            vn = new.mods["audio.voice_separation"].voice_residual(y)
+            print(f"voice_residual, {n} samples of noise: bit-identical {np.array_equal(vb, vn)}")
         for label, x in (("held-out vowels", speech), ("white noise", white), ("-40 dBFS", quiet)):
             fb, fn = base.hops(x)[1], new.hops(x)[1]
             op, vw, gate = _live_diff(fb, fn)

@@ -30,10 +30,38 @@ LONG_NFFT, LONG_HOP = 1024, 256
 SHORT_NFFT, SHORT_HOP = 256, 64
 
 
+def _running(x: np.ndarray, k: int, axis: int, pick) -> np.ndarray:
+    """Running `pick` (np.minimum / np.maximum) over odd `k` samples along `axis`, centred,
+    edges mirrored — scipy's minimum/maximum filters in their default 'reflect' mode, as a
+    few elementwise passes over shifted slices (windows of 2, 4, 8 ... then k; min and max are
+    exact), which costs less than scipy's per-line filter on a whole spectrogram."""
+    h = k // 2
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    pad = np.concatenate(
+        [x[..., h - 1 :: -1] if h else x[..., :0], x, x[..., : n - h - 1 : -1]], axis=-1
+    )
+    w, m = 1, pad
+    while 2 * w <= k:  # m[..., i] covers pad[..., i : i + 2w]
+        m = pick(m[..., :-w], m[..., w:])
+        w *= 2
+    out = pick(m[..., :n], m[..., k - w : k - w + n]) if w < k else m[..., :n]
+    return np.moveaxis(out, -1, axis)
+
+
+def _opening(x: np.ndarray, k: int, axis: int) -> np.ndarray:
+    """scipy.ndimage.grey_opening of `x` with a flat window of odd `k` along `axis`."""
+    if x.shape[axis] <= k:  # too short to mirror once: scipy's (repeated) reflection
+        size = [1] * x.ndim
+        size[axis] = k
+        return ndimage.grey_opening(x, size=tuple(size))
+    return _running(_running(x, k, axis, np.minimum), k, axis, np.maximum)
+
+
 def _masks(mag: np.ndarray, k_time: int, k_freq: int) -> tuple[np.ndarray, np.ndarray]:
     """(steady-in-time mask, broadband mask) of a magnitude spectrogram (bins, frames)."""
-    h = ndimage.grey_opening(mag, size=(1, k_time))
-    p = ndimage.grey_opening(mag, size=(k_freq, 1))
+    h = _opening(mag, k_time, 1)
+    p = _opening(mag, k_freq, 0)
     h = ndimage.uniform_filter1d(h, 3, axis=1) ** 2
     p = ndimage.uniform_filter1d(p, 3, axis=0) ** 2
     tot = h + p + 1e-20
@@ -155,15 +183,20 @@ class SteadySuppressor:
 
     def _opening(self, row: np.ndarray) -> np.ndarray:
         """Running min then max over LIVE_HIT_BINS bins, as scipy's filters in their default
-        'reflect' mode (edges mirrored): windows over one padded buffer, kept between hops."""
+        'reflect' mode (edges mirrored), on one padded buffer kept between hops; each is a few
+        minima of shifted slices (windows of 2, 4, 8, then 9; min and max are exact)."""
         h, n = LIVE_HIT_BINS // 2, len(row)
         if self._pad is None or len(self._pad) != n + 2 * h:
             self._pad = np.empty(n + 2 * h)
-            self._win = np.lib.stride_tricks.sliding_window_view(self._pad, LIVE_HIT_BINS)
         pad = self._pad
-        for reduce in (np.min, np.max):
+        for pick in (np.minimum, np.maximum):
             pad[h : h + n] = row
             pad[:h] = row[h - 1 :: -1]
             pad[h + n :] = row[: n - h - 1 : -1]
-            row = reduce(self._win, axis=1)
+            w, m, k = 1, pad, LIVE_HIT_BINS
+            while 2 * w <= k:  # m[i] covers pad[i : i + 2w]
+                m = pick(m[:-w], m[w:])
+                w *= 2
+            # m[i] covers pad[i : i + w]; with m[i + k - w] that is pad[i : i + k]
+            row = pick(m[:n], m[k - w : k - w + n])
         return row
