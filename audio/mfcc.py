@@ -214,7 +214,7 @@ class _Plan:
         y *= self.window
         power = np.abs(np.fft.rfft(y, self.nfft, axis=1)) ** 2
         cep = self.cepstrum(power)
-        band = power[:, self.flat_bins] + 1e-20
+        band = power[:, self.flat_slice] + 1e-20  # the same bins as flat_bins
         flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
         # periodicity on the raw (windowed, not pre-emphasised) frame
         xw = x * self.window

@@ -135,7 +135,7 @@ def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
     much of the hop's energy it kept (dB): over a band in a pause, little."""
     plan = _plan(NET_SETTINGS, sr)
     cep = plan.cepstrum(cleaned)
-    band = cleaned[:, plan.flat_bins] + 1e-20
+    band = cleaned[:, plan.flat_slice] + 1e-20
     flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
     kept = 10 * np.log10((cleaned.sum(axis=1) + 1e-20) / (power.sum(axis=1) + 1e-20))
     return np.concatenate(
