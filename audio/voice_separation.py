@@ -13,8 +13,9 @@ two-stage scheme of Tachibana et al. for singing voice enhancement):
 The smoothing is a grey-scale opening (a running minimum then maximum) instead of the usual
 median filter: it keeps what lasts at least the filter's length, costs a few passes per bin
 (`_slide`) and makes the front-end cheap enough for a 4-minute song (figures in
-docs/BENCHMARKS.md). The masks are soft (Wiener-like, squared magnitudes). The result is audio at the input's rate: the vowel net
-(`audio.vowel_net`) hears it next to the raw mix and was trained on the same front-end.
+docs/BENCHMARKS.md). The masks are soft (Wiener-like, squared magnitudes). The result is audio
+at the input's rate: the vowel net (`audio.vowel_net`) hears it next to the raw mix and was
+trained on the same front-end.
 """
 
 from __future__ import annotations
