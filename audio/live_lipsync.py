@@ -171,7 +171,10 @@ class LiveLipSync:
         self.unvoiced = 0  # hops in a row the net heard no voice
         self._last_end = -1  # stream position of the last hop's newest sample
         also = self.net_settings if self.net is not None else None
-        self.stream = MfccStream(self.sample_rate, self.stream.settings, also)
+        # the profile's own MFCCs feed its templates only: not read where the net gives vowels
+        self.stream = MfccStream(
+            self.sample_rate, self.stream.settings, also, cepstrum=not self.net_vowels
+        )
         self.live_net = None
         if self.net is not None:
             self.live_net = LiveNet(
@@ -228,11 +231,44 @@ class LiveLipSync:
         template_probs: np.ndarray | None = None,
     ) -> LipFrame:
         self._last_end = end
-        tonal = flat < 0.12 or per > 0.6
         pw = None
         pv = 1.0
         if self.live_net is not None and net_cep is not None:
             pv, pw = self.live_net.step(net_cep, lev, per, flat, commit, net_power)
+        tonal = flat < 0.12 or per > 0.6
+        op = self._gate_open(lev, tonal, pv)
+        # --- vowel --------------------------------------------------------------------------------
+        conf = 0.0
+        self.last_probs = None
+        if self.gate and tonal:
+            if pw is not None and self.net_vowels:
+                probs = np.zeros(len(VOWELS))
+                probs[:N_IDX] = pw
+            elif pw is not None:  # a calibrated profile: templates and net vote together
+                probs = np.zeros(len(VOWELS))
+                probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
+            elif template_probs is not None:  # computed for all hops at once (offline)
+                probs = template_probs
+            else:
+                probs = self.matcher.probs(cep)
+            self.last_probs = probs
+            conf = float(probs.max())
+            self.p += self.VOWEL_ALPHA * (probs - self.p)
+        silent = not self.gate and op == 0.0
+        w = np.zeros(len(VOWELS), np.float32)
+        if silent:
+            w[N_IDX] = 1.0
+        else:
+            o = min(op / 0.3, 1.0)
+            w[:] = self.p * o
+            w[N_IDX] += 1.0 - o
+            w /= w.sum()
+        t = (end - 1) / self.sample_rate
+        return LipFrame(t, op, w, silent, lev, conf)
+
+    def _gate_open(self, lev: float, tonal: bool, pv: float) -> float:
+        """The gate, the noise floor, the openness and its filter for one hop (scalars only:
+        the offline engine runs just this per hop) -> the mouth's openness."""
         self.last_voice = pv
         self.unvoiced = self.unvoiced + 1 if pv < self.VOICE_OFF else 0
         # --- gate with hysteresis against the tracked floor -------------------------------
@@ -262,7 +298,7 @@ class LiveLipSync:
         if self.gate:
             lo = self.floor + self.close_db
             self.peak = lev if self.peak is None else max(lev, self.peak - self.peak_decay)
-            top = float(np.clip(self.peak - 6.0, lo + 10.0, lo + self.span_db))
+            top = min(max(self.peak - 6.0, lo + 10.0), lo + self.span_db)
             target = max(min((lev - lo) / (top - lo), 1.0), self.min_open)
             if self.live_net is not None:  # over music the level hardly rises: the net opens
                 target = max(target, 0.4 * pv)
@@ -276,35 +312,7 @@ class LiveLipSync:
         self.v += b * r
         if not self.gate and self.x < 0.03:
             self.x = self.v = 0.0
-        op = min(max(self.x + self.v, 0.0), 1.0)
-        # --- vowel --------------------------------------------------------------------------------
-        conf = 0.0
-        self.last_probs = None
-        if self.gate and tonal:
-            if pw is not None and self.net_vowels:
-                probs = np.zeros(len(VOWELS))
-                probs[:N_IDX] = pw
-            elif pw is not None:  # a calibrated profile: templates and net vote together
-                probs = np.zeros(len(VOWELS))
-                probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
-            elif template_probs is not None:  # computed for all hops at once (offline)
-                probs = template_probs
-            else:
-                probs = self.matcher.probs(cep)
-            self.last_probs = probs
-            conf = float(probs.max())
-            self.p += self.VOWEL_ALPHA * (probs - self.p)
-        silent = not self.gate and op == 0.0
-        w = np.zeros(len(VOWELS), np.float32)
-        if silent:
-            w[N_IDX] = 1.0
-        else:
-            o = min(op / 0.3, 1.0)
-            w[:] = self.p * o
-            w[N_IDX] += 1.0 - o
-            w /= w.sum()
-        t = (end - 1) / self.sample_rate
-        return LipFrame(t, op, w, silent, lev, conf)
+        return min(max(self.x + self.v, 0.0), 1.0)
 
     def process(self, samples: np.ndarray, block: int | None = None) -> list[LipFrame]:
         """Run a whole signal through `push` in blocks (default 5 ms), as a device would."""

@@ -17,11 +17,19 @@ normalised autocorrelation for pitches 60-900 Hz).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["FrameFeatures", "MfccSettings", "MfccStream", "mfcc_frames"]
+__all__ = [
+    "FrameFeatures",
+    "MfccSettings",
+    "MfccStream",
+    "mfcc_frames",
+    "mfcc_frames_pair",
+    "shares_spectrum",
+]
 
 
 @dataclass(frozen=True)
@@ -146,12 +154,47 @@ class _Plan:
         self.lag_hi = min(int(sr / 60.0), self.win - 1)
         self.ac_norm = np.correlate(self.window, self.window, "full")[self.win - 1 :]
         self.ac_norm = self.ac_norm / self.ac_norm[0]
+        # for `analyse_hop`: the flatness band as a slice, the normalisation cut to its lags
+        band = np.flatnonzero(self.flat_bins)
+        self.flat_slice = slice(int(band[0]), int(band[-1]) + 1) if len(band) else slice(0, 0)
+        self.flat_n = len(band)
+        self.ac_norm_hi = self.ac_norm[: self.lag_hi + 1]
 
     def cepstrum(self, power: np.ndarray) -> np.ndarray:
         mel = power @ self.fb_t
         peak = mel.max(axis=1, keepdims=True)
         logmel = 10.0 * np.log10(mel + 1e-9 * peak + 1e-20)  # gain-invariant floor
         return (logmel @ self.dct_t).astype(np.float32)
+
+    def cepstrum_hop(self, power: np.ndarray) -> np.ndarray:
+        """`cepstrum` of one spectrum (bins,) -> (n_coefs,) float32."""
+        mel = power @ self.fb_t
+        logmel = 10.0 * np.log10(mel + 1e-9 * mel.max() + 1e-20)  # as `cepstrum`'s
+        return (logmel @ self.dct_t).astype(np.float32)
+
+    def analyse_hop(
+        self, frame: np.ndarray, also: _Plan | None = None, cepstrum: bool = True
+    ) -> tuple:
+        """`analyse` of one frame (win + 1 float64 samples: the pre-emphasis sample, then the
+        window) with as few numpy calls as it takes — the live engine's cost per hop is
+        mostly their overhead: (end-less) (mfcc, level_db, flatness, periodicity) with Python
+        floats rounded to float32 as `analyse`'s, and (`also`'s cepstrum, power) after them.
+        `cepstrum=False`: no mfcc (None in its place) where only `also`'s is read."""
+        x = frame[1:]
+        tail = x[-self.level_n :]
+        level_db = 10.0 * math.log10(float((tail * tail).sum()) / self.level_n + 1e-12)
+        y = frame[1:] - self.s.preemph * frame[:-1]
+        y *= self.window
+        power = np.abs(np.fft.rfft(y, self.nfft)) ** 2
+        cep = self.cepstrum_hop(power) if cepstrum else None
+        band = power[self.flat_slice] + 1e-20
+        flat = math.exp(float(np.log(band).sum()) / self.flat_n) / (float(band.sum()) / self.flat_n)
+        spec = np.fft.rfft(x * self.window, 2 * self.nfft)
+        ac = np.fft.irfft(np.abs(spec) ** 2)[: self.lag_hi + 1] / self.ac_norm_hi
+        per = float(ac[self.lag_lo :].max()) / max(float(ac[0]), 1e-20)
+        f32 = np.float32
+        out = (cep, float(f32(level_db)), float(f32(flat)), float(f32(min(max(per, 0.0), 1.0))))
+        return out if also is None else (*out, also.cepstrum_hop(power), power)
 
     def analyse(
         self, frames: np.ndarray, prev: np.ndarray, also: _Plan | None = None
@@ -171,7 +214,7 @@ class _Plan:
         y *= self.window
         power = np.abs(np.fft.rfft(y, self.nfft, axis=1)) ** 2
         cep = self.cepstrum(power)
-        band = power[:, self.flat_bins] + 1e-20
+        band = power[:, self.flat_slice] + 1e-20  # the same bins as flat_bins
         flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
         # periodicity on the raw (windowed, not pre-emphasised) frame
         xw = x * self.window
@@ -211,25 +254,73 @@ def mfcc_frames(
 
     `warp` (training only) gives the features as if every formant were `warp` times higher;
     `keep_power` keeps each hop's power spectrum (`FrameFeatures.power`)."""
-    s = settings or MfccSettings()
-    p = _plan(s, sample_rate, warp)
+    return _frames(samples, _plan(settings or MfccSettings(), sample_rate, warp), None, keep_power)[
+        0
+    ]
+
+
+def shares_spectrum(a: MfccSettings, b: MfccSettings, sample_rate: int) -> bool:
+    """Whether two settings analyse the same frames the same way up to the filterbank (then
+    one FFT pass serves both: `mfcc_frames_pair`)."""
+    p, q = _plan(a, sample_rate), _plan(b, sample_rate)
+    return (p.win, p.hop, p.nfft, p.level_n, p.s.preemph) == (
+        q.win,
+        q.hop,
+        q.nfft,
+        q.level_n,
+        q.s.preemph,
+    )
+
+
+def mfcc_frames_pair(
+    samples: np.ndarray,
+    sample_rate: int,
+    settings: MfccSettings,
+    also: MfccSettings,
+    keep_power: bool = False,
+) -> tuple[FrameFeatures, FrameFeatures]:
+    """`mfcc_frames` for two settings that share their spectrum (`shares_spectrum`), from one
+    pass: the same numbers as two calls, for the cost of one plus a filterbank. The level,
+    flatness and periodicity arrays are shared; `keep_power` puts the spectra on the second."""
+    if not shares_spectrum(settings, also, sample_rate):
+        raise ValueError("mfcc_frames_pair: the settings must share window, hop and pre-emphasis")
+    p, q = _plan(settings, sample_rate), _plan(also, sample_rate)
+    return _frames(samples, p, q, keep_power)
+
+
+def _frames(
+    samples: np.ndarray, p: _Plan, also: _Plan | None, keep_power: bool
+) -> tuple[FrameFeatures, FrameFeatures | None]:
+    s = p.s
     x = np.asarray(samples, np.float64).reshape(-1)
     n = len(x) // p.hop
     if n == 0:
         z = np.zeros(0, np.float32)
-        return FrameFeatures(np.zeros(0, np.int64), np.zeros((0, s.n_coefs), np.float32), z, z, z)
+        e = np.zeros(0, np.int64)
+        ff = FrameFeatures(e, np.zeros((0, s.n_coefs), np.float32), z, z, z)
+        fa = (
+            None
+            if also is None
+            else FrameFeatures(e, np.zeros((0, also.s.n_coefs), np.float32), z, z, z)
+        )
+        return ff, fa
     pad = np.concatenate([np.zeros(p.win + 1), x[: n * p.hop]])
     ends = (np.arange(n) + 1) * p.hop
     view = np.lib.stride_tricks.sliding_window_view(pad, p.win + 1)  # row i: pad[i : i+win+1]
     rows = view[ends]  # x[end-win-1 : end]: the pre-emphasis sample + the window
     out = []
     step = 4096  # bounded memory for long files
+    second = also if also is not None else (p if keep_power else None)
     for i in range(0, n, step):
         r = rows[i : i + step]
-        out.append(p.analyse(r[:, 1:], r[:, 0], p if keep_power else None))
+        out.append(p.analyse(r[:, 1:], r[:, 0], second))
     cols = [np.concatenate(parts) for parts in zip(*out, strict=True)]
     power = cols[5].astype(np.float32) if keep_power else None
-    return FrameFeatures(ends.astype(np.int64), *cols[:4], power=power)
+    ends = ends.astype(np.int64)
+    if also is None:
+        return FrameFeatures(ends, *cols[:4], power=power), None
+    first = FrameFeatures(ends, *cols[:4])
+    return first, FrameFeatures(ends, cols[4], *cols[1:4], power=power)
 
 
 class MfccStream:
@@ -240,9 +331,11 @@ class MfccStream:
         sample_rate: int,
         settings: MfccSettings | None = None,
         also: MfccSettings | None = None,
+        cepstrum: bool = True,
     ) -> None:
         """`also`: settings of a second cepstrum per frame (same window, hop and
-        pre-emphasis), appended to each frame's tuple."""
+        pre-emphasis), appended to each frame's tuple. `cepstrum=False` (with `also`): the
+        first cepstrum is not computed (None), for a reader of the second one only."""
         self.settings = settings or MfccSettings()
         self.plan = _plan(self.settings, sample_rate)
         self.also = None if also is None else _plan(also, sample_rate)
@@ -250,6 +343,7 @@ class MfccStream:
             a, p = self.also, self.plan
             if (a.win, a.hop, a.nfft, a.s.preemph) != (p.win, p.hop, p.nfft, p.s.preemph):
                 raise ValueError("MfccStream: `also` must share window, hop and pre-emphasis")
+        self.cepstrum = bool(cepstrum) or self.also is None
         self.sample_rate = int(sample_rate)
         p = self.plan
         # history: the win+1 samples before the next frame end, kept in a fixed buffer
@@ -273,13 +367,9 @@ class MfccStream:
         p = self.plan
         if self._fill < p.win + 1:
             return None
-        frame = self._buf[self._fill - p.win - 1 : self._fill][None, :]
-        return self._pos, *self._row(p.analyse(frame[:, 1:], frame[:, 0], self.also))
-
-    @staticmethod
-    def _row(r: tuple) -> tuple:
-        head = (r[0][0], float(r[1][0]), float(r[2][0]), float(r[3][0]))
-        return head if len(r) == 4 else (*head, r[4][0], r[5][0])
+        return self._pos, *p.analyse_hop(
+            self._buf[self._fill - p.win - 1 : self._fill], self.also, self.cepstrum
+        )
 
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
         """Returns one (end, mfcc, level_db, flatness, periodicity) per completed frame."""
@@ -297,9 +387,8 @@ class MfccStream:
             i += take
             self._pos += take
             if self._fill == len(buf):
-                frame = buf[p.hop :][None, :]  # the last win+1 samples
-                r = p.analyse(frame[:, 1:], frame[:, 0], self.also)
-                out.append((self._pos, *self._row(r)))
+                # the last win+1 samples
+                out.append((self._pos, *p.analyse_hop(buf[p.hop :], self.also, self.cepstrum)))
                 buf[: p.win + 1] = buf[p.hop :]
                 self._fill = p.win + 1
         return out

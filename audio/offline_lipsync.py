@@ -20,6 +20,7 @@ Plug it in with ``analyze_clip(clip, fps, lipsync=MfccLipSync())``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -28,8 +29,8 @@ from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_
 from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
-from audio.mfcc import mfcc_frames
-from audio.vowel_net import VowelNet, fuse, resolve_net
+from audio.mfcc import FrameFeatures, mfcc_frames, mfcc_frames_pair, shares_spectrum
+from audio.vowel_net import NET_SETTINGS, VowelNet, fuse, resolve_net
 from core.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -72,30 +73,35 @@ class MfccLipSync:
         """Per 10 ms hop: time (s, last sample), openness, vowel probabilities (n, 6) or NaN."""
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
+        return self._gate_hops(mfcc_frames(y, sr, self._settings()), sr, True)
+
+    def _settings(self):
+        # the live engine's analysis (its profile's, at a 10 ms hop)
+        return dataclasses.replace(self.profile.mfcc, hop_ms=10.0)
+
+    def _gate_hops(
+        self, f: FrameFeatures, sr: int, need_probs: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`hops` from the hops' features: the live engine's gate and openness run hop by hop
+        (its `_gate_open`, scalars only); the vowels of the hops where it would classify one
+        follow at once (the template probabilities; NaN everywhere when not `need_probs`)."""
         # the level gate and openness only: the offline net (both ways) does the rest
         eng = LiveLipSync(self.profile, sr, method=self.method, net=None)
-        # the hops' features all at once (the same numbers the stream gives, see audio.mfcc),
-        # then only the engine's state machine hop by hop
-        f = mfcc_frames(y, sr, eng.stream.settings)
-        tmpl = eng.matcher.probs(f.mfcc) if len(f) else np.zeros((0, len(VOWELS)))
-        nan = np.full(len(VOWELS), np.nan)
-        t, op, raw = [], [], []
-        for k in range(len(f)):
-            fr = eng._step(
-                int(f.end[k]),
-                f.mfcc[k],
-                float(f.level_db[k]),
-                float(f.flatness[k]),
-                float(f.periodicity[k]),
-                template_probs=tmpl[k],
-            )
-            t.append(fr.t)
-            op.append(fr.open)
-            raw.append(nan if eng.last_probs is None else eng.last_probs)
-        lev = f.level_db
-        probs = np.array(raw, np.float64).reshape(-1, len(VOWELS))
-        self._levels = np.asarray(lev, np.float64)  # for `analyze`'s clip-level gate
-        return np.asarray(t), np.asarray(op, np.float64), probs
+        n = len(f)
+        op = np.empty(n, np.float64)
+        classify = np.zeros(n, bool)
+        gate = eng._gate_open
+        for k, (lev, flat, per) in enumerate(
+            zip(f.level_db.tolist(), f.flatness.tolist(), f.periodicity.tolist(), strict=True)
+        ):
+            tonal = flat < 0.12 or per > 0.6
+            op[k] = gate(lev, tonal, 1.0)
+            classify[k] = eng.gate and tonal
+        probs = np.full((n, len(VOWELS)), np.nan)
+        if need_probs and classify.any():
+            probs[classify] = eng.matcher.probs(f.mfcc)[classify]  # as the engine's per-hop rows
+        self._levels = np.asarray(f.level_db, np.float64)  # for `analyze`'s clip-level gate
+        return (f.end - 1) / sr, op, probs
 
     def analyze(
         self, mono: np.ndarray, sample_rate: int, fps: int, num_frames: int
@@ -103,20 +109,32 @@ class MfccLipSync:
         n = int(num_frames)
         if n == 0:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
-        t, op, probs = self.hops(mono, sample_rate)
+        sr = self.profile.sample_rate
+        y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
+        settings = self._settings()
+        net_f = None
+        if self.net is not None and shares_spectrum(settings, NET_SETTINGS, sr):
+            # the gate's features and the net's from one FFT pass (the same numbers as two)
+            f, net_f = mfcc_frames_pair(
+                y, sr, settings, NET_SETTINGS, keep_power=bool(self.net.live_front)
+            )
+        else:
+            f = mfcc_frames(y, sr, settings)
+        # with the net the hops' template vowels are never shown: not computed
+        t, op, probs = self._gate_hops(f, sr, self.net is None)
         frame_t = np.arange(n) / fps
         voice_t = None
         if self.net is not None and len(t):
-            y = resample_mono(np.asarray(mono, np.float32), sample_rate, self.profile.sample_rate)
-            end, pvoice, pvowel = self.net.offline_probs(y, self.profile.sample_rate)
-            win = round(self.net.settings_win_s * self.profile.sample_rate)
-            voice_t = (end - win / 2) / self.profile.sample_rate  # each hop's window centre
+            end, pvoice, pvowel = self.net.offline_probs(y, sr, net_f)
+            win = round(self.net.settings_win_s * sr)
+            voice_t = (end - win / 2) / sr  # each hop's window centre
             pvoice = _median(pvoice, 5)
             if not self.net_vowels:
                 # a calibrated profile: its templates and the net vote together
-                tmpl = VowelMatcher(self.profile, self.method).probs(
-                    mfcc_frames(y, self.profile.sample_rate, self.profile.mfcc).mfcc
-                )[: len(pvowel), :N_IDX]
+                cep = f.mfcc if settings == self.profile.mfcc else None
+                if cep is None:
+                    cep = mfcc_frames(y, sr, self.profile.mfcc).mfcc
+                tmpl = VowelMatcher(self.profile, self.method).probs(cep)[: len(pvowel), :N_IDX]
                 pvowel = fuse(pvowel, tmpl)
         # openness: engine output `delay_s` later, max over the next open_lead_s + frame span
         half = 0.5 / fps

@@ -11,10 +11,11 @@ two-stage scheme of Tachibana et al. for singing voice enhancement):
    voice, what is smooth across frequency is a drum hit.
 
 The smoothing is a grey-scale opening (a running minimum then maximum) instead of the usual
-median filter: it keeps what lasts at least the filter's length, costs O(1) per bin and makes
-the front-end cheap enough for a 4-minute song (figures in docs/BENCHMARKS.md). The masks are
-soft (Wiener-like, squared magnitudes). The result is audio at the input's rate: the vowel net
-(`audio.vowel_net`) hears it next to the raw mix and was trained on the same front-end.
+median filter: it keeps what lasts at least the filter's length, costs a few passes per bin
+(`_slide`) and makes the front-end cheap enough for a 4-minute song (figures in
+docs/BENCHMARKS.md). The masks are soft (Wiener-like, squared magnitudes). The result is audio
+at the input's rate: the vowel net (`audio.vowel_net`) hears it next to the raw mix and was
+trained on the same front-end.
 """
 
 from __future__ import annotations
@@ -30,14 +31,49 @@ LONG_NFFT, LONG_HOP = 1024, 256
 SHORT_NFFT, SHORT_HOP = 256, 64
 
 
-def _masks(mag: np.ndarray, k_time: int, k_freq: int) -> tuple[np.ndarray, np.ndarray]:
-    """(steady-in-time mask, broadband mask) of a magnitude spectrogram (bins, frames)."""
-    h = ndimage.grey_opening(mag, size=(1, k_time))
-    p = ndimage.grey_opening(mag, size=(k_freq, 1))
+def _along(a: np.ndarray, axis: int, start: int, stop: int | None) -> np.ndarray:
+    return a[(slice(None),) * (axis % a.ndim) + (slice(start, stop),)]
+
+
+def _slide(pad: np.ndarray, k: int, n: int, axis: int, pick) -> np.ndarray:
+    """out[i] = `pick` (np.minimum / np.maximum) over pad[i : i + k] along `axis`, i < n, as
+    a few elementwise passes over shifted slices (windows of 2, 4, 8 ... then k; min and max
+    are exact), which costs less than scipy's per-line filters on a whole spectrogram."""
+    w, m = 1, pad
+    while 2 * w <= k:  # m[i] covers pad[i : i + 2w]
+        m = pick(_along(m, axis, None, -w), _along(m, axis, w, None))
+        w *= 2
+    # m[i] covers pad[i : i + w]; with m[i + k - w] that is pad[i : i + k]
+    return pick(_along(m, axis, 0, n), _along(m, axis, k - w, k - w + n))
+
+
+def _running(x: np.ndarray, k: int, axis: int, pick) -> np.ndarray:
+    """Running `pick` over odd `k` samples along `axis`, centred, edges mirrored: scipy's
+    minimum/maximum filters in their default 'reflect' mode (for a line at least k // 2 long)."""
+    h, n = k // 2, x.shape[axis]
+    left, right = _along(x, axis, 0, h), _along(x, axis, n - h, n)
+    pad = np.concatenate([np.flip(left, axis), x, np.flip(right, axis)], axis)
+    return _slide(pad, k, n, axis, pick)
+
+
+def _opening(x: np.ndarray, k: int, axis: int) -> np.ndarray:
+    """scipy.ndimage.grey_opening of `x` with a flat window of odd `k` along `axis`."""
+    if x.shape[axis] <= k or k % 2 == 0:  # too short to mirror once, or not centred: scipy
+        size = [1] * x.ndim
+        size[axis] = k
+        return ndimage.grey_opening(x, size=tuple(size))
+    return _running(_running(x, k, axis, np.minimum), k, axis, np.maximum)
+
+
+def _mask(mag: np.ndarray, k_time: int, k_freq: int, broadband: bool) -> np.ndarray:
+    """The steady-in-time mask (or with `broadband` the broadband one) of a magnitude
+    spectrogram (bins, frames); the two sum to 1, each stage keeps one of them."""
+    h = _opening(mag, k_time, 1)
+    p = _opening(mag, k_freq, 0)
     h = ndimage.uniform_filter1d(h, 3, axis=1) ** 2
     p = ndimage.uniform_filter1d(p, 3, axis=0) ** 2
     tot = h + p + 1e-20
-    return h / tot, p / tot
+    return (p if broadband else h) / tot
 
 
 # STFT pairs with 75 % overlap, written out with numpy: the overlap-add is four shifted sums
@@ -77,11 +113,11 @@ def voice_residual(y: np.ndarray, sr: int = SR) -> np.ndarray:
     if len(x) < n1:
         return x.copy()
     s = _stft(x, n1, h1)
-    _steady, rest = _masks(np.abs(s), max(round(STEADY_S * sr / h1), 3), 13)
+    rest = _mask(np.abs(s), max(round(STEADY_S * sr / h1), 3), 13, broadband=True)
     x1 = _istft(s * rest, n1, h1, len(x))
     n2, h2 = round(SHORT_NFFT * scale), round(SHORT_HOP * scale)
     s2 = _stft(x1, n2, h2)
-    smooth, _hits = _masks(np.abs(s2), 9, 9)
+    smooth = _mask(np.abs(s2), 9, 9, broadband=False)
     return _istft(s2 * smooth, n2, h2, len(x)).astype(np.float32)
 
 
@@ -102,8 +138,15 @@ def _clean(power: np.ndarray, steady: np.ndarray) -> np.ndarray:
     p = np.maximum(power, 1e-20)
     g = np.clip(1.0 - 2.0 * steady / p, 0.0, 1.0)
     # an opening across frequency (what is as wide as LIVE_HIT_BINS bins is a hit)
-    hits = ndimage.maximum_filter1d(ndimage.minimum_filter1d(p, LIVE_HIT_BINS), LIVE_HIT_BINS)
-    return p * g * (p * p / (p * p + hits * hits))
+    hits = _running(_running(p, LIVE_HIT_BINS, -1, np.minimum), LIVE_HIT_BINS, -1, np.maximum)
+    # p * g * (p * p / (p * p + hits * hits)), in place (whole songs: arrays of megabytes)
+    pp = p * p
+    hits *= hits
+    hits += pp
+    pp /= hits
+    g *= p
+    g *= pp
+    return g
 
 
 def suppress_steady(power: np.ndarray) -> np.ndarray:
@@ -114,26 +157,54 @@ def suppress_steady(power: np.ndarray) -> np.ndarray:
     k = LIVE_STEADY_HOPS
     pad = np.concatenate([np.repeat(p[:1], k - 1, axis=0), p])
     # trailing minimum over the last k hops (this one included)
-    steady = ndimage.minimum_filter1d(pad, k, axis=0, origin=(k - 1) // 2)[k - 1 :]
+    steady = _slide(pad, k, len(p), 0, np.minimum)
     return _clean(p, steady)
 
 
 class SteadySuppressor:
-    """`suppress_steady` one hop at a time (the same numbers)."""
+    """`suppress_steady` one hop at a time (the same numbers), with few numpy calls per hop:
+    the ring of past hops and the padded rows of the opening across bins are kept, not rebuilt
+    (scipy's filters cost more in their call than in their work on one short row)."""
 
     def __init__(self) -> None:
         self.ring: np.ndarray | None = None
         self.pos = 0
+        self._pad: np.ndarray | None = None
 
     def step(self, power: np.ndarray, commit: bool = True) -> np.ndarray:
-        p = np.asarray(power, np.float64).reshape(1, -1)
-        ring = self.ring
-        if ring is None:
-            ring = np.repeat(p, LIVE_STEADY_HOPS, axis=0)
-        else:
-            ring = ring.copy() if not commit else ring
-            ring[self.pos] = p[0]
+        p = np.asarray(power, np.float64).reshape(-1)
+        if self.ring is None:
+            ring = np.repeat(p[None], LIVE_STEADY_HOPS, axis=0)
+            if commit:
+                self.ring = ring
+                self.pos = 1 % LIVE_STEADY_HOPS
+            return self._clean_row(p, ring.min(axis=0))
+        # the oldest row (at pos) gives way to this hop; put back unless committed
+        old = None if commit else self.ring[self.pos].copy()
+        self.ring[self.pos] = p
+        steady = self.ring.min(axis=0)
         if commit:
-            self.ring = ring
             self.pos = (self.pos + 1) % LIVE_STEADY_HOPS
-        return _clean(p, ring.min(axis=0, keepdims=True))[0]
+        else:
+            self.ring[self.pos] = old
+        return self._clean_row(p, steady)
+
+    def _clean_row(self, power: np.ndarray, steady: np.ndarray) -> np.ndarray:
+        """`_clean` of one row (the same expression, the opening by `_opening`)."""
+        p = np.maximum(power, 1e-20)
+        g = np.minimum(np.maximum(1.0 - 2.0 * steady / p, 0.0), 1.0)
+        hits = self._opening(p)
+        return p * g * (p * p / (p * p + hits * hits))
+
+    def _opening(self, row: np.ndarray) -> np.ndarray:
+        """`_running` min then max across bins, on one padded buffer kept between hops."""
+        h, n = LIVE_HIT_BINS // 2, len(row)
+        if self._pad is None or len(self._pad) != n + 2 * h:
+            self._pad = np.empty(n + 2 * h)
+        pad = self._pad
+        for pick in (np.minimum, np.maximum):
+            pad[h : h + n] = row
+            pad[:h] = row[h - 1 :: -1]  # mirrored edges, as scipy's 'reflect'
+            pad[h + n :] = row[: n - h - 1 : -1]
+            row = _slide(pad, LIVE_HIT_BINS, n, 0, pick)
+        return row

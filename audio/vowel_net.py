@@ -11,6 +11,7 @@ corpus with augmentation, and `scripts/build_default_profile.py` ships the resul
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +82,11 @@ class RunningCmn:
 
     def update(self, cep: np.ndarray, level_db: float) -> np.ndarray:
         self.peak = max(level_db, self.peak - 0.03)  # 3 dB/s decay at 10 ms hops
+        c = np.asarray(cep, np.float64)
         if level_db > self.peak - CMN_RANGE_DB and level_db > -75.0:
             self.n = min(self.n + 1, CMN_TAU)
-            self.mean += (np.asarray(cep, np.float64) - self.mean) / self.n
-        return (np.asarray(cep, np.float64) - self.mean).astype(np.float32)
+            self.mean += (c - self.mean) / self.n
+        return (c - self.mean).astype(np.float32)
 
     def state(self) -> tuple:
         return self.mean.copy(), self.n, self.peak
@@ -94,12 +96,21 @@ class RunningCmn:
 
 
 def running_cmn(f: FrameFeatures, init: np.ndarray) -> np.ndarray:
-    r = RunningCmn(init)
-    return (
-        np.stack([r.update(c, lv) for c, lv in zip(f.mfcc, f.level_db, strict=True)])
-        if len(f)
-        else f.mfcc
-    )
+    """`RunningCmn.update` over every hop of `f` (the same numbers, in one pass): which hops
+    move the mean is a scalar recursion on the levels; only those hops touch the vectors."""
+    if len(f) == 0:
+        return f.mfcc
+    cep = np.asarray(f.mfcc, np.float64)
+    means = np.empty_like(cep)
+    mean = np.asarray(init, np.float64).copy()
+    n, peak = CMN_PRIOR, -120.0
+    for k, lv in enumerate(f.level_db):  # float32 scalars: the same arithmetic as `update`
+        peak = max(lv, peak - 0.03)
+        if lv > peak - CMN_RANGE_DB and lv > -75.0:
+            n = min(n + 1, CMN_TAU)
+            mean += (cep[k] - mean) / n
+        means[k] = mean
+    return (cep - means).astype(np.float32)
 
 
 def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
@@ -124,13 +135,24 @@ def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
     much of the hop's energy it kept (dB): over a band in a pause, little."""
     plan = _plan(NET_SETTINGS, sr)
     cep = plan.cepstrum(cleaned)
-    band = cleaned[:, plan.flat_bins] + 1e-20
+    band = cleaned[:, plan.flat_slice] + 1e-20
     flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
     kept = 10 * np.log10((cleaned.sum(axis=1) + 1e-20) / (power.sum(axis=1) + 1e-20))
     return np.concatenate(
         [cep, np.log10(np.maximum(flat, 1e-4))[:, None], np.maximum(kept, -40.0)[:, None] / 10],
         axis=1,
     ).astype(np.float32)
+
+
+def _sep_vector_hop(plan, power: np.ndarray, cleaned: np.ndarray, out: np.ndarray) -> None:
+    """`_sep_vectors` of one hop (power, cleaned: (bins,)), written into `out` (SEP_DIM,)."""
+    nc = NET_SETTINGS.n_coefs
+    out[:nc] = plan.cepstrum_hop(cleaned)
+    band = cleaned[plan.flat_slice] + 1e-20
+    flat = math.exp(float(np.log(band).sum()) / plan.flat_n) / (float(band.sum()) / plan.flat_n)
+    kept = 10 * math.log10((float(cleaned.sum()) + 1e-20) / (float(power.sum()) + 1e-20))
+    out[nc] = math.log10(max(flat, 1e-4))
+    out[nc + 1] = max(kept, -40.0) / 10
 
 
 def live_inputs(
@@ -198,7 +220,7 @@ class Mlp:
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
         z = self.logits(np.atleast_2d(x))
-        pv = 1.0 / (1.0 + np.exp(-np.clip(z[:, 0], -30, 30)))
+        pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))  # np.clip's
         e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
         return pv, e / e.sum(axis=1, keepdims=True)
 
@@ -215,9 +237,14 @@ class VowelNet:
     live_front: str = ""  # "" or LIVE_FRONT_STEADY
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
 
-    def offline_probs(self, y: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net."""
-        f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
+    def offline_probs(
+        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
+        `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
+        where the live net has a front-end)."""
+        if f is None:
+            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         pv, pw = self.offline.predict(
             offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
         )
@@ -337,6 +364,7 @@ class LiveNet:
             from audio.voice_separation import SteadySuppressor
 
             self.sep = SteadySuppressor()
+            self.plan = _plan(NET_SETTINGS, self.sr)
         dim = HOP_DIM + (SEP_DIM if self.sep is not None else 0)
         self.ring = np.zeros((self.span, dim), np.float32)
         self.count = 0
@@ -349,13 +377,20 @@ class LiveNet:
         c = self.cmn.update(cep, level_db)
         if st is not None:
             self.cmn.restore(st)
-        v = np.concatenate([c, [per, np.log10(max(flat, 1e-4))]]).astype(np.float32)
+        v = np.empty(self.ring.shape[1], np.float32)  # this hop's vector, as `hop_vectors`'
+        nc = NET_SETTINGS.n_coefs
+        v[:nc] = c
+        v[nc] = per
+        v[nc + 1] = math.log10(max(flat, 1e-4))
         if self.sep is not None:
-            p = np.asarray(power, np.float64).reshape(1, -1)
-            cleaned = self.sep.step(p[0], commit)[None]
-            v = np.concatenate([v, _sep_vectors(p, cleaned, self.sr)[0]])
+            p = np.asarray(power, np.float64).reshape(-1)
+            _sep_vector_hop(self.plan, p, self.sep.step(p, commit), v[HOP_DIM:])
         if self.count == 0:
             ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
+        elif commit:
+            ring = self.ring
+            ring[:-1] = ring[1:]
+            ring[-1] = v
         else:
             ring = np.concatenate([self.ring[1:], v[None]])
         if commit:

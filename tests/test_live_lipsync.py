@@ -65,6 +65,48 @@ def test_mfcc_batch_equals_stream():
     assert [g[0] for g in got] == f.end.tolist()
 
 
+def test_hop_features_are_the_batch_rows():
+    """The live path's one-hop analysis (`analyse_hop`) is the batch `analyse` of that frame."""
+    from audio.mfcc import MfccSettings, _plan
+    from audio.vowel_net import NET_SETTINGS
+
+    p, q = _plan(MfccSettings(), SR), _plan(NET_SETTINGS, SR)
+    rng = np.random.default_rng(3)
+    for scale in (1e-6, 1e-3, 0.5):
+        fr = rng.standard_normal(p.win + 1) * scale
+        want = p.analyse(fr[None, 1:], fr[:1], q)
+        got = p.analyse_hop(fr, q)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w[0], rtol=1e-12, atol=0)
+        assert p.analyse_hop(fr, q, cepstrum=False)[0] is None
+
+
+def test_offline_gate_is_the_live_engines(profile):
+    """The offline engine runs the live engine's gate on scalars: the same openness and the
+    same classified hops as `_step` hop by hop."""
+    from audio.calibration import synth_vowel
+    from audio.live_lipsync import LiveLipSync
+    from audio.mfcc import mfcc_frames
+    from audio.offline_lipsync import MfccLipSync
+
+    z = np.zeros(SR // 4, np.float32)
+    x = np.concatenate([z, synth_vowel("ja+f5", 60, "A"), z, synth_vowel("en-us+m5", 50, "U"), z])
+    x = x + np.random.default_rng(0).standard_normal(len(x)).astype(np.float32) * 1e-3
+    _t, op, probs = MfccLipSync(profile, net=None).hops(x, SR)
+    eng = LiveLipSync(profile, SR, net=None)
+    f = mfcc_frames(x, SR, eng.stream.settings)
+    tmpl = eng.matcher.probs(f.mfcc)
+    want_op, want_p = [], []
+    for k in range(len(f)):
+        lev, flat, per = float(f.level_db[k]), float(f.flatness[k]), float(f.periodicity[k])
+        fr = eng._step(int(f.end[k]), f.mfcc[k], lev, flat, per, template_probs=tmpl[k])
+        want_op.append(fr.open)
+        want_p.append(np.full(len(tmpl[k]), np.nan) if eng.last_probs is None else eng.last_probs)
+    np.testing.assert_array_equal(op, want_op)
+    np.testing.assert_array_equal(probs, np.array(want_p))  # NaN where no vowel was read
+    assert op.max() > 0.5 and 50 < np.isfinite(probs[:, 0]).sum() < len(probs)
+
+
 def test_onset_lag_silence_closes_and_noise_never_opens(profile):
     from app.bench_lipsync import _run_blocks, close_times, noise, onset_lags, onset_stream
     from audio.live_lipsync import LiveLipSync

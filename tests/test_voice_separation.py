@@ -66,3 +66,18 @@ def test_any_rate_and_short_input(sr):
     assert out.shape == y.shape
     tiny = np.ones(100, np.float32)
     assert np.array_equal(voice_residual(tiny, sr), tiny)
+
+
+@pytest.mark.parametrize(("shape", "k", "axis"), [((40, 300), 25, 1), ((60, 90), 13, 0),
+                                                  ((9, 20), 9, 1), ((7, 5), 9, 1)])  # fmt: skip
+def test_opening_is_scipys(shape, k, axis):
+    """The front-end's openings (shifted-slice minima) are scipy's grey opening, exactly —
+    also where a line is shorter than the window."""
+    from scipy import ndimage
+
+    from audio.voice_separation import _opening
+
+    x = np.random.default_rng(k).random(shape).astype(np.float32)
+    size = [1, 1]
+    size[axis] = k
+    np.testing.assert_array_equal(_opening(x, k, axis), ndimage.grey_opening(x, size=tuple(size)))

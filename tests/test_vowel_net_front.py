@@ -95,3 +95,26 @@ def test_front_ends_survive_the_file(tmp_path):
     np.savez(bad, **arrays)
     with pytest.raises(ValueError, match=r"bad\.npz.*unknown front-end 'magic'"):
         load_net(bad)
+
+
+def test_shared_pass_and_running_mean_are_the_plain_ones():
+    """One FFT pass for two settings gives what two passes give; the batch running mean is
+    `RunningCmn.update` hop after hop (the numbers the net was trained on)."""
+    from audio.mfcc import MfccSettings, mfcc_frames_pair
+    from audio.vowel_net import RunningCmn, running_cmn
+
+    y = _signal()
+    prof = MfccSettings()
+    a, b = mfcc_frames_pair(y, SR, prof, NET_SETTINGS, keep_power=True)
+    pa = mfcc_frames(y, SR, prof)
+    pb = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    for got, want in ((a, pa), (b, pb)):
+        for name in ("end", "mfcc", "level_db", "flatness", "periodicity"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    np.testing.assert_array_equal(b.power, pb.power)
+    with pytest.raises(ValueError, match="share window"):
+        mfcc_frames_pair(y, SR, prof, MfccSettings(win_ms=40.0))
+    init = np.linspace(-1, 1, NET_SETTINGS.n_coefs)
+    r = RunningCmn(init)
+    want = np.stack([r.update(c, lv) for c, lv in zip(pb.mfcc, pb.level_db, strict=True)])
+    np.testing.assert_array_equal(running_cmn(pb, init), want)
