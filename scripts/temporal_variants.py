@@ -14,8 +14,7 @@ from pipeline.reference import make_reference
 from pipeline.stylize import make_effect
 from pipeline.temporal.stage import TemporalStage, flicker, ghosting, laplacian_rms
 from presets.loader import load_preset
-from render.idol import IdolRenderer
-from training.evaluate import paint
+from training.evaluate import clip_renders, paint
 from training.poses import load_heldout_clip
 
 torch.set_num_threads(2)
@@ -34,13 +33,7 @@ track = load_heldout_clip()
 w, h = 640, 360
 for name in presets:
     p = load_preset(name)
-    r = IdolRenderer(w, h, p.palette, p.line)
-    raws, motions = [], []
-    for i in range(N):
-        fr = r.render(track[i])
-        raws.append(torch.from_numpy(fr.rgba.copy()))
-        motions.append(torch.from_numpy(fr.motion.copy()))
-    raw, motion = torch.stack(raws), torch.stack(motions)
+    raw, motion = clip_renders(p, (w, h), N, track)
     idx = torch.arange(N)
     fast = torch.cat([make_effect(p, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)])
     ref = torch.cat(

@@ -128,13 +128,27 @@ def design_metrics(models, size, device, n_per_design: int = 4) -> dict:
 
 
 @torch.no_grad()
+def clip_renders(preset, size, n: int, track=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The idol's raw renders (n, H, W, 4) and motion vectors (n, H, W, 2) over the first n
+    frames of the held-out clip, in `preset`'s palette (CPU tensors)."""
+    from render.idol import IdolRenderer
+
+    track = track if track is not None else load_heldout_clip()
+    r = IdolRenderer(*size, preset.palette, preset.line)
+    raws, motions = [], []
+    for i in range(n):
+        fr = r.render(track[i])
+        raws.append(torch.from_numpy(fr.rgba.copy()))
+        motions.append(torch.from_numpy(fr.motion.copy()))
+    return torch.stack(raws), torch.stack(motions)
+
+
 def clip_flicker(models, size, device, frames: int = 240) -> dict:
     """Flicker (mean |frame - warped previous|, 0..255, covered pixels) on the held-out clip."""
     from pipeline.reference import make_reference
     from pipeline.stylize import make_effect
     from pipeline.temporal.stage import TemporalStage, flicker, ghosting
     from presets.loader import load_preset
-    from render.idol import IdolRenderer
 
     track = load_heldout_clip()
     n = min(frames, len(track))
@@ -142,14 +156,8 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
     res: dict[str, dict] = {}
     for name in PRESETS:
         p = load_preset(name)
-        r = IdolRenderer(w, h, p.palette, p.line)
-        raws, motions = [], []
-        for i in range(n):
-            fr = r.render(track[i])
-            raws.append(torch.from_numpy(fr.rgba.copy()))
-            motions.append(torch.from_numpy(fr.motion.copy()))
-        raw = torch.stack(raws).to(device)
-        motion = torch.stack(motions).to(device)
+        raw, motion = clip_renders(p, size, n, track)
+        raw, motion = raw.to(device), motion.to(device)
         idx = torch.arange(n, dtype=torch.int64, device=device)
         fast_eff = make_effect(p, w, h).to(device)
         ref_eff = make_reference(p, w, h).to(device)
