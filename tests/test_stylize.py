@@ -216,3 +216,19 @@ def test_ink_wash_dry_brush_lays_the_painters_streaks_on_big_masses_only():
     assert float(corr) < -0.3
     # a small dark feature (an eye) is no mass: it stays solid ink
     assert float(lum[dot].max()) < float(lum[inner].quantile(0.5))
+
+
+@pytest.mark.parametrize(
+    "post",
+    ({"shading": 0.0}, {"saturation": 1.0}, {"grain": 0.3}, {"vignette": 0.0}, {"posterize": 4}),
+)
+def test_toon_opaque_path_equals_full_frame(post):
+    """The opaque toon's CPU path (the idol's box only, fewer passes) against the generic
+    full-frame path, for each branch the studio preset itself does not take."""
+    preset = load_preset("studio")
+    preset = preset.model_copy(update={"post": preset.post.model_copy(update=post)})
+    img = torch.stack([synth(shift=s) for s in (0, W * 0.45, -W * 0.45)])
+    crop, full = StylizeStage(preset, W, H), StylizeStage(preset, W, H)
+    full.effect.crop = False
+    idx = torch.arange(3)
+    assert int((crop.apply(img, idx).int() - full.apply(img, idx).int()).abs().max()) <= 1
