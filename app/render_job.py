@@ -471,14 +471,31 @@ def build_graph(
     app/early_analysis.py)."""
     from presets.loader import load_preset
 
-    share_cores_with_other_stages()
-    preset = load_preset(req.preset)
-    # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
-    models = diffusion_models(req) if req.diffusion_on else None
-    clip = decode_for_render(req)
-    if analyze is None:  # the CLI's analysis process needs none of it imported here
-        from audio.analysis import analyze_clip as analyze
-    track = analyze(clip, req.fps, seed=req.seed)
+    if analyze is not None and not req.diffusion_on:
+        # the analysis runs elsewhere: hand it the clip first, so that it works on the other
+        # core while this process imports torch and builds the stages (a thread only waits
+        # on the pipe)
+        from concurrent.futures import ThreadPoolExecutor
+
+        clip = decode_for_render(req)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
+        pending = pool.submit(analyze, clip, req.fps, seed=req.seed)
+        try:
+            share_cores_with_other_stages()
+            preset = load_preset(req.preset)
+            track = pending.result()
+        finally:  # on a bad preset the caller ends the analysis process, which frees the thread
+            pool.shutdown(wait=False)
+        models = None
+    else:
+        share_cores_with_other_stages()
+        preset = load_preset(req.preset)
+        # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
+        models = diffusion_models(req) if req.diffusion_on else None
+        clip = decode_for_render(req)
+        if analyze is None:  # the CLI's analysis process needs none of it imported here
+            from audio.analysis import analyze_clip as analyze
+        track = analyze(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
