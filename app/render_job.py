@@ -535,6 +535,9 @@ def assemble_graph(
         stages = [first, *gpu_stages(req, preset, models, i420=i420)]
     else:
         stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
+    # the CPU chain's own file sink: a look that makes I420 itself hands the encoder those
+    # planes (no RGBA frame packed, no colour conversion in the encoder)
+    i420 = i420 or (sink is None and not req.gpu_stages and stages[-1].give_i420())
     if sink is None:
         if encoders > 1:
             from pipeline.sinks.segmented import SegmentedVideoSink
@@ -562,7 +565,7 @@ def assemble_graph(
                 transparent=req.transparent,
                 x264_preset=req.x264_preset,
             )
-        if req.gpu_stages:  # the encoder reads host memory
+        if req.gpu_stages or i420:  # the encoder reads host memory
             picture = "i420" if i420 else "image"
             sink.needs = spec(picture, size=(w, h), device="cpu")
     drop_unread_motion(first, [*stages[1:], sink])  # the CPU path: no motion vectors drawn

@@ -86,6 +86,43 @@ class Toon(Effect):
         rgb = self._opaque_colour(C.planes_255(x[y0:y1, x0:x1]), win, box, g)
         out[y0:y1, x0:x1].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, None, None))
 
+    # ---- I420 straight from the colour planes (the CPU chain's MP4) -------------------------
+
+    @property
+    def gives_i420(self) -> bool:
+        """Whether `i420` can make this effect's frames (opaque, the CPU path's look)."""
+        return not self.transparent and self.post.posterize <= 1 and self.crop
+
+    def i420(self, x: torch.Tensor, g: int) -> torch.Tensor:
+        """Frame x uint8 (H, W, 4) on the CPU with grain variant g -> its stylized picture as
+        I420 planes, uint8 (H * 3 // 2, W): exactly `rgba_to_i420` of what `_one` makes (the
+        same uint8 values through the same arithmetic), without making the RGBA frame. The
+        empty frame's planes are made once; the idol's box (8-pixel aligned, so its 2x2 chroma
+        blocks are whole) is converted from the colour planes and pasted over them."""
+        from pipeline.accel.i420 import rgb_planes_to_i420
+
+        H, W = self.height, self.width
+        planes = self._empty_i420()[g].clone()
+        extent = C.alpha_extent(x)
+        if extent is None:
+            return planes
+        win, box = self._boxes(extent)
+        y0, y1, x0, x1 = box
+        rgb = self._opaque_colour(C.planes_255(x[y0:y1, x0:x1]), win, box, g)
+        luma, cb, cr = rgb_planes_to_i420(rgb.clamp_(0.0, 255.0).floor_())
+        planes[y0:y1, x0:x1] = luma
+        chroma = planes[H:].view(2, H // 2, W // 2)
+        chroma[0, y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = cb
+        chroma[1, y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = cr
+        return planes
+
+    def _empty_i420(self) -> torch.Tensor:
+        if getattr(self, "_i420_empty", None) is None:
+            from pipeline.accel.i420 import rgba_to_i420
+
+            self._i420_empty = rgba_to_i420(self._empty(torch.device("cpu")))
+        return self._i420_empty
+
     def _opaque_colour(self, q, win, box, g):
         """`_colour` of an opaque frame, on planar q (4, h, w) in 0..255 at frame box `box`,
         rearranged into fewer full-resolution passes (15 instead of 27; the same values up to
