@@ -3,6 +3,8 @@
     StylizeStage(preset, width, height, transparent=False, compile=False, cuda_graph=None)
         name "stylize", needs spec("image"), gives spec("image")
         process_batch(frames): stacks the images, runs the preset's effect once, unstacks.
+        give_i420(): on the CPU, where the look makes them itself (toon, opaque), hand on
+        `Frame.i420` planes instead of RGBA images (the CPU chain's video file, app/render_job).
         On cuda (the setup context's extras["device"]) the effect of one frame is captured at
         setup as one CUDA graph per grain variant and replayed per frame: the effect is a few
         hundred small kernels, so eagerly it costs the Python thread more than the GPU.
