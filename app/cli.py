@@ -102,7 +102,12 @@ def _add_look_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_render_options(p: argparse.ArgumentParser) -> None:
+# `kagura demo`'s encoder: on the demo's 720p frames superfast costs about half of veryfast's
+# CPU per frame for a higher PSNR at about twice the bit rate (docs/BENCHMARKS.md)
+DEMO_X264_PRESET = "superfast"
+
+
+def _add_render_options(p: argparse.ArgumentParser, x264_preset: str = "veryfast") -> None:
     from app.gpu_options import add_gpu_options
 
     _add_look_options(p)
@@ -134,8 +139,8 @@ def _add_render_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--x264-preset",
         choices=X264_PRESETS,
-        default="veryfast",
-        help="libx264 speed/size trade-off for MP4 (default veryfast)",
+        default=x264_preset,
+        help=f"libx264 speed/size trade-off for MP4 (default {x264_preset})",
     )
 
 
@@ -213,7 +218,7 @@ def render_parser(prog: str = "kagura render") -> argparse.ArgumentParser:
 
 def _fill_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
-    _add_render_options(p)
+    _add_render_options(p, x264_preset=DEMO_X264_PRESET)
 
 
 def _fill_still(p: argparse.ArgumentParser) -> None:

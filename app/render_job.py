@@ -471,14 +471,31 @@ def build_graph(
     app/early_analysis.py)."""
     from presets.loader import load_preset
 
-    share_cores_with_other_stages()
-    preset = load_preset(req.preset)
-    # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
-    models = diffusion_models(req) if req.diffusion_on else None
-    clip = decode_for_render(req)
-    if analyze is None:  # the CLI's analysis process needs none of it imported here
-        from audio.analysis import analyze_clip as analyze
-    track = analyze(clip, req.fps, seed=req.seed)
+    if analyze is not None and not req.diffusion_on:
+        # the analysis runs elsewhere: hand it the clip first, so that it works on the other
+        # core while this process imports torch and builds the stages (a thread only waits
+        # on the pipe)
+        from concurrent.futures import ThreadPoolExecutor
+
+        clip = decode_for_render(req)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
+        pending = pool.submit(analyze, clip, req.fps, seed=req.seed)
+        try:
+            share_cores_with_other_stages()
+            preset = load_preset(req.preset)
+            track = pending.result()
+        finally:  # on a bad preset the caller ends the analysis process, which frees the thread
+            pool.shutdown(wait=False)
+        models = None
+    else:
+        share_cores_with_other_stages()
+        preset = load_preset(req.preset)
+        # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
+        models = diffusion_models(req) if req.diffusion_on else None
+        clip = decode_for_render(req)
+        if analyze is None:  # the CLI's analysis process needs none of it imported here
+            from audio.analysis import analyze_clip as analyze
+        track = analyze(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
@@ -518,6 +535,9 @@ def assemble_graph(
         stages = [first, *gpu_stages(req, preset, models, i420=i420)]
     else:
         stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
+    # the CPU chain's own file sink: a look that makes I420 itself hands the encoder those
+    # planes (no RGBA frame packed, no colour conversion in the encoder)
+    i420 = i420 or (sink is None and not req.gpu_stages and stages[-1].give_i420())
     if sink is None:
         if encoders > 1:
             from pipeline.sinks.segmented import SegmentedVideoSink
@@ -545,7 +565,7 @@ def assemble_graph(
                 transparent=req.transparent,
                 x264_preset=req.x264_preset,
             )
-        if req.gpu_stages:  # the encoder reads host memory
+        if req.gpu_stages or i420:  # the encoder reads host memory
             picture = "i420" if i420 else "image"
             sink.needs = spec(picture, size=(w, h), device="cpu")
     drop_unread_motion(first, [*stages[1:], sink])  # the CPU path: no motion vectors drawn

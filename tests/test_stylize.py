@@ -216,3 +216,37 @@ def test_ink_wash_dry_brush_lays_the_painters_streaks_on_big_masses_only():
     assert float(corr) < -0.3
     # a small dark feature (an eye) is no mass: it stays solid ink
     assert float(lum[dot].max()) < float(lum[inner].quantile(0.5))
+
+
+@pytest.mark.parametrize(
+    "post",
+    ({"shading": 0.0, "saturation": 1.0, "vignette": 0.0}, {"grain": 0.3}),
+)
+def test_toon_opaque_path_equals_full_frame(post):
+    """The opaque toon's CPU path (the idol's box only, fewer passes) against the generic
+    full-frame path, for each branch the studio preset itself does not take."""
+    preset = load_preset("studio")
+    preset = preset.model_copy(update={"post": preset.post.model_copy(update=post)})
+    img = torch.stack([synth(shift=s) for s in (0, W * 0.45)])
+    crop, full = StylizeStage(preset, W, H), StylizeStage(preset, W, H)
+    full.effect.crop = False
+    idx = torch.arange(2)
+    assert int((crop.apply(img, idx).int() - full.apply(img, idx).int()).abs().max()) <= 1
+
+
+def test_toon_i420_frames_equal_the_rgba_frames_converted():
+    """The CPU chain's I420 hand-off: the planes the toon makes itself are exactly
+    rgba_to_i420 of its RGBA frames (idol inside, at the edges, and an empty frame)."""
+    from pipeline.accel.i420 import rgba_to_i420
+
+    rgba, planar = stage("studio"), stage("studio")
+    assert planar.give_i420() and "i420" in planar.gives.fields
+    fs = frames(1)
+    fs.append(fs[0].with_(index=1, image=synth(shift=W * 0.45)))
+    fs.append(fs[0].with_(index=2, image=torch.zeros(H, W, 4, dtype=torch.uint8)))
+    want = rgba_to_i420(torch.stack([f.image for f in rgba.process_batch(fs)]))
+    got = planar.process_batch(fs)
+    assert all(f.image is None for f in got)
+    assert torch.equal(torch.stack([f.i420 for f in got]), want)
+    for name, transparent in (("ink-wash", False), ("studio", True)):
+        assert not StylizeStage(load_preset(name), W, H, transparent=transparent).give_i420()

@@ -44,18 +44,32 @@ def rgba_to_i420(x: torch.Tensor) -> torch.Tensor:
     b, h, w, _ = x.shape
     rows, _ = i420_shape(w, h)
     rgb = x[..., :3].permute(0, 3, 1, 2).float()  # (B, 3, H, W), 0..255
-    r, g, bl = rgb.unbind(1)
+    y, cb, cr = rgb_planes_to_i420(rgb)
     out = torch.empty(b, rows, w, dtype=torch.uint8, device=x.device)
+    out[:, :h] = y
+    quarter = h * w // 4
+    flat = out.view(b, -1)
+    flat[:, h * w : h * w + quarter] = cb.reshape(b, -1)
+    flat[:, h * w + quarter :] = cr.reshape(b, -1)
+    return out
+
+
+def rgb_planes_to_i420(rgb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float (…, 3, h, w) whole numbers 0..255 (an RGB picture's uint8 values; h, w even) ->
+    uint8 Y (…, h, w), Cb and Cr (…, h/2, w/2): the arithmetic of `rgba_to_i420`, for a
+    caller that holds the picture as float planes already (the CPU stylize, on the idol's box)."""
+    r, g, bl = rgb.unbind(-3)
     luma = (r * KR).add_(g, alpha=KG).add_(bl, alpha=KB)  # 0..255
-    out[:, :h] = luma.mul(_Y_SCALE).add_(16.5).floor_().clamp_(0, 255).to(torch.uint8)
-    # chroma from the 2x2 means of R, G, B (luma of the mean = mean of the luma: linear)
-    m = torch.nn.functional.avg_pool2d(rgb, 2)  # (B, 3, H/2, W/2)
-    mr, mg, mb = m.unbind(1)
+    # 16.5..235.5 (Y) and 16.5..240.5 (Cb, Cr) for inputs in 0..255: positive and in range, so
+    # the conversion's truncation is the floor and no clamp is needed
+    y = luma.mul_(_Y_SCALE).add_(16.5).to(torch.uint8)
+    # chroma from the 2x2 means of R, G, B (luma of the mean = mean of the luma: linear);
+    # summed as rows then columns: the sums of whole numbers are exact in any order, so this
+    # equals avg_pool2d(rgb, 2), which is several times slower on the CPU
+    rows = torch.add(rgb[..., 0::2, :], rgb[..., 1::2, :])
+    m = torch.add(rows[..., 0::2], rows[..., 1::2]).mul_(0.25)  # (…, 3, h/2, w/2)
+    mr, mg, mb = m.unbind(-3)
     my = (mr * KR).add_(mg, alpha=KG).add_(mb, alpha=KB)
     cb = (mb - my).mul_(_C_SCALE / (2.0 * (1.0 - KB))).add_(128.5)
     cr = (mr - my).mul_(_C_SCALE / (2.0 * (1.0 - KR))).add_(128.5)
-    quarter = h * w // 4
-    flat = out.view(b, -1)
-    flat[:, h * w : h * w + quarter] = cb.floor_().clamp_(0, 255).to(torch.uint8).view(b, -1)
-    flat[:, h * w + quarter :] = cr.floor_().clamp_(0, 255).to(torch.uint8).view(b, -1)
-    return out
+    return y, cb.to(torch.uint8), cr.to(torch.uint8)

@@ -3,6 +3,8 @@
     StylizeStage(preset, width, height, transparent=False, compile=False, cuda_graph=None)
         name "stylize", needs spec("image"), gives spec("image")
         process_batch(frames): stacks the images, runs the preset's effect once, unstacks.
+        give_i420(): on the CPU, where the look makes them itself (toon, opaque), hand on
+        `Frame.i420` planes instead of RGBA images (the CPU chain's video file, app/render_job).
         On cuda (the setup context's extras["device"]) the effect of one frame is captured at
         setup as one CUDA graph per grain variant and replayed per frame: the effect is a few
         hundred small kernels, so eagerly it costs the Python thread more than the GPU.
@@ -75,10 +77,23 @@ class StylizeStage(BaseStage):
         self._fn = self.effect
         self._cuda_graph = cuda_graph
         self._graphs: list | None = None  # one GraphCache per grain variant
+        self._i420 = False
+
+    def give_i420(self) -> bool:
+        """Hand on I420 planes (`Frame.i420`, what an opaque video file encodes) instead of
+        RGBA where the effect makes them itself on the CPU (toon: neither the RGBA frame nor
+        the encoder's colour conversion is made). Returns whether the stage now does."""
+        if not getattr(self.effect, "gives_i420", False):
+            return False
+        self._i420 = True
+        self.gives = spec("i420", size=(self.width, self.height), device="cpu")
+        return True
 
     def setup(self, ctx: Context) -> None:
         keep_freed_memory()  # reuse freed large buffers instead of page-faulting fresh ones
         device = torch.device(ctx.extras.get("device", "cpu"))
+        if self._i420 and device.type != "cpu":
+            raise ValueError("stylize: I420 frames are made on the CPU only")
         if self._compile:
             self._fn = torch.compile(self.effect, dynamic=False)
         # warm up (and compile) with a full batch so the first real frame pays nothing
@@ -147,6 +162,14 @@ class StylizeStage(BaseStage):
                     f"{None if f.image is None else tuple(f.image.shape)}, "
                     f"expected ({self.height}, {self.width}, 4) uint8"
                 )
+        if self._i420:
+            with torch.inference_mode():
+                pics = [self.effect.i420(f.image, f.index % self.effect.variants) for f in frames]
+            ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
+            return [
+                f.with_(image=None, i420=p).timed(self.name, ms)
+                for f, p in zip(frames, pics, strict=True)
+            ]
         x = torch.stack([f.image for f in frames])
         idx = torch.tensor([f.index for f in frames], dtype=torch.int64)
         y = self.apply(x, idx)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -108,12 +109,43 @@ def to_u8(x: torch.Tensor) -> torch.Tensor:
 def planes(x: torch.Tensor) -> torch.Tensor:
     """uint8 (h, w, 4) RGBA (rows may be strided) -> float32 (4, h, w) 0..1.
 
-    One converting copy from the permuted view, then one scale: measured about twice as fast
-    on the CPU (torch 2.13) as splitting each pixel's int32 with shifts and masks, and equal
-    bit for bit."""
+    One converting copy from the permuted view, then one scale. On the CPU numpy makes that
+    copy: its transposing cast is several times faster than torch's permuted copy (torch
+    2.13, docs/BENCHMARKS.md), and both are exact (every uint8 is a float32)."""
+    if x.device.type == "cpu":
+        return planes_255(x).mul_(1.0 / 255.0)
     out = torch.empty((4, x.shape[0], x.shape[1]), dtype=torch.float32, device=x.device)
     out.copy_(x.permute(2, 0, 1))
     return out.mul_(1.0 / 255.0)
+
+
+def planes_255(x: torch.Tensor) -> torch.Tensor:
+    """uint8 (h, w, 4) RGBA on the CPU (rows may be strided) -> float32 (4, h, w) 0..255: one
+    transposing cast (numpy's; see `planes`)."""
+    return torch.from_numpy(x.numpy().transpose(2, 0, 1).astype(np.float32, order="C"))
+
+
+def alpha_extent(x: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """The box (y0, y1, x0, x1) of the pixels with alpha > 0 of uint8 (H, W, 4) RGBA, None
+    when there are none. Each pixel read as one little-endian int32 has alpha in its top byte,
+    so alpha > 0 exactly when that int32 is negative or at least 2**24: four contiguous
+    min/max reductions, several times cheaper than extracting the alpha plane."""
+    v = x.view(torch.int32).squeeze(-1)
+    rows = torch.nonzero((v.amax(1) >= 1 << 24) | (v.amin(1) < 0)).flatten()
+    if rows.numel() == 0:
+        return None
+    v = v[int(rows[0]) : int(rows[-1]) + 1]
+    cols = torch.nonzero((v.amax(0) >= 1 << 24) | (v.amin(0) < 0)).flatten()
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+
+
+def copy_outside(dst: torch.Tensor, src: torch.Tensor, box: tuple[int, int, int, int]) -> None:
+    """dst = src everywhere but inside box (y0, y1, x0, x1) of the (H, W, …) images."""
+    y0, y1, x0, x1 = box
+    dst[:y0].copy_(src[:y0])
+    dst[y1:].copy_(src[y1:])
+    dst[y0:y1, :x0].copy_(src[y0:y1, :x0])
+    dst[y0:y1, x1:].copy_(src[y0:y1, x1:])
 
 
 def pool(x: torch.Tensor, factor: int) -> torch.Tensor:

@@ -4,6 +4,12 @@ Per pixel (premultiplied c, alpha a, vignette v, 1/8-res blurred alpha ab):
     shade = 1 - 0.35 * shading * clamp((1 - ab) * 2.5, 0, 1) * a
     c' = saturate(c) * shade                 (saturation is linear, so it commutes with shade)
     out = c' * v + (bg * v) * (1 - a) + grain
+
+Opaque frames on the CPU take a shorter path (`_one`): every pixel where a = 0 is the empty
+frame's (c = 0 there, so out = bg * v + grain), so the colour math runs on the idol's own box
+(alpha > 0) instead of the whole window, the rest is copied from the empty frame, and the box
+is found with int32 reductions. The low-resolution shading field is still pooled and blurred
+on the window's grid, so the pixels equal the generic path's (tests/test_stylize.py).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from pipeline.stylize import common as C
-from pipeline.stylize.base import Effect
+from pipeline.stylize.base import ALIGN, TIGHT_ALIGN, Effect
 
 
 class Toon(Effect):
@@ -23,15 +29,25 @@ class Toon(Effect):
         if not transparent:  # background already under the vignette, in 0..255
             self.register_buffer("bgv255", self.bg * self.v255, persistent=False)
         self.register_buffer("grain255", self.grain * (0.04 * self.grain_amount * 255.0), False)
+        if not transparent:  # the opaque CPU path's background terms: bg·v + 0.5 and bg·v / 255
+            self.register_buffer("bgv_half", self.bgv255 + 0.5, persistent=False)
+            self.register_buffer("bgv_unit", self.bgv255 / 255.0, persistent=False)
 
     def compute(self, p, win, g):
-        post = self.post
-        y0, y1, x0, x1 = win
         h, w = p.shape[1:]
+        ab = None
+        if self.post.shading > 0:
+            ab = C.upsample(C.blur_p(C.pool(p[3:4], 8), 2, 3), 8, h, w)[0]
+        return self._colour(p, ab, win, g), None
+
+    def _colour(self, p, ab, box, g):
+        """The colour math on planar p (4, h, w) at frame box (y0, y1, x0, x1), with `ab` the
+        upsampled blurred alpha there (None: no shading) -> rgb (3, h, w) in 0..255 (+0.5)."""
+        post = self.post
+        y0, y1, x0, x1 = box
         c, a = p[:3], p[3]
         sv = self.v255[y0:y1, x0:x1] if post.vignette > 0 else None
-        if post.shading > 0:
-            ab = C.upsample(C.blur_p(C.pool(p[3:4], 8), 2, 3), 8, h, w)[0]
+        if ab is not None:
             shade = ab.mul_(-2.5).add_(2.5).clamp_(0, 1).mul_(a)
             shade.mul_(-0.35 * post.shading).add_(1.0)
             sv = shade.mul_(sv) if sv is not None else shade.mul_(255.0)
@@ -50,4 +66,111 @@ class Toon(Effect):
         if self.grain_amount > 0:
             gr = self.grain255[g, y0:y1, x0:x1]
             out.add_(gr if not self.transparent else gr * a)
-        return out.add_(0.5), None
+        return out.add_(0.5)
+
+    # ---- the opaque CPU path ------------------------------------------------------------
+
+    def _one(self, x, out, g):
+        fast = not self.transparent and self.post.posterize <= 1
+        if not fast or not self.crop or x.device.type != "cpu":
+            super()._one(x, out, g)
+            return
+        empty = self._empty(x.device)[g]
+        extent = C.alpha_extent(x)
+        if extent is None:
+            out.copy_(empty)
+            return
+        win, box = self._boxes(extent)
+        C.copy_outside(out, empty, box)
+        y0, y1, x0, x1 = box
+        rgb = self._opaque_colour(C.planes_255(x[y0:y1, x0:x1]), win, box, g)
+        out[y0:y1, x0:x1].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, None, None))
+
+    # ---- I420 straight from the colour planes (the CPU chain's MP4) -------------------------
+
+    @property
+    def gives_i420(self) -> bool:
+        """Whether `i420` can make this effect's frames (opaque, the CPU path's look)."""
+        return not self.transparent and self.post.posterize <= 1 and self.crop
+
+    def i420(self, x: torch.Tensor, g: int) -> torch.Tensor:
+        """Frame x uint8 (H, W, 4) on the CPU with grain variant g -> its stylized picture as
+        I420 planes, uint8 (H * 3 // 2, W): exactly `rgba_to_i420` of what `_one` makes (the
+        same uint8 values through the same arithmetic), without making the RGBA frame. The
+        empty frame's planes are made once; the idol's box (8-pixel aligned, so its 2x2 chroma
+        blocks are whole) is converted from the colour planes and pasted over them."""
+        from pipeline.accel.i420 import rgb_planes_to_i420
+
+        H, W = self.height, self.width
+        planes = self._empty_i420()[g].clone()
+        extent = C.alpha_extent(x)
+        if extent is None:
+            return planes
+        win, box = self._boxes(extent)
+        y0, y1, x0, x1 = box
+        rgb = self._opaque_colour(C.planes_255(x[y0:y1, x0:x1]), win, box, g)
+        luma, cb, cr = rgb_planes_to_i420(rgb.clamp_(0.0, 255.0).floor_())
+        planes[y0:y1, x0:x1] = luma
+        chroma = planes[H:].view(2, H // 2, W // 2)
+        chroma[0, y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = cb
+        chroma[1, y0 // 2 : y1 // 2, x0 // 2 : x1 // 2] = cr
+        return planes
+
+    def _empty_i420(self) -> torch.Tensor:
+        if getattr(self, "_i420_empty", None) is None:
+            from pipeline.accel.i420 import rgba_to_i420
+
+            self._i420_empty = rgba_to_i420(self._empty(torch.device("cpu")))
+        return self._i420_empty
+
+    def _opaque_colour(self, q, win, box, g):
+        """`_colour` of an opaque frame, on planar q (4, h, w) in 0..255 at frame box `box`,
+        rearranged into fewer full-resolution passes (15 instead of 27; the same values up to
+        float rounding, so a level at most where a result sits on a rounding edge):
+
+            sv  = v255 - (0.35 shading / 255) · v255 · clamp(2.5 - 2.5 ab, 0, 1) · a255
+            c'  = lum(q) · (1 - s) / 255 + q · s / 255
+            out = (bg·v + 0.5) - (bg·v / 255) · a255 + grain + c' · sv
+
+        the affine step on ab done on the 1/8-res field before upsampling (bilinear commutes
+        with it), the 1/255 scalings folded into the constants."""
+        post = self.post
+        y0, y1, x0, x1 = box
+        a = q[3]
+        sv = self.v255[y0:y1, x0:x1]
+        if post.shading > 0:
+            wy0, wy1, wx0, wx1 = win
+            wh, ww = wy1 - wy0, wx1 - wx0
+            inner = y0 - wy0, y1 - wy0, x0 - wx0, x1 - wx0
+            low = C.pool_into(q[3:4], 8, -(-wh // 8), -(-ww // 8), inner)
+            low = C.blur_p(low, 2, 3).mul_(-2.5 / 255.0).add_(2.5)
+            t = C.upsample_part(low, 8, wh, ww, inner)[0].clamp_(0, 1).mul_(a)
+            sv = torch.addcmul(sv, t, sv, value=-0.35 * post.shading / 255.0)
+        s = post.saturation
+        c = q[:3]
+        if s != 1.0:
+            k = (1.0 - s) / 255.0
+            lum = torch.mul(c[0], C.LUMA[0] * k)
+            lum.add_(c[1], alpha=C.LUMA[1] * k).add_(c[2], alpha=C.LUMA[2] * k)
+            c = torch.add(lum, c, alpha=s / 255.0)
+        else:
+            sv = sv * (1.0 / 255.0)
+        out = torch.addcmul(
+            self.bgv_half[:, y0:y1, x0:x1], self.bgv_unit[:, y0:y1, x0:x1], a, value=-1.0
+        )
+        if self.grain_amount > 0:
+            out.add_(self.grain255[g, y0:y1, x0:x1])
+        return out.addcmul_(c, sv)
+
+    def _boxes(self, extent):
+        """(window, tight box), both in frame coordinates, of the alpha extent (y0, y1, x0, x1):
+        the same arithmetic as Effect._window (the window grown by `reach` and aligned to ALIGN,
+        the box aligned to TIGHT_ALIGN inside it)."""
+        y0, y1, x0, x1 = extent
+        r, t = self.reach, TIGHT_ALIGN
+        wy0, wx0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
+        wy1 = min(self.height, -(-(y1 + r) // ALIGN) * ALIGN)
+        wx1 = min(self.width, -(-(x1 + r) // ALIGN) * ALIGN)
+        ty0, tx0 = y0 // t * t, x0 // t * t
+        ty1, tx1 = min(wy1, -(-y1 // t) * t), min(wx1, -(-x1 // t) * t)
+        return (wy0, wy1, wx0, wx1), (ty0, ty1, tx0, tx1)
