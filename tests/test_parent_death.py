@@ -33,10 +33,20 @@ def _wait_gone(pids: list[int], within_s: float) -> list[int]:
     return alive
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
+        return b""
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(x) for x in (task / "children").read_text().split()]
+        try:  # a thread may end between the listing and the read (the render's hand-off thread)
+            out += [int(x) for x in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return out
 
 
@@ -74,11 +84,7 @@ def test_render_workers_die_with_a_sigkilled_render(tmp_path):
         # a worker has armed its guards before it starts its second thread (the parent watch)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            workers = [
-                c
-                for c in _children(proc.pid)
-                if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
-            ]
+            workers = [c for c in _children(proc.pid) if b"spawn_main" in _cmdline(c)]
             if len(workers) == 4 and all(_threads(w) >= 2 for w in workers):
                 break
             time.sleep(0.02)
