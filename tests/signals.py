@@ -1,8 +1,22 @@
-"""Synthetic test signals shared by the motion tests."""
+"""Test signals shared by several test modules: synthetic ones, and real speech from espeak-ng."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
+import pytest
+
+
+def espeak_speech(path: Path, text: str) -> Path:
+    """`text` spoken by espeak-ng (en-us+f3, 150 words/min) into the WAV `path` (22.05 kHz);
+    `[[_:_:_:]]` in the text is a pause."""
+    if shutil.which("espeak-ng") is None:
+        pytest.fail("espeak-ng is missing: run scripts/setup.sh (it installs it)")
+    subprocess.run(["espeak-ng", "-v", "en-us+f3", "-s", "150", "-w", str(path), text], check=True)
+    return path
 
 
 def click_track(seconds: float, bpm: float, sr: int, dtype=np.float32) -> np.ndarray:

@@ -5,8 +5,6 @@ are bit-exact, and neither a still nor a transparent WebM shows the built-in ido
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import subprocess
 
 import av
 import numpy as np
@@ -30,6 +28,7 @@ from render.pool import PooledRenderStage
 from render.process import RenderProcessStage
 from render.stage import RenderStage
 from tests.avatar_art import BACK_RGB, BODY_RGB, EYE_RGB, HAIR_RGB, MOUTH_RGB, SKIN_RGB, write_psd
+from tests.signals import espeak_speech
 from tests.test_parallel_render import Collect
 
 W, H, FPS = 320, 180, 30
@@ -48,15 +47,12 @@ def preset():
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory):
     """~6 s of real speech with pauses (espeak-ng)."""
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is missing: run scripts/setup.sh (it installs it)")
     path = tmp_path_factory.mktemp("speech") / "speech.wav"
     text = (
         "Hello everyone. [[_:_:_:_:]] Welcome to my stage tonight! [[_:_:_:_:]] "
         "This is my very own avatar. [[_:_:_:]] Are you ready to sing with me?"
     )
-    subprocess.run(["espeak-ng", "-v", "en-us+f3", "-s", "150", "-w", str(path), text], check=True)
-    return path
+    return espeak_speech(path, text)
 
 
 def _count(rgba: np.ndarray, rgb: tuple[int, int, int], tol: int = 8) -> int:

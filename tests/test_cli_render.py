@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from app.cli import main
+from tests.signals import espeak_speech
 
 REPO = Path(__file__).resolve().parent.parent
 FPS = 24
@@ -37,12 +37,9 @@ def kagura(
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> Path:
     """~4 s of real speech with pauses, from espeak-ng, as a 22.05 kHz WAV."""
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is missing: run scripts/setup.sh (it installs it)")
     path = tmp_path_factory.mktemp("speech") / "speech.wav"
     text = "Hello everyone. [[_:_:_:_:]] Welcome to my stage tonight! [[_:_:_:_:]] Are you ready to sing with me?"
-    subprocess.run(["espeak-ng", "-v", "en-us+f3", "-s", "150", "-w", str(path), text], check=True)
-    return path
+    return espeak_speech(path, text)
 
 
 def probe(path: Path) -> dict:

@@ -8,8 +8,6 @@ starts afresh, so only the pictures, not the decoded bytes, are identical then.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import av
@@ -21,18 +19,16 @@ from core.stage import spec
 from farm import segments as seg
 from pipeline.sinks.output import partial_path
 from presets.loader import load_preset
+from tests.signals import espeak_speech
 
 W, H, FPS = 96, 64, 12
 
 
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory) -> Path:
-    if shutil.which("espeak-ng") is None:
-        pytest.fail("espeak-ng is missing: run scripts/setup.sh (it installs it)")
     path = tmp_path_factory.mktemp("speech") / "speech.wav"
     text = "Hello everyone. Welcome to my stage tonight! Are you ready to sing with me?"
-    subprocess.run(["espeak-ng", "-v", "en-us+f3", "-s", "150", "-w", str(path), text], check=True)
-    return path
+    return espeak_speech(path, text)
 
 
 class _Pictures:
