@@ -88,19 +88,22 @@ class InkWash(Effect):
         """Lighten the ink density d (bh, bw, in place) in the bristle gaps of the big dark
         masses. The masses come from the low-res fields (an opening: the eyes and lines are
         too small to count); the running-dry sum goes down the window's columns."""
-        dl = low[2] / low[0].clamp(min=1e-3)
-        core = smoothstep(0.7, 0.85, C.blur_p(smoothstep(0.55, 0.85, dl * low[0])[None], 2, 3))
+        # low[2]: the pooled ink density x coverage
+        core = smoothstep(0.7, 0.85, C.blur_p(smoothstep(0.55, 0.85, low[2])[None], 2, 3))
         mass = smoothstep(0.05, 0.3, C.blur_p(core, 2, 3))
         run = mass.cumsum(1).mul_(self.run_scale)
         cut = smoothstep(0.15, 1.0, run).mul_(1.3).sub_(1.0)
-        # only the part of the box the masses reach (one low-res cell of bilinear margin)
-        rows, cols = torch.nonzero(mass[0].amax(1)).flatten(), torch.nonzero(mass[0].amax(0))
-        if rows.numel() == 0:
-            return
-        y0, x0 = max(box[0], 4 * int(rows[0]) - 4), max(box[2], 4 * int(cols[0]) - 4)
-        y1, x1 = min(box[1], 4 * int(rows[-1]) + 8), min(box[3], 4 * int(cols[-1]) + 8)
-        if y1 <= y0 or x1 <= x0:
-            return
+        y0, y1, x0, x1 = box
+        if d.device.type == "cpu":
+            # only the part of the box the masses reach (one low-res cell of bilinear margin);
+            # on the CPU only: finding it reads the masses back to the host
+            rows, cols = torch.nonzero(mass[0].amax(1)).flatten(), torch.nonzero(mass[0].amax(0))
+            if rows.numel() == 0:
+                return
+            y0, x0 = max(y0, 4 * int(rows[0]) - 4), max(x0, 4 * int(cols[0]) - 4)
+            y1, x1 = min(y1, 4 * int(rows[-1]) + 8), min(x1, 4 * int(cols[-1]) + 8)
+            if y1 <= y0 or x1 <= x0:
+                return
         h, w = win[1] - win[0], win[3] - win[2]
         mass, cut = C.upsample_part(torch.cat([mass, cut]), 4, h, w, (y0, y1, x0, x1))
         ys, xs = slice(win[0] + y0, win[0] + y1), slice(win[2] + x0, win[2] + x1)
