@@ -130,13 +130,23 @@ def edge_l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.l1_loss(ax, bx) + F.l1_loss(ay, by)
 
 
-def multiscale_edge_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 3) -> torch.Tensor:
-    """edge_l1 at full, half and quarter size: thin lines and broad strokes alike."""
-    total = edge_l1(a, b)
+def multiscale(
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scales: int,
+) -> torch.Tensor:
+    """The mean of loss(a, b) at full size and `scales - 1` halvings of both."""
+    total = loss(a, b)
     for _ in range(scales - 1):
         a, b = F.avg_pool2d(a, 2), F.avg_pool2d(b, 2)
-        total = total + edge_l1(a, b)
+        total = total + loss(a, b)
     return total / scales
+
+
+def multiscale_edge_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 3) -> torch.Tensor:
+    """edge_l1 at full, half and quarter size: thin lines and broad strokes alike."""
+    return multiscale(edge_l1, a, b, scales)
 
 
 def line_edge_l1(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -169,11 +179,7 @@ def texture_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 2) -> torch.Tenso
     """L1 between the detail energies of a and b at full and half size. Texture the input does
     not determine (paper grain, dry-brush strands, film) has no one right place, so pixel and
     gradient L1 reward averaging it away; this rewards the right *amount* of it in each cell."""
-    total = F.l1_loss(detail_energy(a), detail_energy(b))
-    for _ in range(scales - 1):
-        a, b = F.avg_pool2d(a, 2), F.avg_pool2d(b, 2)
-        total = total + F.l1_loss(detail_energy(a), detail_energy(b))
-    return total / scales
+    return multiscale(lambda x, y: F.l1_loss(detail_energy(x), detail_energy(y)), a, b, scales)
 
 
 class PatchDiscriminator(torch.nn.Module):
