@@ -38,7 +38,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def _frames(device: str, size: tuple[int, int], n: int):
-    """n fast-look frames (uint8 (H, W, 4), opaque) of held-out poses, per preset."""
+    """n frames of the model's input (uint8 (H, W, 4), opaque) of held-out poses, per preset."""
     import torch
 
     from training.data import PairMaker, render_specs
@@ -46,7 +46,7 @@ def _frames(device: str, size: tuple[int, int], n: int):
 
     specs = [s for s in heldout_specs(max(1, n)) if s.preset in PRESETS]
     raw = torch.from_numpy(render_specs(specs, *size))
-    fast = PairMaker(size, device).fast(raw, specs)
+    fast = PairMaker(size, device).inputs(raw, specs)
     out: dict[str, list] = {p: [] for p in PRESETS}
     alpha = torch.full((size[1], size[0], 1), 255, dtype=torch.uint8, device=device)
     for s, f in zip(specs, fast, strict=True):

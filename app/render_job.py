@@ -385,7 +385,9 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
     stages: list = []
     if cuda:
         stages.append(UploadStage(render, req.device))
-    stages.append(StylizeStage(preset, *render, transparent=req.transparent))
+    stages.append(
+        StylizeStage(preset, *render, transparent=req.transparent, for_model=models is not None)
+    )
     if models is not None:
         from pipeline.diffusion import DiffusionStage
 

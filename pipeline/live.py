@@ -218,8 +218,16 @@ class LiveSession:
         self._device = gpu.device if gpu is not None else "cpu"
         # GPU sessions draw the idol in a process of their own (render/process.py)
         self._render_process = bool(getattr(gpu, "render_process", False))
+        # a chain with a model paints from the look without its screen effects
+        self._for_model = gpu is not None and gpu.load_models() is not None
         self._look = build_look(
-            preset, render_size, self.fps, transparent, self._device, self._render_process
+            preset,
+            render_size,
+            self.fps,
+            transparent,
+            self._device,
+            self._render_process,
+            self._for_model,
         )
         self._gpu: Any = None
         self._gpu_spec = gpu
@@ -432,6 +440,7 @@ class LiveSession:
                     transparent,
                     self._device,
                     self._render_process,
+                    self._for_model,
                 )
             except Exception as exc:
                 msg = f"cannot switch to preset {preset!r}: {exc}"

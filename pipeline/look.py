@@ -37,12 +37,14 @@ def build_look(
     transparent: bool,
     device: str = "cpu",
     render_process: bool = False,
+    for_model: bool = False,
 ) -> Look:
     """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
     `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
     warm-up frame goes through stylize on the GPU). `render_process`: the idol is drawn by a
     worker process of its own (render/process.py: same pixels, no GIL shared with the
-    session's other threads) instead of on the frame thread."""
+    session's other threads) instead of on the frame thread. `for_model`: Kagura's model
+    paints the look (pipeline.stylize.model_input: its screen effects off)."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.process import RenderProcessStage
@@ -55,7 +57,7 @@ def build_look(
     ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
     make = RenderProcessStage if render_process else RenderStage
     render = make(w, h, p.palette, p.line)
-    stylize = StylizeStage(p, w, h, transparent=transparent)
+    stylize = StylizeStage(p, w, h, transparent=transparent, for_model=for_model)
     try:
         render.setup(ctx)
         stylize.setup(ctx)

@@ -30,7 +30,7 @@ from reference_grid import render
 from pipeline.diffusion import DiffusionStage
 from pipeline.diffusion.kagura_model import load_kagura
 from pipeline.reference import make_reference
-from pipeline.stylize import make_effect
+from pipeline.stylize import make_effect, model_input
 from pipeline.upscale.stage import UpscaleStage
 from presets.loader import load_preset
 
@@ -63,7 +63,8 @@ def main(argv: list[str]) -> None:
         small, big = render(preset, *SMALL), render(preset, *BIG)
         with torch.inference_mode():
             fast_big = make_effect(preset, *BIG).to(dev)(big.to(dev), idx.to(dev))[0]
-            fast_small = make_effect(preset, *SMALL).to(dev)(small.to(dev), idx.to(dev))[0]
+            fast_small = make_effect(model_input(preset), *SMALL).to(dev)
+            fast_small = fast_small(small.to(dev), idx.to(dev))[0]
             st = DiffusionStage(models, preset, *SMALL, device=args.device)
             st.setup(None)
             painted = up.apply(st.apply(fast_small)[None])[0]

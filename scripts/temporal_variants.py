@@ -11,7 +11,7 @@ import torch
 from pipeline.diffusion import load_models
 from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
 from pipeline.reference import make_reference
-from pipeline.stylize import make_effect
+from pipeline.stylize import make_effect, model_input
 from pipeline.temporal.stage import TemporalStage, flicker, ghosting, laplacian_rms
 from presets.loader import load_preset
 from training.evaluate import clip_renders, paint
@@ -35,7 +35,8 @@ for name in presets:
     p = load_preset(name)
     raw, motion = clip_renders(p, (w, h), N, track)
     idx = torch.arange(N)
-    fast = torch.cat([make_effect(p, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)])
+    q = model_input(p)
+    fast = torch.cat([make_effect(q, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)])
     ref = torch.cat(
         [make_reference(p, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)]
     )

@@ -210,11 +210,29 @@ def test_framing_mirrors_and_zooms():
     assert (zoomed[0, ..., 3] > 0).float().mean() > (raw[0, ..., 3] > 0).float().mean()
 
 
-def test_pairs_are_the_fast_look_and_the_reference_look():
+def test_pairs_are_the_models_input_and_the_reference_look():
     raw, specs = RenderPool((96, 56), workers=0).fetch(0, 0, 6)
-    fast, ref = PairMaker((96, 56)).make(raw, specs)
-    assert fast.shape == ref.shape == (6, 3, 56, 96) and fast.dtype == torch.uint8
-    assert (fast.float() - ref.float()).abs().mean() > 3.0
+    inp, ref = PairMaker((96, 56)).make(raw, specs)
+    assert inp.shape == ref.shape == (6, 3, 56, 96) and inp.dtype == torch.uint8
+    assert (inp.float() - ref.float()).abs().mean() > 3.0
+
+
+def test_the_model_trains_on_what_a_chain_with_the_model_stylizes():
+    """The pairs' input is StylizeStage(for_model=True)'s picture (the look a render or live
+    chain with the model hands the diffusion stage), not the look shown without a model."""
+    from pipeline.stylize import StylizeStage
+    from presets.loader import load_preset
+    from training.data import render_specs
+    from training.poses import heldout_specs
+
+    w, h = 96, 56
+    specs = [s for s in heldout_specs(1) if s.preset == "cyberpunk"]
+    raw = torch.from_numpy(render_specs(specs, w, h))
+    fast, inp = PairMaker((w, h)).looks(raw, specs, which=("fast", "input"))
+    stage = StylizeStage(load_preset("cyberpunk"), w, h, for_model=True)
+    fed = stage.apply(raw)[0, ..., :3].permute(2, 0, 1)
+    assert torch.equal(inp[0], fed)
+    assert (fast[0].float() - fed.float()).abs().mean() > 2.0  # scanlines, RGB split, grain
 
 
 def test_heldout_clip_is_the_audio_driven_demo_excerpt():

@@ -27,7 +27,7 @@ def fast_frame() -> torch.Tensor:
     from training.poses import heldout_specs
 
     spec = [s for s in heldout_specs(1) if s.preset == "cyberpunk"]
-    fast = PairMaker((W, H)).fast(torch.from_numpy(render_specs(spec, W, H)), spec)
+    fast = PairMaker((W, H)).inputs(torch.from_numpy(render_specs(spec, W, H)), spec)
     img = torch.full((H, W, 4), 255, dtype=torch.uint8)
     img[..., :3] = fast[0].permute(1, 2, 0)
     return img

@@ -250,3 +250,37 @@ def test_toon_i420_frames_equal_the_rgba_frames_converted():
     assert torch.equal(torch.stack([f.i420 for f in got]), want)
     for name, transparent in (("ink-wash", False), ("studio", True)):
         assert not StylizeStage(load_preset(name), W, H, transparent=transparent).give_i420()
+
+
+def test_the_models_input_is_the_look_without_its_screen_effects():
+    """StylizeStage(for_model=True), what a chain with Kagura's model stylizes: cyberpunk loses
+    its scanlines and RGB split (the rows no longer alternate in brightness) and every preset
+    its per-frame grain (a still idol gives the same frame twice); the look shown without a
+    model keeps all of them."""
+    from pipeline.stylize import model_input
+
+    img = synth()
+    still = [Frame(i * 33_333_333, i, AvatarParams(), image=img) for i in range(2)]
+    for name in BUILTINS:
+        preset = load_preset(name)
+        fed = StylizeStage(preset, W, H, for_model=True)
+        fed.setup(Context(W, H, 30, 48000))
+        a, b = (f.image for f in fed.process_batch(still))
+        assert torch.equal(a, b), name
+        assert fed.preset is preset  # the stage still reports the user's preset
+        again = StylizeStage(model_input(preset), W, H).apply(img[None])[0]
+        assert torch.equal(a, again), name
+        full = stage(name).process_batch(still)
+        if preset.post.grain > 0:
+            assert not torch.equal(full[0].image, full[1].image), name
+
+    cyber = load_preset("cyberpunk")
+    assert cyber.post.scanlines > 0 and cyber.post.chromatic > 0
+    fed = StylizeStage(cyber, W, H, for_model=True).apply(img[None])[0].float()
+    shown = stage("cyberpunk").apply(img[None])[0].float()
+    # scanlines: each row's mean brightness against its neighbours' (a row-periodic ripple)
+    def ripple(x):
+        r = x[..., :3].mean(dim=(1, 2))
+        return (r[1:-1] - (r[:-2] + r[2:]) / 2).abs().mean()
+
+    assert ripple(shown) > 4.0 * ripple(fed)

@@ -5,11 +5,13 @@
         fetch(seed, start, n) -> (uint8 (n, H, W, 4) tensor, [SampleSpec])
         prefetch(seed, start, n)          start the next fetch in the background
     PairMaker(size, device)               on `device`: framing (zoom/offset/mirror), the preset's
-        make(raw, specs) -> (fast, ref)   procedural look (pipeline/stylize, what the diffusion
-                                          stage receives live) and its reference look
-                                          (pipeline/reference, what the model must paint); both
-                                          uint8 (n, 3, H, W)
-        fast(raw, specs) -> fast          the procedural look alone (no reference painted)
+        make(raw, specs) -> (input, ref)  procedural look as the diffusion stage receives it
+                                          (pipeline/stylize.model_input: no screen effects) and
+                                          its reference look (pipeline/reference, what the model
+                                          must paint); both uint8 (n, 3, H, W)
+        inputs(raw, specs) -> input       the model's input alone (no reference painted)
+        looks(raw, specs, which=...)      any of "fast" (the procedural look as shown without a
+                                          model), "input", "ref"
     PairBank(capacity, size, device)      a ring of pairs on the device; training samples
         add(fast, ref, preset_ids), sample(n, generator)   batches from it while a few fresh
                                           pairs replace the oldest every step
@@ -152,15 +154,21 @@ class PairMaker:
         self._kinds, self._make_reference = KINDS, make_reference
 
     def _effect(self, look: str, preset: str, bg: int) -> torch.nn.Module:
-        """The procedural ("fast") or reference ("ref") look of `preset` over background `bg`,
-        built on first use only (a reference painter precomputes its empty frame)."""
+        """The procedural ("fast"), the model's input ("input") or the reference ("ref") look
+        of `preset` over background `bg`, built on first use only (a reference painter
+        precomputes its empty frame)."""
+        from pipeline.stylize import model_input
+
         key = (look, preset, bg)
         if key not in self._cache:
             p = self._presets[preset]
-            if look == "fast":
-                eff = self._kinds[p.post.kind](p, self.w, self.h, False, seed=bg)
-            else:
+            if look in ("fast", "input"):
+                q = model_input(p) if look == "input" else p
+                eff = self._kinds[p.post.kind](q, self.w, self.h, False, seed=bg)
+            elif look == "ref":
                 eff = self._make_reference(p, self.w, self.h, seed=bg)
+            else:
+                raise ValueError(f"pair maker: no look {look!r} (fast, input, ref)")
             self._cache[key] = eff.to(self.device)
         return self._cache[key]
 
@@ -170,7 +178,7 @@ class PairMaker:
         raw: torch.Tensor,
         specs: list[SampleSpec],
         idx: torch.Tensor | None = None,
-        which: tuple[str, ...] = ("fast", "ref"),
+        which: tuple[str, ...] = ("input", "ref"),
     ) -> tuple[torch.Tensor, ...]:
         """uint8 (n, 3, H, W) per look in `which`, for framed raw renders."""
         raw = frame_raw(raw.to(self.device, non_blocking=True), [s.framing for s in specs])
@@ -193,13 +201,13 @@ class PairMaker:
     def make(
         self, raw: torch.Tensor, specs: list[SampleSpec], idx: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(fast, reference) for the raw renders: a training pair each."""
-        fast, ref = self.looks(raw, specs, idx)
-        return fast, ref
+        """(model input, reference) for the raw renders: a training pair each."""
+        inp, ref = self.looks(raw, specs, idx)
+        return inp, ref
 
-    def fast(self, raw: torch.Tensor, specs: list[SampleSpec]) -> torch.Tensor:
-        """The procedural look alone (the model's input), no reference painted."""
-        return self.looks(raw, specs, which=("fast",))[0]
+    def inputs(self, raw: torch.Tensor, specs: list[SampleSpec]) -> torch.Tensor:
+        """The model's input alone, no reference painted."""
+        return self.looks(raw, specs, which=("input",))[0]
 
 
 class PairBank:

@@ -1,10 +1,12 @@
 """How good Kagura's own model is, measured the way it runs: through the real DiffusionStage.
 
-paint(models, fast_u8, preset, device) -> uint8 (n, 3, H, W)
+paint(models, input_u8, preset, device) -> uint8 (n, 3, H, W)
     each picture painted independently by a DiffusionStage with the preset's settings
     (strength, steps, seed: the fixed per-stream noise), stream batch off — the offline path
 heldout_targets(size, device, n) / paint_targets(models, targets, device)
-    the held-out (fast, reference) pictures, made once; the model's paintings of them
+    the held-out (fast, model input, reference) pictures, made once; then (fast, model,
+    reference): the model paints its input (the fast look without screen effects); "fast"
+    is the look shown without a model, the baseline of every comparison
 heldout_metrics(models, size, device, n_per_preset, pictures=None) -> dict
     PSNR / SSIM of the model and of the procedural input against the reference painter, per
     preset, on held-out poses (training/poses.heldout_specs), and the sharpness (Laplacian RMS,
@@ -47,13 +49,13 @@ def _stage(models, preset_name: str, size: tuple[int, int], device: str):
 
 
 @torch.no_grad()
-def paint(models, fast_u8: torch.Tensor, preset: str, device: str) -> torch.Tensor:
-    n, _, h, w = fast_u8.shape
+def paint(models, input_u8: torch.Tensor, preset: str, device: str) -> torch.Tensor:
+    n, _, h, w = input_u8.shape
     st = _stage(models, preset, (w, h), device)
     out = torch.empty(n, 3, h, w, dtype=torch.uint8, device=device)
     alpha = torch.full((h, w, 1), 255, dtype=torch.uint8, device=device)
     for i in range(n):
-        img = torch.cat([fast_u8[i].to(device).permute(1, 2, 0), alpha], dim=2)
+        img = torch.cat([input_u8[i].to(device).permute(1, 2, 0), alpha], dim=2)
         out[i] = st.apply(img)[..., :3].permute(2, 0, 1)
     st.close()
     return out
@@ -78,21 +80,22 @@ def psnr_ssim(a_u8: torch.Tensor, b_u8: torch.Tensor) -> tuple[float, float]:
 
 @torch.no_grad()
 def heldout_targets(size, device, n_per_preset: int, designs: tuple[int, ...] = (0,)) -> dict:
-    """{preset: (fast, reference)} uint8 (n, 3, H, W) on the held-out poses, of each design."""
+    """{preset: (fast, model input, reference)} uint8 (n, 3, H, W) on the held-out poses, of
+    each design."""
     specs = [s for d in designs for s in heldout_specs(n_per_preset, d)]
     maker = PairMaker(size, device)
     raw = torch.from_numpy(render_specs(specs, *size))
-    fast, ref = maker.make(raw, specs)
+    fast, inp, ref = maker.looks(raw, specs, which=("fast", "input", "ref"))
     out = {}
     for preset in PRESETS:
         rows = [i for i, s in enumerate(specs) if s.preset == preset]
-        out[preset] = (fast[rows], ref[rows])
+        out[preset] = (fast[rows], inp[rows], ref[rows])
     return out
 
 
 def paint_targets(models, targets: dict, device) -> dict:
-    """{preset: (fast, model, reference)}: the model paints every held-out fast picture."""
-    return {p: (f, paint(models, f, p, device), r) for p, (f, r) in targets.items()}
+    """{preset: (fast, model, reference)}: the model paints every held-out input."""
+    return {p: (f, paint(models, i, p, device), r) for p, (f, i, r) in targets.items()}
 
 
 def heldout_pictures(models, size, device, n_per_preset: int) -> dict:
@@ -143,10 +146,14 @@ def clip_renders(preset, size, n: int, track=None) -> tuple[torch.Tensor, torch.
     return torch.stack(raws), torch.stack(motions)
 
 
+def _in_batches(effect, raw: torch.Tensor, idx: torch.Tensor, n: int = 8) -> torch.Tensor:
+    return torch.cat([effect(raw[i : i + n], idx[i : i + n]) for i in range(0, len(raw), n)])
+
+
 def clip_flicker(models, size, device, frames: int = 240) -> dict:
     """Flicker (mean |frame - warped previous|, 0..255, covered pixels) on the held-out clip."""
     from pipeline.reference import make_reference
-    from pipeline.stylize import make_effect
+    from pipeline.stylize import make_effect, model_input
     from pipeline.temporal.stage import TemporalStage, flicker, ghosting
     from presets.loader import load_preset
 
@@ -159,11 +166,15 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
         raw, motion = clip_renders(p, size, n, track)
         raw, motion = raw.to(device), motion.to(device)
         idx = torch.arange(n, dtype=torch.int64, device=device)
-        fast_eff = make_effect(p, w, h).to(device)
-        ref_eff = make_reference(p, w, h).to(device)
-        fast = torch.cat([fast_eff(raw[i : i + 8], idx[i : i + 8]) for i in range(0, n, 8)])
-        ref = torch.cat([ref_eff(raw[i : i + 8], idx[i : i + 8]) for i in range(0, n, 8)])
-        painted = paint(models, fast[..., :3].permute(0, 3, 1, 2), name, device)
+        fast, ref, inp = (
+            _in_batches(effect.to(device), raw, idx)
+            for effect in (
+                make_effect(p, w, h),
+                make_reference(p, w, h),
+                make_effect(model_input(p), w, h),
+            )
+        )
+        painted = paint(models, inp[..., :3].permute(0, 3, 1, 2), name, device)
         alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
         model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
         temporal = TemporalStage(device=device)

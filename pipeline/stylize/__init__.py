@@ -1,7 +1,10 @@
 """The procedural post-process stage: background + per-preset look, in torch.
 
-    StylizeStage(preset, width, height, transparent=False, compile=False, cuda_graph=None)
+    StylizeStage(preset, width, height, transparent=False, compile=False, cuda_graph=None,
+                 for_model=False)
         name "stylize", needs spec("image"), gives spec("image")
+        for_model=True: the look Kagura's model paints from (`model_input`), for chains
+        where diffusion follows.
         process_batch(frames): stacks the images, runs the preset's effect once, unstacks.
         give_i420(): on the CPU, where the look makes them itself (toon, opaque), hand on
         `Frame.i420` planes instead of RGBA images (the CPU chain's video file, app/render_job).
@@ -11,6 +14,13 @@
 
     make_effect(preset, width, height, transparent=False) -> torch.nn.Module
         effect(x_u8 (B, H, W, 4) premultiplied, idx int64 (B,)) -> uint8 (B, H, W, 4)
+
+    model_input(preset) -> Preset
+        the preset with its screen effects off (film grain, CRT scanlines, RGB split): what
+        Kagura's model is trained on and fed. The reference painters it learns to paint have
+        none of them, so in its input they were noise to remove: the per-frame grain
+        flickered through the model, the scanlines and the channel split blurred the lines
+        the guided decoder copies. The picture without a model keeps them.
 
 Kinds (`preset.post.kind`): "toon" (pipeline/stylize/toon.py), "ink-wash" (ink_wash.py),
 "cyberpunk" (cyberpunk.py). Frames stay on their device: the effect's constants (background,
@@ -40,7 +50,14 @@ from presets.schema import Preset
 
 KINDS: dict[str, type[Effect]] = {"toon": Toon, "ink-wash": InkWash, "cyberpunk": Cyberpunk}
 
-__all__ = ["KINDS", "StylizeStage", "make_effect"]
+__all__ = ["KINDS", "SCREEN_EFFECTS", "StylizeStage", "make_effect", "model_input"]
+
+# post-process fields that act on the finished frame like a screen, not on the painting
+SCREEN_EFFECTS = {"grain": 0.0, "scanlines": 0.0, "chromatic": 0.0}
+
+
+def model_input(preset: Preset) -> Preset:
+    return preset.model_copy(update={"post": preset.post.model_copy(update=SCREEN_EFFECTS)})
 
 
 def make_effect(preset: Preset, width: int, height: int, transparent: bool = False) -> Effect:
@@ -61,17 +78,20 @@ class StylizeStage(BaseStage):
         transparent: bool = False,
         compile: bool = False,
         cuda_graph: bool | None = None,
+        for_model: bool = False,
     ):
-        """`compile=True` runs the effect through torch.compile at `setup()` (fuses the
+        """`for_model`: the look Kagura's model paints from (`model_input(preset)`; `preset`
+        stays the one the stage reports). `compile=True` runs the effect through torch.compile at `setup()` (fuses the
         per-pixel math; ~5x faster on CPU, needs a C++ compiler / Triton). A compile that fails
         raises: it is never silently replaced by the eager path.
         `cuda_graph`: None = on when the stage is set up on cuda; a capture that fails (or
         whose replay differs from eager) raises GraphCaptureError at setup."""
         self.preset, self.width, self.height = preset, width, height
-        self.transparent = transparent
+        self.transparent, self.for_model = transparent, for_model
         self.needs = spec("image", size=(width, height))
         self.gives = spec("image", size=(width, height))
-        self.effect = make_effect(preset, width, height, transparent).eval()
+        look = model_input(preset) if for_model else preset
+        self.effect = make_effect(look, width, height, transparent).eval()
         self._device = torch.device("cpu")
         self._compile = compile
         self._fn = self.effect
