@@ -136,6 +136,8 @@ class LiveGpu:
     stream_batch   StreamDiffusion stream batch (one UNet call for k steps; the picture lags
                    k - 1 frames, which the latency measurement accounts for)
     max_in_flight  frames issued to the GPU and not yet published
+    compile_unet   the UNet compiled by torch.compile before its CUDA graph is captured
+                   (`kagura bench pipeline --compile-unet`; inductor's caches in compile_cache)
     """
 
     device: str = "cuda"
@@ -156,6 +158,8 @@ class LiveGpu:
     render_process: bool = True  # the idol drawn in its own process (render/process.py)
     label: str = ""  # what runs, for reports (e.g. "sd-turbo RANDOM weights")
     notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
+    compile_unet: bool = False
+    compile_cache: Any = None  # a folder for inductor's caches (None: the user cache dir)
 
     def load_models(self) -> Any:
         m = self.models
@@ -262,6 +266,8 @@ class GpuChain:
                     max_steps=plan.max_steps,
                     cuda_graph=self.cuda and spec.cuda_graphs,
                     latent_scale=scale,
+                    compile_unet=spec.compile_unet,
+                    compile_cache=spec.compile_cache,
                 )
                 for scale in plan.latent_scales.values()
             ]
@@ -444,6 +450,11 @@ class GpuChain:
 
     def stage_stats(self) -> dict[str, dict[str, float]]:
         return self.qc.stage_stats()
+
+    def stage_values(self, name: str) -> list[float]:
+        """A stage's ms per frame as measured (QualityControl), oldest first; call poll() after
+        the frames have finished."""
+        return self.qc.stage_values(name)
 
     def close(self) -> None:
         if self.cuda:
