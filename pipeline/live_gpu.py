@@ -38,12 +38,11 @@ rung pays a first-call cost when the ladder first reaches it.
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
 
-Checked on the H200 (torch.cuda.set_sync_debug_mode, sd-turbo random weights, x4, 60 fps,
-the ladder walking down five rungs): nothing in this chain synchronises the frame thread,
-rung switches included — except the stylize post-process, whose `pipeline/stylize/common.py`
-`upsample` builds a small device tensor from a Python list on every call (a blocking
-host-to-device copy, once per frame). DiffusionStage._motion does the same when the work size
-differs from the input; DiffusionLadder resizes the motion itself to avoid it.
+Nothing in this chain may make the frame thread wait for the GPU, rung switches included. A
+small device tensor built from a Python list on every frame is such a wait (a blocking
+host-to-device copy): hence the cached constants (pipeline/stylize/common.py `_phase_weights`),
+and DiffusionLadder resizing the motion itself (DiffusionStage._motion builds one when the work
+size differs from the input). `torch.cuda.set_sync_debug_mode("warn")` shows any that creep in.
 """
 
 from __future__ import annotations
