@@ -195,14 +195,16 @@ def run_live(
     start_index: int = 0,
     compile_unet: bool = False,
     compile_cache: Path | None = None,
+    transparent: bool = False,
 ) -> LiveResult:
     """Build the live chain, set it up, time its first frame, then `frames` frames in a loop.
-    compile_unet: the diffusion UNets compiled (torch.compile) before their graph capture."""
+    compile_unet: the diffusion UNets compiled (torch.compile) before their graph capture.
+    transparent: the look without its background (the window's "transparent" setting)."""
     from pipeline.look import build_look
 
     cuda = s.device.type == "cuda"
     t0 = time.perf_counter()
-    look = build_look(s.preset, s.size, FPS, False, s.device.type, for_model=True)
+    look = build_look(s.preset, s.size, FPS, transparent, s.device.type, for_model=True)
     chain = live_gpu(s, cuda_graph, compile_unet, compile_cache).build(
         look.preset, s.size, s.out_size, FPS
     )
