@@ -25,8 +25,8 @@ def test_bench_pipeline_cpu_tiny(tmp_path, capsys):
 
     out = tmp_path / "BENCHMARKS.md"
     args = _args(
-        "--device", "cpu", "--random-weights", "tiny", "--frames", "2",
-        "--offline", "--batch", "2", "--out", str(out),
+        "--device", "cpu", "--random-weights", "tiny", "--frames", "1",
+        "--offline", "--batch", "1", "--out", str(out),
     )  # fmt: skip
     assert bench_pipeline.run(args) == 0
     text = out.read_text()
