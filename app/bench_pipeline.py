@@ -10,8 +10,8 @@ from pathlib import Path
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     b = bench_subparsers.add_parser(
         "pipeline",
-        help="the live GPU chain (render → diffusion → temporal → upscale → readback), "
-        "eager vs CUDA graphs (vs CUDA graphs + compiled UNet)",
+        help="the live GPU chain `kagura live` runs (render → upload → stylize → diffusion → "
+        "temporal → upscale → readback), eager vs CUDA graphs (vs CUDA graphs + compiled UNet)",
     )
     b.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     src = b.add_mutually_exclusive_group()
@@ -30,8 +30,12 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--steps", type=int, default=1, help="diffusion steps (stream batch)")
     b.add_argument("--preset", default="studio")
     b.add_argument("--sr-weights", type=Path, default=None, help="realesr-animevideov3 .bin")
-    b.add_argument("--offline", action="store_true", help="also the batched offline chain")
-    b.add_argument("--batch", type=int, default=8, help="offline batch (default 8)")
+    b.add_argument(
+        "--offline", action="store_true", help="also the offline chain (kagura render's stages)"
+    )
+    b.add_argument(
+        "--batch", type=int, default=8, help="offline: frames handed to the chain at a time"
+    )
     b.add_argument(
         "--compile-unet",
         action="store_true",

@@ -203,10 +203,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     size = args.size or (960, 540)
     if gpu is not None:
-        from pipeline.live import set_default_gpu
-
-        # MainWindow builds its sessions without a `gpu=` argument: they take this default
-        set_default_gpu(gpu)
         size = gpu.sizes(size)[1]
     try:
         from PySide6.QtCore import QTimer
@@ -234,6 +230,7 @@ def run(args: argparse.Namespace) -> int:
         fps=args.fps,
         play_out=False if args.no_play_out else None,
         avatar=str(args.avatar) if getattr(args, "avatar", None) is not None else None,
+        gpu=gpu,
     )
     win = None
 

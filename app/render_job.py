@@ -96,7 +96,7 @@ class RenderRequest:
 
     @property
     def temporal_on(self) -> bool:
-        return self.diffusion_on if self.temporal is None else self.temporal
+        return temporal_on(self.temporal, self.diffusion_on)
 
     @property
     def gpu_stages(self) -> bool:
@@ -105,13 +105,23 @@ class RenderRequest:
 
     @property
     def graphs_on(self) -> bool:
-        return self.device == "cuda" and (self.cuda_graphs is None or self.cuda_graphs)
+        return graphs_on(self.device, self.cuda_graphs)
 
     def sizes(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """(render size, output size); render × upscale must equal the output."""
         out = (self.width, self.height)
         render = self.render_size or (self.width // self.upscale, self.height // self.upscale)
         return render, out
+
+
+def temporal_on(temporal: bool | None, diffusion_on: bool) -> bool:
+    """--[no-]temporal: None (neither given) means on exactly when diffusion is on."""
+    return diffusion_on if temporal is None else temporal
+
+
+def graphs_on(device: str, cuda_graphs: bool | None) -> bool:
+    """--[no-]cuda-graphs: on for cuda unless --no-cuda-graphs; never on the CPU."""
+    return device == "cuda" and (cuda_graphs is None or cuda_graphs)
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -333,33 +343,41 @@ def default_diffusion(args: argparse.Namespace, device: str | None = None) -> Pa
     return _kagura() if (device or args.device) == "cuda" else None
 
 
-def check_gpu_options(req: RenderRequest) -> None:
-    """The GPU options, checked before any decoding or model loading."""
-    if req.device not in ("cpu", "cuda"):
-        raise UsageError(f"--device {req.device!r}: expected cpu or cuda")
-    if req.diffusion is not None and req.diffusion_random is not None:
+def check_gpu_choice(
+    device: str, diffusion: Path | str | None, diffusion_random: str | None, upscale: int
+) -> None:
+    """--device, --diffusion / --diffusion-random and --upscale, the same for `kagura render`
+    and `kagura live` (app/live_gpu.py), before any model is loaded."""
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r}: expected cpu or cuda")
+    if diffusion is not None and diffusion_random is not None:
         raise UsageError("--diffusion and --diffusion-random: give one of them, not both")
-    if req.diffusion_random is not None and req.diffusion_random not in DIFFUSION_KINDS:
+    if diffusion_random is not None and diffusion_random not in DIFFUSION_KINDS:
         raise UsageError(
-            f"--diffusion-random {req.diffusion_random!r}: expected one of "
+            f"--diffusion-random {diffusion_random!r}: expected one of "
             + ", ".join(DIFFUSION_KINDS)
         )
-    if req.upscale not in UPSCALES:
-        raise UsageError(f"--upscale {req.upscale}: expected 1, 2, 3 or 4")
-    if req.device == "cuda":
+    if upscale not in UPSCALES:
+        raise UsageError(f"--upscale {upscale}: expected 1, 2, 3 or 4")
+    if device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError(NO_CUDA)
-    if req.diffusion is not None and req.diffusion != _kagura():
+    if diffusion is not None and diffusion != _kagura():
         from pipeline.diffusion import ModelError
 
-        if not Path(req.diffusion).is_dir():
-            what = "is a file, not a folder" if Path(req.diffusion).exists() else "not found"
+        if not Path(diffusion).is_dir():
+            what = "is a file, not a folder" if Path(diffusion).exists() else "not found"
             raise ModelError(
-                req.diffusion,
+                diffusion,
                 f"{what} (expected a diffusers checkpoint folder with unet/, vae/, ...)",
             )
+
+
+def check_gpu_options(req: RenderRequest) -> None:
+    """The GPU options, checked before any decoding or model loading."""
+    check_gpu_choice(req.device, req.diffusion, req.diffusion_random, req.upscale)
     if req.gpu_stages:
         render, out = req.sizes()
         if (render[0] * req.upscale, render[1] * req.upscale) != out:

@@ -109,7 +109,6 @@ __all__ = [
     "Look",
     "MasterClock",
     "build_look",
-    "set_default_gpu",
 ]
 
 log = logging.getLogger(__name__)
@@ -138,20 +137,6 @@ ANALYSIS_KEEP_S = 0.05
 # the frame's start, but not later than this before it (room for the copy)
 COLLECT_SPARE_NS = 2_000_000
 
-# The GPU stages a LiveSession gets when its constructor is not told (`gpu=` left out):
-# `kagura live --device cuda` sets it before the desktop app builds its sessions.
-_default_gpu: Any = None
-
-
-def set_default_gpu(gpu: Any) -> None:
-    """The LiveGpu (pipeline/live_gpu.py) for sessions made without `gpu=`; None: CPU only."""
-    global _default_gpu
-    _default_gpu = gpu
-
-
-_UNSET: Any = object()
-
-
 # ---------------------------------------------------------------------------------------------
 # the session
 
@@ -165,9 +150,8 @@ class LiveSession:
     `on_state(state, message)` is called from a session thread when the source's state
     changes ("starting", "running", "lost", "ended", "closed") and on recorder errors ("error").
     `profile`: lip-sync profile (default: the user's calibrated one, else the shipped default).
-    `gpu`: a LiveGpu (pipeline/live_gpu.py): the GPU stages and the quality ladder; left out:
-    the one set by `set_default_gpu` (None unless `kagura live --device cuda` set one); None:
-    the CPU chain. With it, `size` is the output size (render size × upscale; the LiveGpu's
+    `gpu`: a LiveGpu (pipeline/live_gpu.py): the GPU stages and the quality ladder; None: the
+    CPU chain. With it, `size` is the output size (render size × upscale; the LiveGpu's
     render_size wins when it has one) and the constructor builds, sets up and warms the whole
     chain (seconds to minutes: model loading, CUDA-graph capture).
     """
@@ -188,14 +172,13 @@ class LiveSession:
         close_source: bool = True,
         on_state: Callable[[str, str], None] | None = None,
         output_capacity: int = 2,
-        gpu: Any = _UNSET,
+        gpu: Any = None,
     ) -> None:
         w, h = int(size[0]), int(size[1])
         if w <= 0 or h <= 0 or w % 2 or h % 2:
             raise ValueError(f"live size {w}x{h} must be positive and even")
         if fps <= 0:
             raise ValueError(f"fps must be positive, got {fps}")
-        gpu = _default_gpu if gpu is _UNSET else gpu
         self.gpu_spec = gpu
         render_size = (w, h)
         if gpu is not None:

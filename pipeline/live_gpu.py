@@ -38,12 +38,11 @@ rung pays a first-call cost when the ladder first reaches it.
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
 
-Checked on the H200 (torch.cuda.set_sync_debug_mode, sd-turbo random weights, x4, 60 fps,
-the ladder walking down five rungs): nothing in this chain synchronises the frame thread,
-rung switches included — except the stylize post-process, whose `pipeline/stylize/common.py`
-`upsample` builds a small device tensor from a Python list on every call (a blocking
-host-to-device copy, once per frame). DiffusionStage._motion does the same when the work size
-differs from the input; DiffusionLadder resizes the motion itself to avoid it.
+Nothing in this chain may make the frame thread wait for the GPU, rung switches included. A
+small device tensor built from a Python list on every frame is such a wait (a blocking
+host-to-device copy): hence the cached constants (pipeline/stylize/common.py `_phase_weights`),
+and DiffusionLadder resizing the motion itself (DiffusionStage._motion builds one when the work
+size differs from the input). `torch.cuda.set_sync_debug_mode("warn")` shows any that creep in.
 """
 
 from __future__ import annotations
@@ -136,6 +135,8 @@ class LiveGpu:
     stream_batch   StreamDiffusion stream batch (one UNet call for k steps; the picture lags
                    k - 1 frames, which the latency measurement accounts for)
     max_in_flight  frames issued to the GPU and not yet published
+    compile_unet   the UNet compiled by torch.compile before its CUDA graph is captured
+                   (`kagura bench pipeline --compile-unet`; inductor's caches in compile_cache)
     """
 
     device: str = "cuda"
@@ -156,6 +157,8 @@ class LiveGpu:
     render_process: bool = True  # the idol drawn in its own process (render/process.py)
     label: str = ""  # what runs, for reports (e.g. "sd-turbo RANDOM weights")
     notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
+    compile_unet: bool = False
+    compile_cache: Any = None  # a folder for inductor's caches (None: the user cache dir)
 
     def load_models(self) -> Any:
         m = self.models
@@ -262,6 +265,8 @@ class GpuChain:
                     max_steps=plan.max_steps,
                     cuda_graph=self.cuda and spec.cuda_graphs,
                     latent_scale=scale,
+                    compile_unet=spec.compile_unet,
+                    compile_cache=spec.compile_cache,
                 )
                 for scale in plan.latent_scales.values()
             ]
@@ -444,6 +449,11 @@ class GpuChain:
 
     def stage_stats(self) -> dict[str, dict[str, float]]:
         return self.qc.stage_stats()
+
+    def stage_values(self, name: str) -> list[float]:
+        """A stage's ms per frame as measured (QualityControl), oldest first; call poll() after
+        the frames have finished."""
+        return self.qc.stage_values(name)
 
     def close(self) -> None:
         if self.cuda:

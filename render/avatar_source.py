@@ -90,7 +90,7 @@ _default = BUILTIN  # what a stage built without `avatar=` draws (`kagura live -
 
 def set_default_avatar(spec: AvatarSpec) -> None:
     """The avatar that stages built without an `avatar` argument draw: how `kagura live
-    --avatar` reaches the live sessions the app builds (as pipeline.live.set_default_gpu)."""
+    --avatar` reaches the live sessions the app builds."""
     global _default
     _default = spec
 

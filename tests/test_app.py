@@ -157,3 +157,22 @@ def test_microphone_lost_mid_show_banner_then_recovery(qtbot, pulse):
         qtbot.waitUntil(lambda: win.jitter.stats().shown > shown + 5, timeout=5000)
     finally:
         _close(win)
+
+
+def test_window_sessions_run_the_gpu_chain_they_are_given(qtbot, speech):
+    """`kagura live --device cuda` hands its LiveGpu to the window (LiveOptions.gpu), and every
+    session the window builds runs that chain (here: temporal refinement only, on the CPU)."""
+    from pipeline.live_gpu import LiveGpu
+
+    gpu = LiveGpu(device="cpu", temporal=True, render_process=False, label="temporal only")
+    win = _window(qtbot, audio_file=str(speech), preset="studio", gpu=gpu)
+    try:
+        qtbot.waitUntil(lambda: win.session is not None, timeout=20000)
+        qtbot.waitUntil(
+            lambda: win.jitter is not None and win.jitter.stats().shown >= 3, timeout=10000
+        )
+        quality = win.session.stats()["quality"]
+        assert quality is not None and quality["label"] == "temporal only"
+        assert quality["device"] == "cpu"
+    finally:
+        _close(win)

@@ -1,5 +1,5 @@
-"""`kagura bench pipeline` on the CPU with the tiny random-weight models: the whole chain runs
-and the section is written (the real numbers come from the GPU machine)."""
+"""`kagura bench pipeline` on the CPU with the tiny random-weight models: the product's chains
+(live and offline) run and the section is written (the real numbers come from the GPU machine)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def test_bench_pipeline_cpu_tiny(tmp_path, capsys):
 
     out = tmp_path / "BENCHMARKS.md"
     args = _args(
-        "--device", "cpu", "--random-weights", "tiny", "--frames", "2",
-        "--offline", "--batch", "2", "--out", str(out),
+        "--device", "cpu", "--random-weights", "tiny", "--frames", "1",
+        "--offline", "--batch", "1", "--out", str(out),
     )  # fmt: skip
     assert bench_pipeline.run(args) == 0
     text = out.read_text()
@@ -36,6 +36,11 @@ def test_bench_pipeline_cpu_tiny(tmp_path, capsys):
     assert "128x72" in text and "384x216" in text
     for label in ("diffusion", "temporal", "upscale x3", "readback", "end to end"):
         assert label in text
+    # the product's chains: the live session's GpuChain (with the look's stylize, timed by the
+    # chain itself) and the render's stages
+    assert "GpuChain" in text and "app.render_job.gpu_stages" in text
+    live_stylize = next(line for line in text.splitlines() if line.startswith("| stylize"))
+    assert float(live_stylize.split("|")[2]) > 0
 
 
 def test_bench_pipeline_rejects_bad_out_size():

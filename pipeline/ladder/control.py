@@ -108,6 +108,10 @@ class QualityControl:
     def events(self) -> list[QosEvent]:
         return self.controller.events
 
+    def stage_values(self, name: str) -> list[float]:
+        """One stage's measured ms per frame (or TOTAL's), oldest first, the last `history`."""
+        return self._stage_ms.values(name)
+
     def stage_stats(self) -> dict[str, dict[str, float]]:
         """Per stage: median / P99 ms (CUDA-event time on CUDA, else wall), over the history,
         and TOTAL: the ladder stages' sum per frame (core.stats.Timings.snapshot)."""
