@@ -278,6 +278,7 @@ def test_the_models_input_is_the_look_without_its_screen_effects():
     assert cyber.post.scanlines > 0 and cyber.post.chromatic > 0
     fed = StylizeStage(cyber, W, H, for_model=True).apply(img[None])[0].float()
     shown = stage("cyberpunk").apply(img[None])[0].float()
+
     # scanlines: each row's mean brightness against its neighbours' (a row-periodic ripple)
     def ripple(x):
         r = x[..., :3].mean(dim=(1, 2))
