@@ -107,7 +107,8 @@ def _render_main(
     ("base", frame, slot, params) — the whole idol into `slot`, this worker's renderer stepping
     its own rig — and ("mouth", frame, offset, params) — the late mouth
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
-    `offset`; "reset" starts the rig afresh. `avatar`: the AvatarSpec to draw (None: the
+    `offset`; "reset" starts the rig afresh; "no motion" stops drawing motion vectors (the
+    slots' motion stays unwritten). `avatar`: the AvatarSpec to draw (None: the
     built-in idol), rebuilt here from its path."""
     ignore_sigint()
     frame = -1
@@ -129,6 +130,9 @@ def _render_main(
                 break
             if msg == "reset":
                 renderer.reset()
+                continue
+            if msg == "no motion":
+                renderer.with_motion = False
                 continue
             t0 = time.perf_counter()
             if track is None and msg[0] == "mouth":
@@ -153,7 +157,8 @@ def _render_main(
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
             img[...] = out_frame.rgba
-            mot[...] = out_frame.motion
+            if out_frame.motion is not None:
+                mot[...] = out_frame.motion
             del img, mot
             out.send(("frame", frame, slot, (time.perf_counter() - t0) * 1e3))
     except BaseException as exc:
@@ -199,6 +204,7 @@ class PooledRenderStage(BaseStage):
         self.first_index = first_index
         self.start_timeout_s = start_timeout_s
         self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
+        self.with_motion = True
         self.pin = False
         self.worker_ms: list[float] = []  # render time of each frame inside its worker
         self._procs: list = []
@@ -210,6 +216,12 @@ class PooledRenderStage(BaseStage):
         self._prev_mats: np.ndarray | None = None
         self._next = 0  # next frame to dispatch
         self._done: dict[int, tuple[int, float]] = {}
+
+    def drop_motion(self) -> None:
+        """Workers draw no motion vectors: no stage after this one reads them (as
+        `RenderStage.drop_motion`)."""
+        self.gives = spec("image", size=(self.width, self.height), device="cpu")
+        self.with_motion = False
 
     # ------------------------------------------------------------------ life cycle
 
@@ -268,6 +280,8 @@ class PooledRenderStage(BaseStage):
             proc, task_w, res_r = start_worker(
                 ctx, _render_main, (*args, self._arena.handle), f"kagura-render-{k}"
             )
+            if not self.with_motion:
+                task_w.send("no motion")
             self._procs.append(proc)
             self._tasks.append(task_w)
             self._results.append(res_r)
@@ -322,22 +336,29 @@ class PooledRenderStage(BaseStage):
         raise RenderWorkerError(f"render worker {k} {exit_text(self._procs[k])}{at}")
 
     def _copy_out(self, slot: int):
-        return copy_out_slot(self._arena, slot, self.width, self.height, self.pin)
+        return copy_out_slot(
+            self._arena, slot, self.width, self.height, self.pin, motion=self.with_motion
+        )
 
 
-def copy_out_slot(arena: SharedArena, slot: int, width: int, height: int, pin: bool):
-    """Image (uint8 RGBA) and motion (float32) of a result slot, copied into fresh tensors
-    (pinned when a CUDA device consumes them), so the slot can be reused at once."""
+def copy_out_slot(
+    arena: SharedArena, slot: int, width: int, height: int, pin: bool, motion: bool = True
+):
+    """Image (uint8 RGBA) and motion (float32; None when `motion` is False) of a result slot,
+    copied into fresh tensors (pinned when a CUDA device consumes them), so the slot can be
+    reused at once."""
     import torch
 
     image_bytes, slot_bytes = _slot_layout(width, height)
     base = slot * slot_bytes
     img = arena.array(base, (height, width, 4), np.uint8)
-    mot = arena.array(base + image_bytes, (height, width, 2), np.float32)
     image = torch.empty((height, width, 4), dtype=torch.uint8, pin_memory=pin)
-    motion = torch.empty((height, width, 2), dtype=torch.float32, pin_memory=pin)
     # numpy's copy: a plain memcpy (torch's CPU copy_ from a numpy-backed tensor is
     # several times slower on small machines)
     np.copyto(image.numpy(), img)
-    np.copyto(motion.numpy(), mot)
-    return image, motion
+    if not motion:
+        return image, None
+    mot = arena.array(base + image_bytes, (height, width, 2), np.float32)
+    flow = torch.empty((height, width, 2), dtype=torch.float32, pin_memory=pin)
+    np.copyto(flow.numpy(), mot)
+    return image, flow

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from app.bench_offline import synthetic_track
+from app.render_job import RenderRequest, render_beside
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph
@@ -25,7 +27,7 @@ from pipeline.sources import TRACK_GIVES, track_frames
 from presets.loader import load_preset
 from render.idol import IdolRenderer
 from render.pool import PooledRenderStage, RenderWorkerError, auto_render_workers
-from render.stage import RenderStage
+from render.stage import RenderStage, drop_unread_motion
 from tests.test_cli_render import kagura
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +82,42 @@ def test_pool_output_is_identical_to_the_single_process_render():
     alone = fresh.render(track[k])
     assert not np.array_equal(alone.rgba, single[k].image.numpy())
     assert len(pool.worker_ms) == len(track)
+
+
+class CollectImages(Collect):
+    needs = spec("image")
+
+
+def test_one_worker_without_motion_draws_the_in_process_pictures():
+    """The CPU chain's default on small machines: one render process, no motion vectors."""
+    preset = load_preset("studio")
+    track = synthetic_track(24, FPS, seed=5)
+    single_stage = RenderStage(W, H, preset.palette, preset.line)
+    pool = PooledRenderStage(track, W, H, preset.palette, preset.line, workers=1)
+    frames = []
+    for stage in (single_stage, pool):
+        drop_unread_motion(stage, [CollectImages()])
+        assert "motion" not in stage.gives.fields
+        sink = CollectImages()
+        Graph(track_frames(track), TRACK_GIVES, [stage], sink).run(Context(W, H, FPS, 48000))
+        frames.append(sink.frames)
+    single, pooled = frames
+    assert len(pooled) == len(track)
+    for a, b in zip(single, pooled, strict=True):
+        assert b.motion is None
+        assert torch.equal(a.image, b.image), f"frame {a.index}: pixels differ"
+    assert len({f.image.numpy().tobytes() for f in pooled}) > len(track) // 2  # it moves
+
+
+def test_the_cpu_chain_renders_beside_on_small_machines():
+    req = RenderRequest(Path("a.wav"), Path("b.mp4"))
+    long, short = 30 * 36, 30 * 3
+    assert render_beside(req, long, 1, cores=2)  # the GIL-holding idol in its own process
+    assert not render_beside(req, short, 1, cores=2)  # spawning it costs more than it saves
+    assert not render_beside(req, long, 1, cores=1)
+    assert not render_beside(replace(req, render_workers=1), long, 1, cores=2)  # asked for
+    assert not render_beside(replace(req, device="cuda"), long, 1, cores=2)
+    assert render_beside(req, short, 2, cores=2)
 
 
 class KillRenderer(BaseStage):
