@@ -145,18 +145,23 @@ def _render_main(
                 continue
             if track is None:
                 _, frame, slot, params = msg
-                out_frame = renderer.render_base(params)
-                base_rgba = out_frame.rgba
             else:
                 frame, slot, mats, prev = msg
                 rig.next = mats
                 # the previous frame's pixel matrices, as IdolRenderer.render computes them
                 renderer.prev = None if prev is None else renderer.view[None] @ prev
-                out_frame = renderer.render(track[frame])
             base = slot * slot_bytes
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
-            img[...] = out_frame.rgba
+            if track is None:  # the worker keeps its own copy for the mouths to come
+                out_frame = renderer.render_base(params)
+                base_rgba = out_frame.rgba
+                img[...] = base_rgba
+            elif hasattr(renderer, "render_into"):  # straight into the slot, no copy
+                out_frame = renderer.render_into(track[frame], img)
+            else:
+                out_frame = renderer.render(track[frame])
+                img[...] = out_frame.rgba
             if out_frame.motion is not None:
                 mot[...] = out_frame.motion
             del img, mot
