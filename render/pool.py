@@ -221,6 +221,7 @@ class PooledRenderStage(BaseStage):
         self._prev_mats: np.ndarray | None = None
         self._next = 0  # next frame to dispatch
         self._done: dict[int, tuple[int, float]] = {}
+        self._starting: set[int] = set()  # workers not yet ready
 
     def drop_motion(self) -> None:
         """Workers draw no motion vectors: no stage after this one reads them (as
@@ -252,6 +253,7 @@ class PooledRenderStage(BaseStage):
                 c.send(None)
         stop_processes(self._procs, self._tasks + self._results, grace_s=2.0)
         self._procs, self._tasks, self._results, self._outstanding = [], [], [], []
+        self._starting = set()
         if self._arena is not None:
             self._arena.close()
             self._arena = None
@@ -265,6 +267,8 @@ class PooledRenderStage(BaseStage):
                 f"render pool: frame {frame.index} has pts {frame.pts_ns} ns, the track "
                 f"{int(self.track.pts_ns[i])} ns"
             )
+        if self._starting:
+            self._wait_started()
         self._dispatch(i)
         while i not in self._done:
             self._collect()
@@ -291,9 +295,14 @@ class PooledRenderStage(BaseStage):
             self._tasks.append(task_w)
             self._results.append(res_r)
             self._outstanding.append(0)
+        self._starting = set(range(self.workers))
+
+    def _wait_started(self) -> None:
+        """Waits for the workers' "ready" at the first frame, not in `setup`: the stages and the
+        sink after this one set up while the workers import."""
         late = RenderWorkerError("render workers did not start in time")
         wait_started(
-            set(range(self.workers)),
+            self._starting,
             self.start_timeout_s,
             lambda waiting: self._collect(timeout=1.0, starting=waiting),
             late,
