@@ -11,9 +11,7 @@ render becomes `render.pool.PooledRenderStage` (M processes rendering ahead from
 AvatarTrack, identical pixels and motion) and the MP4 encoder becomes
 `pipeline.sinks.segmented.SegmentedVideoSink` (N libx264 processes on chunks of the video,
 joined losslessly). "auto" keeps one of each on machines with fewer than 8 cores and for clips
-under `PARALLEL_MIN_SECONDS`; on the CPU chain of a 2-7 core machine that one renderer is a
-process of its own for clips that long (`render_beside`), so the idol draws beside the stylize
-instead of taking turns with it for the GIL. The pixels are the same either way.
+under `PARALLEL_MIN_SECONDS`, so small machines render exactly as before.
 
 The render size is the diffusion size when diffusion is on. With `--device cuda` the frames go
 to the GPU once (pinned, asynchronous upload of image + motion right after the idol render) and
@@ -182,21 +180,6 @@ def resolve_workers(req: RenderRequest, frames: int) -> tuple[int, int]:
         render, _ = req.sizes()
         workers = 1 if short else auto_render_workers(*render, cores)
     return encoders, workers
-
-
-def render_beside(req: RenderRequest, frames: int, workers: int, cores: int | None = None) -> bool:
-    """Whether the idol draws in worker processes (`render.pool.PooledRenderStage`) rather than
-    on a thread of this one: with more than one worker, and on the CPU chain of a machine of 2-7
-    cores ("auto" gives them one worker) for clips of at least PARALLEL_MIN_SECONDS. skia-python
-    holds the GIL while it draws, so an in-process idol takes turns with the stylize's and the
-    encoder's Python instead of drawing beside them on the other core."""
-    from core.workers import usable_cores
-
-    if workers > 1:
-        return True
-    cores = usable_cores() if cores is None else cores
-    auto = req.render_workers is None and not req.gpu_stages
-    return auto and frames >= PARALLEL_MIN_SECONDS * req.fps and cores >= 2
 
 
 def check_request(req: RenderRequest) -> None:
@@ -539,7 +522,7 @@ def assemble_graph(
     w, h = req.width, req.height
     encoders, render_workers = resolve_workers(req, len(track))
     render, _ = req.sizes() if req.gpu_stages else ((w, h), (w, h))
-    if render_beside(req, len(track), render_workers):
+    if render_workers > 1:
         from render.pool import PooledRenderStage
 
         first = PooledRenderStage(

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -18,7 +17,6 @@ import pytest
 import torch
 
 from app.bench_offline import synthetic_track
-from app.render_job import RenderRequest, render_beside
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
 from pipeline.graph import Graph
@@ -89,7 +87,7 @@ class CollectImages(Collect):
 
 
 def test_one_worker_without_motion_draws_the_in_process_pictures():
-    """The CPU chain's default on small machines: one render process, no motion vectors."""
+    """A pool on the CPU chain (no stage reads motion): its workers draw none, same pixels."""
     preset = load_preset("studio")
     track = synthetic_track(24, FPS, seed=5)
     single_stage = RenderStage(W, H, preset.palette, preset.line)
@@ -107,17 +105,6 @@ def test_one_worker_without_motion_draws_the_in_process_pictures():
         assert b.motion is None
         assert torch.equal(a.image, b.image), f"frame {a.index}: pixels differ"
     assert len({f.image.numpy().tobytes() for f in pooled}) > len(track) // 2  # it moves
-
-
-def test_the_cpu_chain_renders_beside_on_small_machines():
-    req = RenderRequest(Path("a.wav"), Path("b.mp4"))
-    long, short = 30 * 36, 30 * 3
-    assert render_beside(req, long, 1, cores=2)  # the GIL-holding idol in its own process
-    assert not render_beside(req, short, 1, cores=2)  # spawning it costs more than it saves
-    assert not render_beside(req, long, 1, cores=1)
-    assert not render_beside(replace(req, render_workers=1), long, 1, cores=2)  # asked for
-    assert not render_beside(replace(req, device="cuda"), long, 1, cores=2)
-    assert render_beside(req, short, 2, cores=2)
 
 
 class KillRenderer(BaseStage):
