@@ -261,6 +261,11 @@ class IdolRenderer:
         """The whole frame of `params`."""
         return self._render(params, keep_mouth=False)
 
+    def render_into(self, params: AvatarParams, rgba: np.ndarray) -> RenderedFrame:
+        """`render(params)` drawn into `rgba` (uint8 (H, W, 4), C-contiguous, cleared here): a
+        render process draws straight into its shared-memory slot instead of copying there."""
+        return self._render(params, keep_mouth=False, into=rgba)
+
     def render_base(self, params: AvatarParams) -> RenderedFrame:
         """The same frame as `render(params)`, and what `redraw_mouth` needs to give it a later
         mouth: the pixels of the mouth box as they were before the mouth was drawn."""
@@ -347,7 +352,9 @@ class IdolRenderer:
         y1 = min(self.h, int(np.ceil(xy[:, 1].max())) + 2)
         return x0, y0, max(x0, x1), max(y0, y1)
 
-    def _render(self, params: AvatarParams, keep_mouth: bool) -> RenderedFrame:
+    def _render(
+        self, params: AvatarParams, keep_mouth: bool, into: np.ndarray | None = None
+    ) -> RenderedFrame:
         p = params.clamped()
         look, vowels, mouth_open = self._face_look(p)
 
@@ -357,7 +364,11 @@ class IdolRenderer:
             for m in mats
         ]
 
-        rgba = np.zeros((self.h, self.w, 4), np.uint8)
+        if into is None:
+            rgba = np.zeros((self.h, self.w, 4), np.uint8)
+        else:
+            rgba = into
+            rgba.fill(0)
         surface = skia.Surface(
             rgba, colorType=skia.kRGBA_8888_ColorType, alphaType=skia.kPremul_AlphaType
         )

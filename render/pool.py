@@ -107,7 +107,8 @@ def _render_main(
     ("base", frame, slot, params) — the whole idol into `slot`, this worker's renderer stepping
     its own rig — and ("mouth", frame, offset, params) — the late mouth
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
-    `offset`; "reset" starts the rig afresh. `avatar`: the AvatarSpec to draw (None: the
+    `offset`; "reset" starts the rig afresh; "no motion" stops drawing motion vectors (the
+    slots' motion stays unwritten). `avatar`: the AvatarSpec to draw (None: the
     built-in idol), rebuilt here from its path."""
     ignore_sigint()
     frame = -1
@@ -130,6 +131,9 @@ def _render_main(
             if msg == "reset":
                 renderer.reset()
                 continue
+            if msg == "no motion":
+                renderer.with_motion = False
+                continue
             t0 = time.perf_counter()
             if track is None and msg[0] == "mouth":
                 _, frame, offset, params = msg
@@ -141,19 +145,25 @@ def _render_main(
                 continue
             if track is None:
                 _, frame, slot, params = msg
-                out_frame = renderer.render_base(params)
-                base_rgba = out_frame.rgba
             else:
                 frame, slot, mats, prev = msg
                 rig.next = mats
                 # the previous frame's pixel matrices, as IdolRenderer.render computes them
                 renderer.prev = None if prev is None else renderer.view[None] @ prev
-                out_frame = renderer.render(track[frame])
             base = slot * slot_bytes
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
-            img[...] = out_frame.rgba
-            mot[...] = out_frame.motion
+            if track is None:  # the worker keeps its own copy for the mouths to come
+                out_frame = renderer.render_base(params)
+                base_rgba = out_frame.rgba
+                img[...] = base_rgba
+            elif hasattr(renderer, "render_into"):  # straight into the slot, no copy
+                out_frame = renderer.render_into(track[frame], img)
+            else:
+                out_frame = renderer.render(track[frame])
+                img[...] = out_frame.rgba
+            if out_frame.motion is not None:
+                mot[...] = out_frame.motion
             del img, mot
             out.send(("frame", frame, slot, (time.perf_counter() - t0) * 1e3))
     except BaseException as exc:
@@ -199,6 +209,7 @@ class PooledRenderStage(BaseStage):
         self.first_index = first_index
         self.start_timeout_s = start_timeout_s
         self.gives = spec("image", "motion", size=(self.width, self.height), device="cpu")
+        self.with_motion = True
         self.pin = False
         self.worker_ms: list[float] = []  # render time of each frame inside its worker
         self._procs: list = []
@@ -210,6 +221,13 @@ class PooledRenderStage(BaseStage):
         self._prev_mats: np.ndarray | None = None
         self._next = 0  # next frame to dispatch
         self._done: dict[int, tuple[int, float]] = {}
+        self._starting: set[int] = set()  # workers not yet ready
+
+    def drop_motion(self) -> None:
+        """Workers draw no motion vectors: no stage after this one reads them (as
+        `RenderStage.drop_motion`)."""
+        self.gives = spec("image", size=(self.width, self.height), device="cpu")
+        self.with_motion = False
 
     # ------------------------------------------------------------------ life cycle
 
@@ -235,6 +253,7 @@ class PooledRenderStage(BaseStage):
                 c.send(None)
         stop_processes(self._procs, self._tasks + self._results, grace_s=2.0)
         self._procs, self._tasks, self._results, self._outstanding = [], [], [], []
+        self._starting = set()
         if self._arena is not None:
             self._arena.close()
             self._arena = None
@@ -248,6 +267,8 @@ class PooledRenderStage(BaseStage):
                 f"render pool: frame {frame.index} has pts {frame.pts_ns} ns, the track "
                 f"{int(self.track.pts_ns[i])} ns"
             )
+        if self._starting:
+            self._wait_started()
         self._dispatch(i)
         while i not in self._done:
             self._collect()
@@ -268,13 +289,20 @@ class PooledRenderStage(BaseStage):
             proc, task_w, res_r = start_worker(
                 ctx, _render_main, (*args, self._arena.handle), f"kagura-render-{k}"
             )
+            if not self.with_motion:
+                task_w.send("no motion")
             self._procs.append(proc)
             self._tasks.append(task_w)
             self._results.append(res_r)
             self._outstanding.append(0)
+        self._starting = set(range(self.workers))
+
+    def _wait_started(self) -> None:
+        """Waits for the workers' "ready" at the first frame, not in `setup`: the stages and the
+        sink after this one set up while the workers import."""
         late = RenderWorkerError("render workers did not start in time")
         wait_started(
-            set(range(self.workers)),
+            self._starting,
             self.start_timeout_s,
             lambda waiting: self._collect(timeout=1.0, starting=waiting),
             late,
@@ -322,22 +350,29 @@ class PooledRenderStage(BaseStage):
         raise RenderWorkerError(f"render worker {k} {exit_text(self._procs[k])}{at}")
 
     def _copy_out(self, slot: int):
-        return copy_out_slot(self._arena, slot, self.width, self.height, self.pin)
+        return copy_out_slot(
+            self._arena, slot, self.width, self.height, self.pin, motion=self.with_motion
+        )
 
 
-def copy_out_slot(arena: SharedArena, slot: int, width: int, height: int, pin: bool):
-    """Image (uint8 RGBA) and motion (float32) of a result slot, copied into fresh tensors
-    (pinned when a CUDA device consumes them), so the slot can be reused at once."""
+def copy_out_slot(
+    arena: SharedArena, slot: int, width: int, height: int, pin: bool, motion: bool = True
+):
+    """Image (uint8 RGBA) and motion (float32; None when `motion` is False) of a result slot,
+    copied into fresh tensors (pinned when a CUDA device consumes them), so the slot can be
+    reused at once."""
     import torch
 
     image_bytes, slot_bytes = _slot_layout(width, height)
     base = slot * slot_bytes
     img = arena.array(base, (height, width, 4), np.uint8)
-    mot = arena.array(base + image_bytes, (height, width, 2), np.float32)
     image = torch.empty((height, width, 4), dtype=torch.uint8, pin_memory=pin)
-    motion = torch.empty((height, width, 2), dtype=torch.float32, pin_memory=pin)
     # numpy's copy: a plain memcpy (torch's CPU copy_ from a numpy-backed tensor is
     # several times slower on small machines)
     np.copyto(image.numpy(), img)
-    np.copyto(motion.numpy(), mot)
-    return image, motion
+    if not motion:
+        return image, None
+    mot = arena.array(base + image_bytes, (height, width, 2), np.float32)
+    flow = torch.empty((height, width, 2), dtype=torch.float32, pin_memory=pin)
+    np.copyto(flow.numpy(), mot)
+    return image, flow

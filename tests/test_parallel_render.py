@@ -25,7 +25,7 @@ from pipeline.sources import TRACK_GIVES, track_frames
 from presets.loader import load_preset
 from render.idol import IdolRenderer
 from render.pool import PooledRenderStage, RenderWorkerError, auto_render_workers
-from render.stage import RenderStage
+from render.stage import RenderStage, drop_unread_motion
 from tests.test_cli_render import kagura
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +80,31 @@ def test_pool_output_is_identical_to_the_single_process_render():
     alone = fresh.render(track[k])
     assert not np.array_equal(alone.rgba, single[k].image.numpy())
     assert len(pool.worker_ms) == len(track)
+
+
+class CollectImages(Collect):
+    needs = spec("image")
+
+
+def test_one_worker_without_motion_draws_the_in_process_pictures():
+    """A pool on the CPU chain (no stage reads motion): its workers draw none, same pixels."""
+    preset = load_preset("studio")
+    track = synthetic_track(24, FPS, seed=5)
+    single_stage = RenderStage(W, H, preset.palette, preset.line)
+    pool = PooledRenderStage(track, W, H, preset.palette, preset.line, workers=1)
+    frames = []
+    for stage in (single_stage, pool):
+        drop_unread_motion(stage, [CollectImages()])
+        assert "motion" not in stage.gives.fields
+        sink = CollectImages()
+        Graph(track_frames(track), TRACK_GIVES, [stage], sink).run(Context(W, H, FPS, 48000))
+        frames.append(sink.frames)
+    single, pooled = frames
+    assert len(pooled) == len(track)
+    for a, b in zip(single, pooled, strict=True):
+        assert b.motion is None
+        assert torch.equal(a.image, b.image), f"frame {a.index}: pixels differ"
+    assert len({f.image.numpy().tobytes() for f in pooled}) > len(track) // 2  # it moves
 
 
 class KillRenderer(BaseStage):
