@@ -50,14 +50,18 @@ class Examples:
 
 
 def _one(
-    audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline
-) -> Examples:
+    audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
+    live_voiced=False,
+) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     return Examples(
-        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior),
+        # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the
+        # net heard a voice in)
+        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior,
+                    np.r_[False, lab[:-1] != "-"] if live_voiced else None),  # fmt: skip
         offline_inputs(audio, SR, f, None, front, warp, off_offsets)
         if offline
         else np.zeros((len(f), 0), np.float32),
@@ -88,10 +92,11 @@ def examples(
     band_share: float = 0.55,
     live_cmn_prior: int = CMN_PRIOR,
     offline: bool = True,
+    live_cmn_voiced: bool = False,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation)."""
-    more = (live_cmn_prior, offline)
+    more = (live_cmn_prior, offline, live_cmn_voiced)
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
@@ -191,6 +196,7 @@ def train(
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
     live_cmn_prior: int = CMN_PRIOR,
     offline: Mlp | None = None,
+    live_cmn_voiced: bool = False,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same); with
     `offline` given, that offline net is kept and only the live one is trained."""
@@ -210,4 +216,5 @@ def train(
     offs = tuple(live_offsets)
     return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front,
                     offline_offsets=tuple(offline_offsets),
-                    live_cmn_prior=int(live_cmn_prior))  # fmt: skip
+                    live_cmn_prior=int(live_cmn_prior),
+                    live_cmn_voiced=bool(live_cmn_voiced))  # fmt: skip

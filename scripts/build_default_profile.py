@@ -45,8 +45,9 @@ LIVE_FRONT = LIVE_FRONT_STEADY
 OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
 BAND_SHARE = 0.55  # augmented copies with a band underneath
 # the live running cepstral mean's start weight, in hops: light, so a new voice's own mean takes
-# over within a fraction of a second (chosen with espeak-ng held out; docs/BENCHMARKS.md)
-LIVE_CMN_PRIOR = 10
+# over within a second (chosen on festival and espeak-ng, never on flite; docs/BENCHMARKS.md)
+LIVE_CMN_PRIOR = 50
+LIVE_CMN_VOICED = True  # only hops heard as a voice move it (a band must not become the mean)
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -68,6 +69,7 @@ def build_net(
     band_share: float = BAND_SHARE,
     live_cmn_prior: int = LIVE_CMN_PRIOR,
     base=None,
+    live_cmn_voiced: bool = LIVE_CMN_VOICED,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline half is kept."""
@@ -87,19 +89,20 @@ def build_net(
     ex = examples(
         tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
-        live_cmn_prior=live_cmn_prior, offline=base is None,
+        live_cmn_prior=live_cmn_prior, offline=base is None, live_cmn_voiced=live_cmn_voiced,
     )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
         f"{names}; held out: {held_out}; front-ends: offline {front or 'none'}, live "
         f"{live_front or 'none'}; live mean start {live_cmn_prior} hops"
+        + (", moved by voiced hops only" if live_cmn_voiced else "")
         + ("; live half retrained (--live-only)" if base is not None else "")
     )
     return train(
         ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, live_cmn_prior=live_cmn_prior,
-        offline=None if base is None else base.offline,
+        offline=None if base is None else base.offline, live_cmn_voiced=live_cmn_voiced,
     )  # fmt: skip
 
 
