@@ -57,11 +57,11 @@ def _one(
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
+    # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
+    # heard a voice in)
+    voiced = np.r_[False, lab[:-1] != "-"] if live_voiced else None
     return Examples(
-        # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the
-        # net heard a voice in)
-        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior,
-                    np.r_[False, lab[:-1] != "-"] if live_voiced else None),  # fmt: skip
+        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced),
         offline_inputs(audio, SR, f, None, front, warp, off_offsets)
         if offline
         else np.zeros((len(f), 0), np.float32),
