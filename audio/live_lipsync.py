@@ -183,6 +183,8 @@ class LiveLipSync:
                 self.net.live_offsets,
                 self.net.live_front,
                 self.sample_rate,
+                self.net.live_cmn_prior,
+                self.net.live_cmn_voiced,
             )
 
     # ------------------------------------------------------------------------------------

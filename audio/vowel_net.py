@@ -49,9 +49,17 @@ HOP_DIM = NET_SETTINGS.n_coefs + 2
 # same all along — the microphone, the room, the synthesizer's or the singer's spectral tilt —
 # and is the one change that most helped voices of other synthesizers. Offline the mean is the
 # clip's; live it is a running mean (`CMN_TAU` hops, starting from the training mean worth
-# `CMN_PRIOR` hops), the same in training as in use.
+# `CMN_PRIOR` hops offline, `VowelNet.live_cmn_prior` hops live), the same in training as in use.
 CMN_TAU = 1000
 CMN_PRIOR = 200  # a long sustained vowel must not become the mean
+# The live mean's start weight in files that do not name one. A heavy start keeps the live
+# mean near the training mean for seconds: a voice whose mean lies far from it (another
+# synthesizer's tilt) is misread until the mean has moved (docs/BENCHMARKS.md, issue 15).
+LIVE_CMN_PRIOR_OLD = CMN_PRIOR
+# With `VowelNet.live_cmn_voiced` only hops heard as a voice move the live mean (live: the
+# net's p(voice) of the hop before over VOICED_P; in training: the truth of the hop before), so
+# a band playing before or between the phrases does not become the mean a light start adopts.
+VOICED_P = 0.9  # chosen on festival over the band at 0 dB (docs/BENCHMARKS.md)
 CMN_RANGE_DB = 30.0  # hops within this of the (decaying) loudest one count as sounding
 
 
@@ -75,15 +83,15 @@ def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
 class RunningCmn:
     """The live mean: one `update` per hop, in order."""
 
-    def __init__(self, init: np.ndarray) -> None:
+    def __init__(self, init: np.ndarray, prior: int = CMN_PRIOR) -> None:
         self.mean = np.asarray(init, np.float64).copy()
-        self.n = CMN_PRIOR
+        self.n = int(prior)
         self.peak = -120.0
 
-    def update(self, cep: np.ndarray, level_db: float) -> np.ndarray:
+    def update(self, cep: np.ndarray, level_db: float, voiced: bool = True) -> np.ndarray:
         self.peak = max(level_db, self.peak - 0.03)  # 3 dB/s decay at 10 ms hops
         c = np.asarray(cep, np.float64)
-        if level_db > self.peak - CMN_RANGE_DB and level_db > -75.0:
+        if voiced and level_db > self.peak - CMN_RANGE_DB and level_db > -75.0:
             self.n = min(self.n + 1, CMN_TAU)
             self.mean += (c - self.mean) / self.n
         return (c - self.mean).astype(np.float32)
@@ -95,18 +103,22 @@ class RunningCmn:
         self.mean, self.n, self.peak = st[0].copy(), st[1], st[2]
 
 
-def running_cmn(f: FrameFeatures, init: np.ndarray) -> np.ndarray:
+def running_cmn(
+    f: FrameFeatures, init: np.ndarray, prior: int = CMN_PRIOR, voiced: np.ndarray | None = None
+) -> np.ndarray:
     """`RunningCmn.update` over every hop of `f` (the same numbers, in one pass): which hops
-    move the mean is a scalar recursion on the levels; only those hops touch the vectors."""
+    move the mean is a scalar recursion on the levels; only those hops touch the vectors.
+    `voiced`: per hop, whether it may move the mean (all, when None)."""
     if len(f) == 0:
         return f.mfcc
     cep = np.asarray(f.mfcc, np.float64)
     means = np.empty_like(cep)
     mean = np.asarray(init, np.float64).copy()
-    n, peak = CMN_PRIOR, -120.0
+    n, peak = int(prior), -120.0
+    ok = np.ones(len(f), bool) if voiced is None else np.asarray(voiced, bool)
     for k, lv in enumerate(f.level_db):  # float32 scalars: the same arithmetic as `update`
         peak = max(lv, peak - 0.03)
-        if lv > peak - CMN_RANGE_DB and lv > -75.0:
+        if ok[k] and lv > peak - CMN_RANGE_DB and lv > -75.0:
             n = min(n + 1, CMN_TAU)
             mean += (cep[k] - mean) / n
         means[k] = mean
@@ -161,10 +173,13 @@ def live_inputs(
     cmn_init: np.ndarray,
     offsets: tuple[int, ...] = LIVE_OFFSETS,
     front: str = "",
+    cmn_prior: int = CMN_PRIOR,
+    voiced: np.ndarray | None = None,
 ) -> np.ndarray:
     """The live net's input rows for the hops `f` (batch; `LiveNet` gives the same hop by hop).
-    With the steady-suppression front-end `f` must carry its power spectra (keep_power)."""
-    v = hop_vectors(f, running_cmn(f, cmn_init))
+    With the steady-suppression front-end `f` must carry its power spectra (keep_power).
+    `voiced`: the hops that may move the running mean (`VowelNet.live_cmn_voiced`)."""
+    v = hop_vectors(f, running_cmn(f, cmn_init, cmn_prior, voiced))
     if front == LIVE_FRONT_STEADY:
         from audio.voice_separation import suppress_steady
 
@@ -236,6 +251,8 @@ class VowelNet:
     live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
     live_front: str = ""  # "" or LIVE_FRONT_STEADY
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
+    live_cmn_prior: int = LIVE_CMN_PRIOR_OLD  # the live running mean's start weight (hops)
+    live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
 
     def offline_probs(
         self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
@@ -251,9 +268,14 @@ class VowelNet:
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
+        # (its mean moved by the hops the offline net hears a voice in, where it is voice-gated)
+        voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
         pl, _ = self.live.predict(
-            live_inputs(f, sr, self.cmn_init, self.live_offsets, self.live_front)
-        )
+            live_inputs(
+                f, sr, self.cmn_init, self.live_offsets, self.live_front, self.live_cmn_prior,
+                voiced,
+            )
+        )  # fmt: skip
         return f.end, np.sqrt(pv * pl), pw
 
     def save(self, path: str | os.PathLike) -> None:
@@ -263,6 +285,8 @@ class VowelNet:
             "live_front": np.array(self.live_front),
             "live_offsets": np.asarray(self.live_offsets, np.int64),
             "offline_offsets": np.asarray(self.offline_offsets, np.int64),
+            "live_cmn_prior": np.asarray(self.live_cmn_prior, np.int64),
+            "live_cmn_voiced": np.asarray(self.live_cmn_voiced),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
         for name, m in (("live", self.live), ("offline", self.offline)):
@@ -305,8 +329,13 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             if "offline_offsets" in z
             else OFFLINE_OFFSETS
         )
+        prior = int(z["live_cmn_prior"]) if "live_cmn_prior" in z else LIVE_CMN_PRIOR_OLD
+        if not 1 <= prior <= CMN_TAU:
+            raise ValueError(f"{path}: live_cmn_prior must be 1..{CMN_TAU} hops (got {prior})")
+        voiced = bool(z["live_cmn_voiced"]) if "live_cmn_voiced" in z else False
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
-                        live_front=lf, offline_offsets=oo)  # fmt: skip
+                        live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
+                        live_cmn_voiced=voiced)  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5
@@ -354,9 +383,13 @@ class LiveNet:
         offsets: tuple[int, ...] = LIVE_OFFSETS,
         front: str = "",
         sample_rate: int = 16000,
+        cmn_prior: int = CMN_PRIOR,
+        cmn_voiced: bool = False,
     ) -> None:
         self.mlp = mlp
-        self.cmn = RunningCmn(cmn_init)
+        self.cmn = RunningCmn(cmn_init, cmn_prior)
+        self.cmn_voiced = cmn_voiced
+        self.voiced = False  # the last committed hop's p(voice) > VOICED_P
         self.span = -min(offsets) + 1
         self.sr = int(sample_rate)
         self.sep = None
@@ -374,7 +407,7 @@ class LiveNet:
         """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged.
         `power`: the hop's power spectrum (needed with the steady-suppression front-end)."""
         st = None if commit else self.cmn.state()
-        c = self.cmn.update(cep, level_db)
+        c = self.cmn.update(cep, level_db, self.voiced or not self.cmn_voiced)
         if st is not None:
             self.cmn.restore(st)
         v = np.empty(self.ring.shape[1], np.float32)  # this hop's vector, as `hop_vectors`'
@@ -397,4 +430,6 @@ class LiveNet:
             self.ring = ring
             self.count += 1
         pv, pw = self.mlp.predict(ring[self._idx].reshape(1, -1))
+        if commit:
+            self.voiced = bool(pv[0] > VOICED_P)
         return float(pv[0]), pw[0]

@@ -20,6 +20,7 @@ from audio.lipsync_eval import Track
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
 from audio.vowel_net import (
+    CMN_PRIOR,
     LIVE_OFFSETS,
     NET_SETTINGS,
     OFFLINE_OFFSETS,
@@ -48,14 +49,22 @@ class Examples:
                           ("live", "offline", "voice", "vowel")))  # fmt: skip
 
 
-def _one(audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets) -> Examples:
+def _one(
+    audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
+    live_voiced=False,
+) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
+    # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
+    # heard a voice in)
+    voiced = np.r_[False, lab[:-1] != "-"] if live_voiced else None
     return Examples(
-        live_inputs(f, SR, cmn_init, offsets, live_front),
-        offline_inputs(audio, SR, f, None, front, warp, off_offsets),
+        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced),
+        offline_inputs(audio, SR, f, None, front, warp, off_offsets)
+        if offline
+        else np.zeros((len(f), 0), np.float32),
         (lab != "-").astype(np.float32),
         vowel,
     )
@@ -81,8 +90,13 @@ def examples(
     live_front: str = "",
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
     band_share: float = 0.55,
+    live_cmn_prior: int = CMN_PRIOR,
+    offline: bool = True,
+    live_cmn_voiced: bool = False,
 ) -> Examples:
-    """The tracks as heard clean (if `clean`) and `n_aug` times augmented."""
+    """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
+    inputs left empty when not `offline`: a live-only training skips the costly separation)."""
+    more = (live_cmn_prior, offline, live_cmn_voiced)
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
@@ -97,6 +111,7 @@ def examples(
                     live_offsets,
                     live_front,
                     offline_offsets,
+                    *more,
                 )
             )
         for _ in range(n_aug):
@@ -113,7 +128,7 @@ def examples(
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
             parts.append(
-                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets)
+                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets, *more)
             )
     return Examples.concat(parts)
 
@@ -179,8 +194,12 @@ def train(
     live_offsets: tuple[int, ...] = LIVE_OFFSETS,
     live_front: str = "",
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    live_cmn_prior: int = CMN_PRIOR,
+    offline: Mlp | None = None,
+    live_cmn_voiced: bool = False,
 ) -> VowelNet:
-    """Both nets on every `stride`-th example (neighbouring hops are nearly the same)."""
+    """Both nets on every `stride`-th example (neighbouring hops are nearly the same); with
+    `offline` given, that offline net is kept and only the live one is trained."""
     import torch
 
     threads = torch.get_num_threads()
@@ -188,10 +207,14 @@ def train(
     try:
         s = slice(None, None, stride)
         live = _fit(ex.live[s], ex.voice[s], ex.vowel[s], LIVE_HIDDEN, epochs, seed)
-        off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
+        off = offline
+        if off is None:
+            off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
     finally:
         torch.set_num_threads(threads)
     cmn = np.asarray(cmn_init, np.float64)
     offs = tuple(live_offsets)
     return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front,
-                    offline_offsets=tuple(offline_offsets))  # fmt: skip
+                    offline_offsets=tuple(offline_offsets),
+                    live_cmn_prior=int(live_cmn_prior),
+                    live_cmn_voiced=bool(live_cmn_voiced))  # fmt: skip

@@ -1,7 +1,7 @@
 """Build the shipped lip-sync defaults (reproducible: same synthesizers, same files).
 
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
-        [--net audio/profiles/vowel_net.npz] [--templates-only]
+        [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only]
 
 1. ``default.json``: MFCC templates from espeak-ng sustained vowels of
    `audio.calibration.TRAIN_VOICES` (`audio.calibration.HELDOUT_VOICES` are never used), and the
@@ -44,6 +44,10 @@ LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
 LIVE_FRONT = LIVE_FRONT_STEADY
 OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
 BAND_SHARE = 0.55  # augmented copies with a band underneath
+# the live running cepstral mean's start weight, in hops: light, so a new voice's own mean takes
+# over within a second (chosen on festival and espeak-ng, never on flite; docs/BENCHMARKS.md)
+LIVE_CMN_PRIOR = 50
+LIVE_CMN_VOICED = True  # only hops heard as a voice move it (a band must not become the mean)
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -63,7 +67,12 @@ def build_net(
     live_front: str = LIVE_FRONT,
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
     band_share: float = BAND_SHARE,
+    live_cmn_prior: int = LIVE_CMN_PRIOR,
+    base=None,
+    live_cmn_voiced: bool = LIVE_CMN_VOICED,
 ):
+    """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
+    retrained (same tracks, same augmentation draws) and its offline half is kept."""
     from audio.lipsync_eval import speech_track, sung_track
     from audio.vowel_net_train import cmn_prior, examples, train
 
@@ -74,20 +83,26 @@ def build_net(
         sung_track(specs[i : i + 2], 24, seed=i, f0_range=(100.0, 1000.0))
         for i in range(0, len(specs), 2)
     ]
-    init = cmn_prior(tracks)
+    init = cmn_prior(tracks) if base is None else base.cmn_init
+    if base is not None:
+        front, offline_offsets = base.front, base.offline_offsets
     ex = examples(
         tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
+        live_cmn_prior=live_cmn_prior, offline=base is None, live_cmn_voiced=live_cmn_voiced,
     )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
         f"{names}; held out: {held_out}; front-ends: offline {front or 'none'}, live "
-        f"{live_front or 'none'}"
+        f"{live_front or 'none'}; live mean start {live_cmn_prior} hops"
+        + (", moved by voiced hops only" if live_cmn_voiced else "")
+        + ("; live half retrained (--live-only)" if base is not None else "")
     )
     return train(
         ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
-        live_front=live_front, offline_offsets=offline_offsets,
+        live_front=live_front, offline_offsets=offline_offsets, live_cmn_prior=live_cmn_prior,
+        offline=None if base is None else base.offline, live_cmn_voiced=live_cmn_voiced,
     )  # fmt: skip
 
 
@@ -117,6 +132,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=DEFAULT_PROFILE)
     ap.add_argument("--net", type=Path, default=DEFAULT_NET)
     ap.add_argument("--templates-only", action="store_true", help="do not retrain the net")
+    ap.add_argument(
+        "--live-only", action="store_true", help="retrain only the live half of the --net file"
+    )
     args = ap.parse_args()
     prof = build()
     if args.out.exists():
@@ -126,7 +144,12 @@ def main() -> int:
     print(f"wrote {args.out}: {n} templates")
     if not args.templates_only:
         t0 = time.perf_counter()
-        net = build_net()
+        base = None
+        if args.live_only:
+            from audio.vowel_net import load_net
+
+            base = load_net(args.net)
+        net = build_net(base=base)
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0

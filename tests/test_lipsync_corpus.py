@@ -88,9 +88,10 @@ def test_held_out_synthesizer_vowels_and_pauses(flite_tracks, engines):
         f"flite: offline {off.balanced:.1%} pauses {off.closed_share:.0%}; live "
         f"{live.balanced:.1%} pauses {live.closed_share:.0%}; templates {old.balanced:.1%}"
     )
-    # measured 74.6 % / 55.0 % (templates 48.7 %), pauses 100 % / 87 % (with the front-ends)
+    # measured 74.6 % / 55.0 % (templates 48.7 %), pauses 100 % / 87 % (with the front-ends);
+    # live 62.2 % / 93 % since its running mean starts light and moves on voiced hops only
     assert off.balanced >= 0.68
-    assert live.balanced >= 0.47
+    assert live.balanced >= 0.57
     assert off.balanced >= old.balanced + 0.1  # the net, not the templates, reads the vowels
     assert off.closed_share >= 0.9
     assert live.closed_share >= 0.8

@@ -46,9 +46,12 @@ def test_vowel_accuracy_training_and_heldout_voices(profile):
     # vowels, which it reads far better than the templates did); each sustained vowel here is
     # a fresh engine whose running cepstral mean starts from the training mean.
     # measured 84.3 % / 93.1 % before the live front-end, 80.7 % / 86.7 % after it (a vowel
-    # held past ~0.3 s looks to it like a band's held chord; the template engine: 99 %+)
-    assert train >= 0.76
-    assert held >= 0.82
+    # held past ~0.3 s looks to it like a band's held chord; the template engine: 99 %+), and
+    # 70.5 % / 88.3 % since the live mean starts light (50 hops): a fresh engine hearing one
+    # held vowel takes part of that vowel as its mean — the price of adapting to a new voice
+    # within a second (docs/BENCHMARKS.md, issue 15, fourth round)
+    assert train >= 0.66
+    assert held >= 0.84
 
 
 def test_mfcc_batch_equals_stream():

@@ -14,6 +14,7 @@ from audio.vowel_net import (
     LIVE_FRONT_STEADY,
     NET_SETTINGS,
     SEP_DIM,
+    VOICED_P,
     LiveNet,
     Mlp,
     VowelNet,
@@ -60,18 +61,29 @@ def test_suppressor_hop_by_hop_is_the_batch():
 def test_live_net_stream_matches_training_features():
     rng = np.random.default_rng(0)
     mlp = _mlp((HOP_DIM + SEP_DIM) * len(OFFS), rng)
-    cmn = np.zeros(NET_SETTINGS.n_coefs)
+    cmn = np.linspace(-3.0, 3.0, NET_SETTINGS.n_coefs)  # far from the signal's: the start counts
     y = _signal()
     f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
-    want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY))
-    net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR)
-    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS)
-    got = []
-    for i in range(0, len(y), 80):  # 5 ms blocks, as a device gives them
-        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
-            got.append(net.step(ncep, lev, per, flat, True, power)[0])
-    np.testing.assert_allclose(np.array(got), want[: len(got)], atol=1e-4)  # float32 power in batch
-    assert len(got) == len(want)
+    want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY, cmn_prior=10))
+    heavy, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY))
+    assert np.abs(want - heavy).max() > 1e-3  # the start weight reaches the net's input
+    for voiced in (False, True):
+        net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR, cmn_prior=10, cmn_voiced=voiced)
+        stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS)
+        got = []
+        for i in range(0, len(y), 80):  # 5 ms blocks, as a device gives them
+            for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
+                net.step(ncep, lev, per, flat, False, power)  # a look that must change nothing
+                got.append(net.step(ncep, lev, per, flat, True, power)[0])
+        got = np.array(got)
+        if voiced:  # the mean moved only after hops the net heard a voice in
+            mask = np.r_[False, got[:-1] > VOICED_P]
+            assert 0 < mask.sum() < len(mask) - 5
+            want, _ = mlp.predict(
+                live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY, cmn_prior=10, voiced=mask)
+            )
+        np.testing.assert_allclose(got, want[: len(got)], atol=1e-4)  # float32 power in batch
+        assert len(got) == len(want)
 
 
 def test_front_ends_survive_the_file(tmp_path):
@@ -79,19 +91,24 @@ def test_front_ends_survive_the_file(tmp_path):
     live = _mlp((HOP_DIM + SEP_DIM) * len(OFFS), rng)
     off = _mlp(HOP_DIM * 2 * 3, rng)
     net = VowelNet(live, off, "test", np.zeros(NET_SETTINGS.n_coefs), front=FRONT_SEPARATION,
-                   live_offsets=OFFS, live_front=LIVE_FRONT_STEADY)  # fmt: skip
+                   live_offsets=OFFS, live_front=LIVE_FRONT_STEADY, live_cmn_prior=10,
+                   live_cmn_voiced=True)  # fmt: skip
     path = tmp_path / "net.npz"
     net.save(path)
     back = load_net(path)
-    assert (back.front, back.live_front, back.live_offsets) == (
-        FRONT_SEPARATION,
-        LIVE_FRONT_STEADY,
-        OFFS,
-    )
+    got = (back.front, back.live_front, back.live_offsets, back.live_cmn_prior)
+    assert got == (FRONT_SEPARATION, LIVE_FRONT_STEADY, OFFS, 10)
+    assert back.live_cmn_voiced is True
     with np.load(path) as z:
         arrays = dict(z)
-    arrays["front"] = np.array("magic")
+    old = tmp_path / "old.npz"  # a file from before the live mean's start was stored
+    np.savez(old, **{k: v for k, v in arrays.items() if not k.startswith("live_cmn")})
+    assert (load_net(old).live_cmn_prior, load_net(old).live_cmn_voiced) == (200, False)
     bad = tmp_path / "bad.npz"
+    np.savez(bad, **{**arrays, "live_cmn_prior": np.asarray(0)})
+    with pytest.raises(ValueError, match=r"bad\.npz.*live_cmn_prior must be 1\.\.1000 hops"):
+        load_net(bad)
+    arrays["front"] = np.array("magic")
     np.savez(bad, **arrays)
     with pytest.raises(ValueError, match=r"bad\.npz.*unknown front-end 'magic'"):
         load_net(bad)
