@@ -389,7 +389,9 @@ def synthesize(spec: VoiceSpec, n_texts: int | None = None, offset: int = 0) -> 
             u = Utterance(spec, texts[i], y, phones)
             arr = np.array([(a, b, c) for a, b, c in phones], dtype=object)
             f = folder / (_key(spec, texts[i]) + ".npz")
-            tmpf = f.with_suffix(".tmp.npz")
+            # one temporary name per process: two processes filling the same cache entry
+            # each replace it with a whole file, never with the other's half-written one
+            tmpf = f.with_name(f"{f.stem}.{os.getpid()}.tmp.npz")
             np.savez_compressed(
                 tmpf, audio=np.round(y * 32767).astype(np.int16), phones=arr.astype(str)
             )
