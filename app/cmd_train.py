@@ -67,7 +67,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="append",
         default=[],
         metavar="NAME=W",
-        help="override one loss weight (pix, edge, lat, rec, gan, texture, line); repeatable",
+        help="override one loss weight (pix, edge, lat, rec, gan, texture, line, shift); "
+        "repeatable",
     )
     p.add_argument("--design-poses", type=int, default=4, help="poses per held-out design")
     p.add_argument("--bench-out", type=Path, default=Path("docs/BENCHMARKS.md"))

@@ -278,11 +278,13 @@ def test_train_resume_export_and_evaluate(tmp_path):
     first = kagura(*common, "--steps", "2", timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     assert (out / "last.pt").is_file()
-    second = kagura(*common, "--steps", "4", timeout=600)
+    # the resumed run adds the shift-consistency term, which must show in its log
+    second = kagura(*common, "--steps", "4", "--loss-weight", "shift=0.5", timeout=600)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resumed from" in second.stdout and "at step 2" in second.stdout
     steps = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert max(r["step"] for r in steps) == 4
+    assert any(r.get("shift", 0.0) > 0 for r in steps if r["step"] > 2)
     models = load_kagura(folder=export)
     st = DiffusionStage(models, load_preset("studio"), 64, 40)
     st.setup()

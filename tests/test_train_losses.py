@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from training.train import detail_energy, multiscale_edge_l1, texture_l1
+from training.train import detail_energy, multiscale_edge_l1, shift_l1, texture_l1
 
 
 def grey_texture(seed: int, h: int = 64, w: int = 96) -> torch.Tensor:
@@ -51,3 +51,15 @@ def test_line_loss_costs_a_softened_line_more_than_the_same_error_on_flat_paper(
     flat[..., :, 4:8] = 0.5  # the same change of values, away from the line
     assert float(line_edge_l1(ref, ref)) == 0.0
     assert line_edge_l1(soft, ref) > 2 * line_edge_l1(flat, ref)
+
+
+def test_shift_loss_is_zero_for_a_shift_equivariant_painter_only():
+    """A 3x3 blur paints a moved picture as the moved painting (0 away from the seam); a painter
+    that works on an 8-pixel grid, as a latent does, paints it differently."""
+    x = torch.rand((2, 3, 64, 96), generator=torch.Generator().manual_seed(3))
+    blur = lambda y: F.avg_pool2d(y, 3, stride=1, padding=1)  # noqa: E731
+    grid = lambda y: F.interpolate(F.avg_pool2d(y, 8), scale_factor=8.0)  # noqa: E731
+    for dy, dx in ((1, 3), (5, 7)):
+        moved = torch.roll(x, (dy, dx), dims=(2, 3))
+        assert float(shift_l1(blur(moved), blur(x), dy, dx)) < 1e-6
+        assert float(shift_l1(grid(moved), grid(x), dy, dx)) > 0.02

@@ -23,6 +23,10 @@ The run, on one GPU (or, slowly, the CPU for tests):
    where the reference has them, not averaged away), and from `gan_start` a patch
    discriminator's hinge loss ("gan", a small PatchGAN that judges 35-pixel patches: blur is
    what it learns to spot); plus latent MSE to z_ref and the decoder's reconstruction of z_ref.
+   Optional: "texture" (texture_l1), "line" (line_edge_l1) and "shift" (shift_l1: a quarter
+   of the batch painted again from its input rolled by a few pixels must give the rolled
+   painting — the 8-pixel latent grid otherwise paints a moving part differently frame by
+   frame, which is flicker no still picture shows).
 4. An exponential moving average of the weights is what gets evaluated and exported.
 
 Runs go on across machines: `init` names a weights folder (e.g. the shipped one) whose
@@ -91,6 +95,7 @@ class TrainConfig:
             "gan": 0.05,
             "texture": 0.0,
             "line": 0.0,
+            "shift": 0.0,
         }
     )
     gan_start: int = 1500  # discriminator from this step on (after the decoder has settled)
@@ -180,6 +185,23 @@ def texture_l1(a: torch.Tensor, b: torch.Tensor, scales: int = 2) -> torch.Tenso
     not determine (paper grain, dry-brush strands, film) has no one right place, so pixel and
     gradient L1 reward averaging it away; this rewards the right *amount* of it in each cell."""
     return multiscale(lambda x, y: F.l1_loss(detail_energy(x), detail_energy(y)), a, b, scales)
+
+
+def shift_l1(
+    painted_shifted: torch.Tensor, painted: torch.Tensor, dy: int, dx: int
+) -> torch.Tensor:
+    """L1 between the painting of an input rolled by (dy, dx) pixels and the painting rolled by
+    the same, `SHIFT_MARGIN` pixels clear of the wrap seam and of the frame's edges. The latent
+    grid is 8 pixels: a model that paints a part differently as it moves by a pixel flickers
+    when the idol moves, though every still frame is right; a shift-equivariant one gives 0."""
+    h, w = painted.shape[-2:]
+    m = SHIFT_MARGIN
+    rolled = torch.roll(painted, (dy, dx), dims=(2, 3))
+    rows, cols = slice(dy + m, h - m), slice(dx + m, w - m)
+    return F.l1_loss(painted_shifted[..., rows, cols], rolled[..., rows, cols])
+
+
+SHIFT_MARGIN = 16  # pixels: beyond the reach of the wrap seam through the autoencoder
 
 
 class PatchDiscriminator(torch.nn.Module):
@@ -364,7 +386,7 @@ class Trainer:
         self, fast_u8: torch.Tensor, ref_u8: torch.Tensor, pid: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         m, w = self.models, self.cfg.loss_weights
-        cl = torch.channels_last if self.dev.type == "cuda" else torch.contiguous_format
+        cl = self._memory_format()
         fast = to_unit(fast_u8).contiguous(memory_format=cl)
         ref = to_unit(ref_u8).contiguous(memory_format=cl)
         out: dict[str, torch.Tensor] = {}
@@ -411,11 +433,36 @@ class Trainer:
             if w.get("texture", 0.0) > 0:
                 out["texture"] = texture_l1(img, ref)
                 out["loss"] = out["loss"] + w["texture"] * out["texture"]
+            if w.get("shift", 0.0) > 0:
+                out["shift"] = self._shift_loss(fast, img, eps, t, from_fast, pid, g)
+                out["loss"] = out["loss"] + w["shift"] * out["shift"]
             if self.gan_on:
                 out["gan"] = -self.disc(img).mean()  # hinge generator loss
                 out["loss"] = out["loss"] + w.get("gan", 0.0) * out["gan"]
                 self._fake = img.detach()
         return out
+
+    def _shift_loss(self, fast, img, eps, t, from_fast, pid, g) -> torch.Tensor:
+        """shift_l1 on a quarter of the batch painted from the fast latent: the same input rolled
+        by 1-7 pixels each way, under the same noise (live, the idol moves under a stream's
+        fixed noise)."""
+        m, cl = self.models, self._memory_format()
+        rows = from_fast.nonzero().flatten()[: max(1, fast.shape[0] // 4)]
+        if rows.numel() == 0:
+            return img.new_zeros(())
+        dy, dx = (int(v) for v in torch.randint(1, 8, (2,), generator=g))
+        moved = torch.roll(fast[rows], (dy, dx), dims=(2, 3)).contiguous(memory_format=cl)
+        with torch.no_grad():
+            z = m.vae.encode(moved)[0].float()
+        tr = t[rows]
+        x_t = self.sa[tr].view(-1, 1, 1, 1) * z + self.s1a[tr].view(-1, 1, 1, 1) * eps[rows]
+        x_in = torch.cat([x_t, z], dim=1).contiguous(memory_format=cl)
+        pred = m.unet(x_in, tr, encoder_hidden_states=self.emb[pid[rows]]).sample.float() + z
+        painted = m.vae.decode(pred.contiguous(memory_format=cl), moved)[0].float()
+        return shift_l1(painted, img[rows], dy, dx)
+
+    def _memory_format(self):
+        return torch.channels_last if self.dev.type == "cuda" else torch.contiguous_format
 
     @property
     def gan_on(self) -> bool:
