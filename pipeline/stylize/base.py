@@ -72,29 +72,36 @@ class Effect(torch.nn.Module):
 
     # ---- driver ---------------------------------------------------------------------------
 
-    def _window(self, a: torch.Tensor) -> tuple[int, int, int, int] | None:
-        """Bounding box of alpha > 0 grown by `reach`, aligned to ALIGN, clipped to the frame.
-        Also sets `self.tight` (the box itself, aligned to TIGHT_ALIGN, window coordinates)."""
+    def _window(self, x: torch.Tensor) -> tuple[int, int, int, int] | None:
+        """Bounding box of alpha > 0 of uint8 (H, W, 4) x grown by `reach`, aligned to ALIGN,
+        clipped to the frame. Also sets `self.tight` (the box itself, aligned to TIGHT_ALIGN,
+        window coordinates)."""
         H, W = self.height, self.width
         self.tight = None
-        if not self.crop or a.device.type != "cpu":
+        if not self.crop or x.device.type != "cpu":
             # On a GPU the whole frame costs ~1-2 ms and finding the box would need a host
             # sync (nonzero) in the hot path: crop only on the CPU.
             return 0, H, 0, W
-        rows = torch.nonzero(a.amax(1)).flatten()
-        if rows.numel() == 0:
+        extent = C.alpha_extent(x)
+        if extent is None:
             return None
-        cols = torch.nonzero(a.amax(0)).flatten()
-        y0, y1 = int(rows[0]), int(rows[-1]) + 1
-        x0, x1 = int(cols[0]), int(cols[-1]) + 1
+        win, (ty0, ty1, tx0, tx1) = self._boxes(extent)
+        wy0, _, wx0, _ = win
+        self.tight = ty0 - wy0, ty1 - wy0, tx0 - wx0, tx1 - wx0
+        return win
+
+    def _boxes(self, extent: tuple[int, int, int, int]):
+        """(window, tight box), both in frame coordinates, of the alpha extent (y0, y1, x0, x1):
+        the extent grown by `reach` and aligned to ALIGN, and the extent aligned to
+        TIGHT_ALIGN inside that window."""
+        y0, y1, x0, x1 = extent
         r, t = self.reach, TIGHT_ALIGN
         wy0, wx0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
-        wy1 = min(H, -(-(y1 + r) // ALIGN) * ALIGN)
-        wx1 = min(W, -(-(x1 + r) // ALIGN) * ALIGN)
+        wy1 = min(self.height, -(-(y1 + r) // ALIGN) * ALIGN)
+        wx1 = min(self.width, -(-(x1 + r) // ALIGN) * ALIGN)
         ty0, tx0 = y0 // t * t, x0 // t * t
         ty1, tx1 = min(wy1, -(-y1 // t) * t), min(wx1, -(-x1 // t) * t)
-        self.tight = ty0 - wy0, ty1 - wy0, tx0 - wx0, tx1 - wx0
-        return wy0, wy1, wx0, wx1
+        return (wy0, wy1, wx0, wx1), (ty0, ty1, tx0, tx1)
 
     def tight_box(self, h: int, w: int) -> tuple[int, int, int, int]:
         """The idol's box in the current (h, w) window: (ty0, ty1, tx0, tx1)."""
@@ -102,8 +109,7 @@ class Effect(torch.nn.Module):
 
     def _frame(self, x: torch.Tensor, out: torch.Tensor, g: int) -> None:
         """One frame: x uint8 (H, W, 4) -> writes the changed window of `out` (H, W, 4)."""
-        # alpha as int32 (the top byte of each little-endian pixel): contiguous reductions
-        win = self._window((x.view(torch.int32).squeeze(-1) >> 24) & 255)
+        win = self._window(x)
         if win is None:
             return
         y0, y1, x0, x1 = win

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from pipeline.stylize import common as C
-from pipeline.stylize.base import ALIGN, TIGHT_ALIGN, Effect
+from pipeline.stylize.base import Effect
 
 
 class Toon(Effect):
@@ -161,16 +161,3 @@ class Toon(Effect):
         if self.grain_amount > 0:
             out.add_(self.grain255[g, y0:y1, x0:x1])
         return out.addcmul_(c, sv)
-
-    def _boxes(self, extent):
-        """(window, tight box), both in frame coordinates, of the alpha extent (y0, y1, x0, x1):
-        the same arithmetic as Effect._window (the window grown by `reach` and aligned to ALIGN,
-        the box aligned to TIGHT_ALIGN inside it)."""
-        y0, y1, x0, x1 = extent
-        r, t = self.reach, TIGHT_ALIGN
-        wy0, wx0 = max(0, (y0 - r) // ALIGN * ALIGN), max(0, (x0 - r) // ALIGN * ALIGN)
-        wy1 = min(self.height, -(-(y1 + r) // ALIGN) * ALIGN)
-        wx1 = min(self.width, -(-(x1 + r) // ALIGN) * ALIGN)
-        ty0, tx0 = y0 // t * t, x0 // t * t
-        ty1, tx1 = min(wy1, -(-y1 // t) * t), min(wx1, -(-x1 // t) * t)
-        return (wy0, wy1, wx0, wx1), (ty0, ty1, tx0, tx1)
