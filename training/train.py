@@ -412,10 +412,7 @@ class Trainer:
             from_fast = torch.where(first, torch.ones_like(first), torch.rand(n, device=dev) < 0.5)
             z_src = torch.where(from_fast.view(-1, 1, 1, 1), z_fast, z_ref)
             eps = torch.randn_like(z_src)
-            x_t = self.sa[t].view(-1, 1, 1, 1) * z_src + self.s1a[t].view(-1, 1, 1, 1) * eps
-            x_in = torch.cat([x_t, z_fast], dim=1).contiguous(memory_format=cl)
-            pred = m.unet(x_in, t, encoder_hidden_states=self.emb[pid]).sample.float() + z_fast
-            img = m.vae.decode(pred.contiguous(memory_format=cl), fast)[0].float()
+            pred, img = self._paint(fast, z_fast, z_src, eps, t, pid)
             rec = m.vae.decode(z_ref.contiguous(memory_format=cl), fast)[0].float()
             out["lat"] = F.mse_loss(pred, z_ref)
             out["pix"] = F.l1_loss(img, ref)
@@ -446,20 +443,25 @@ class Trainer:
         """shift_l1 on a quarter of the batch painted from the fast latent: the same input rolled
         by 1-7 pixels each way, under the same noise (live, the idol moves under a stream's
         fixed noise)."""
-        m, cl = self.models, self._memory_format()
         rows = from_fast.nonzero().flatten()[: max(1, fast.shape[0] // 4)]
         if rows.numel() == 0:
             return img.new_zeros(())
         dy, dx = (int(v) for v in torch.randint(1, 8, (2,), generator=g))
-        moved = torch.roll(fast[rows], (dy, dx), dims=(2, 3)).contiguous(memory_format=cl)
+        moved = torch.roll(fast[rows], (dy, dx), dims=(2, 3))
+        moved = moved.contiguous(memory_format=self._memory_format())
         with torch.no_grad():
-            z = m.vae.encode(moved)[0].float()
-        tr = t[rows]
-        x_t = self.sa[tr].view(-1, 1, 1, 1) * z + self.s1a[tr].view(-1, 1, 1, 1) * eps[rows]
-        x_in = torch.cat([x_t, z], dim=1).contiguous(memory_format=cl)
-        pred = m.unet(x_in, tr, encoder_hidden_states=self.emb[pid[rows]]).sample.float() + z
-        painted = m.vae.decode(pred.contiguous(memory_format=cl), moved)[0].float()
+            z = self.models.vae.encode(moved)[0].float()
+        _, painted = self._paint(moved, z, z, eps[rows], t[rows], pid[rows])
         return shift_l1(painted, img[rows], dy, dx)
+
+    def _paint(self, fast, z_fast, z_src, eps, t, pid) -> tuple[torch.Tensor, torch.Tensor]:
+        """(predicted latent, its picture decoded onto `fast`): the UNet on the noisy latent
+        x_t = sqrt(a_t) z_src + sqrt(1 - a_t) eps beside the fast render's latent."""
+        m, cl = self.models, self._memory_format()
+        x_t = self.sa[t].view(-1, 1, 1, 1) * z_src + self.s1a[t].view(-1, 1, 1, 1) * eps
+        x_in = torch.cat([x_t, z_fast], dim=1).contiguous(memory_format=cl)
+        pred = m.unet(x_in, t, encoder_hidden_states=self.emb[pid]).sample.float() + z_fast
+        return pred, m.vae.decode(pred.contiguous(memory_format=cl), fast)[0].float()
 
     def _memory_format(self):
         return torch.channels_last if self.dev.type == "cuda" else torch.contiguous_format
