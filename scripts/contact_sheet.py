@@ -8,7 +8,8 @@ model's working size 640x360 and natively at 1920x1080. The columns are what eac
 at 1080p:
 - fast look: the preset's procedural post-process on the native 1080p render (no GPU needed);
 - Kagura's model: the cuda defaults of `kagura render --size 1920x1080` — the post-process at
-  640x360 without its screen effects (pipeline.stylize.model_input), the DiffusionStage with the shipped weights, the x3 upscaler (realesr-animevideov3);
+  640x360 without its screen effects (pipeline.stylize.model_input), the DiffusionStage with
+  the shipped weights, the x3 upscaler (realesr-animevideov3);
 - reference painter: pipeline/reference on the native 1080p render (the look the model learns;
   far too slow to run live).
 On the GPU machine the reference painters take a few seconds per preset; on a CPU minutes.

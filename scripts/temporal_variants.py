@@ -14,7 +14,7 @@ from pipeline.reference import make_reference
 from pipeline.stylize import make_effect, model_input
 from pipeline.temporal.stage import TemporalStage, flicker, ghosting, laplacian_rms
 from presets.loader import load_preset
-from training.evaluate import clip_renders, paint
+from training.evaluate import clip_renders, in_batches, paint
 from training.poses import load_heldout_clip
 
 torch.set_num_threads(2)
@@ -35,11 +35,8 @@ for name in presets:
     p = load_preset(name)
     raw, motion = clip_renders(p, (w, h), N, track)
     idx = torch.arange(N)
-    q = model_input(p)
-    fast = torch.cat([make_effect(q, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)])
-    ref = torch.cat(
-        [make_reference(p, w, h)(raw[i : i + 8], idx[i : i + 8]) for i in range(0, N, 8)]
-    )
+    fast = in_batches(make_effect(model_input(p), w, h), raw, idx)
+    ref = in_batches(make_reference(p, w, h), raw, idx)
     painted = torch.cat(
         [
             paint(m, fast[i : i + 8, ..., :3].permute(0, 3, 1, 2), name, "cpu")

@@ -146,7 +146,8 @@ def clip_renders(preset, size, n: int, track=None) -> tuple[torch.Tensor, torch.
     return torch.stack(raws), torch.stack(motions)
 
 
-def _in_batches(effect, raw: torch.Tensor, idx: torch.Tensor, n: int = 8) -> torch.Tensor:
+def in_batches(effect, raw: torch.Tensor, idx: torch.Tensor, n: int = 8) -> torch.Tensor:
+    """effect(raw, idx) over the frames, n at a time (a look or a painter on a whole clip)."""
     return torch.cat([effect(raw[i : i + n], idx[i : i + n]) for i in range(0, len(raw), n)])
 
 
@@ -167,7 +168,7 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
         raw, motion = raw.to(device), motion.to(device)
         idx = torch.arange(n, dtype=torch.int64, device=device)
         fast, ref, inp = (
-            _in_batches(effect.to(device), raw, idx)
+            in_batches(effect.to(device), raw, idx)
             for effect in (
                 make_effect(p, w, h),
                 make_reference(p, w, h),

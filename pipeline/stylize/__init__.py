@@ -81,13 +81,13 @@ class StylizeStage(BaseStage):
         for_model: bool = False,
     ):
         """`for_model`: the look Kagura's model paints from (`model_input(preset)`; `preset`
-        stays the one the stage reports). `compile=True` runs the effect through torch.compile at `setup()` (fuses the
-        per-pixel math; ~5x faster on CPU, needs a C++ compiler / Triton). A compile that fails
-        raises: it is never silently replaced by the eager path.
+        stays the one the stage reports). `compile=True` runs the effect through torch.compile
+        at `setup()` (fuses the per-pixel math; ~5x faster on CPU, needs a C++ compiler /
+        Triton). A compile that fails raises: it is never silently replaced by the eager path.
         `cuda_graph`: None = on when the stage is set up on cuda; a capture that fails (or
         whose replay differs from eager) raises GraphCaptureError at setup."""
         self.preset, self.width, self.height = preset, width, height
-        self.transparent, self.for_model = transparent, for_model
+        self.transparent = transparent
         self.needs = spec("image", size=(width, height))
         self.gives = spec("image", size=(width, height))
         look = model_input(preset) if for_model else preset
