@@ -38,6 +38,15 @@ from core.stats import percentile_floor
 
 MAX_EVENTS_KEPT = 1000  # rung changes kept for the reports (their count goes on)
 
+
+def keep_latest(items: list, item) -> None:
+    """Append `item` to a list of rung changes, keeping the latest MAX_EVENTS_KEPT: bounded, so
+    an oscillating ladder cannot grow a long session's memory."""
+    items.append(item)
+    if len(items) > MAX_EVENTS_KEPT:
+        del items[: len(items) - MAX_EVENTS_KEPT]
+
+
 log = logging.getLogger("kagura.quality")
 
 
@@ -148,10 +157,8 @@ class QualityController:
             self.ladder[to].name,
             reason,
         )
-        self.events.append(ev)
+        keep_latest(self.events, ev)
         self.event_count += 1
-        if len(self.events) > MAX_EVENTS_KEPT:  # bounded: an oscillating ladder in a long session
-            del self.events[: len(self.events) - MAX_EVENTS_KEPT]
         self.level = to
         self.reset_window()
         return ev

@@ -17,7 +17,7 @@ import torch
 from core.frame import Frame
 from core.stats import Timings
 from pipeline.ladder.stage import AUDIO_AGE, RUNG_SUFFIX, Control, LadderStage, StageTimer, Timed
-from pipeline.quality import MAX_EVENTS_KEPT, QosEvent, QualityController, Rung
+from pipeline.quality import QosEvent, QualityController, Rung, keep_latest
 
 log = logging.getLogger("kagura.quality")
 
@@ -82,7 +82,7 @@ class QualityControl:
         self.fed = 0
         self.transition_frames = 0
         # the latest changes, with the rung names at the time (a refit renumbers the ladder);
-        # bounded, so an oscillating ladder cannot grow a long session's memory
+        # bounded (pipeline.quality.keep_latest)
         self.changes: list[dict[str, Any]] = []
         self.change_count = 0
         # the controller keeps its window length only as its deque's maxlen (for retarget)
@@ -193,7 +193,8 @@ class QualityControl:
         ladder = self.controller.ladder
         rung = ladder[ev.to_rung]
         self.change_count += 1
-        self.changes.append(
+        keep_latest(
+            self.changes,
             {
                 "t": time.monotonic(),
                 "pts_ns": ev.pts_ns,
@@ -203,10 +204,8 @@ class QualityControl:
                 "to": rung.name,
                 "direction": "down" if ev.to_rung > ev.from_rung else "up",
                 "reason": ev.reason,
-            }
+            },
         )
-        if len(self.changes) > MAX_EVENTS_KEPT:
-            del self.changes[: len(self.changes) - MAX_EVENTS_KEPT]
         for s in self.ladder_stages:
             s.post(Control(ev.to_rung, rung, ev))
         if self.on_event is not None:
