@@ -410,6 +410,17 @@ def _avatar(args: argparse.Namespace):
 
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
+    from pipeline.cpu_memory import pause_gc_for_setup, resume_gc
+
+    if getattr(args, "device", "cpu") == "cpu":  # the GPU path's setup stays as it was
+        pause_gc_for_setup()  # on again at the first frame (Graph.run), or here after an error
+    try:
+        return _render(args, audio)
+    finally:
+        resume_gc()
+
+
+def _render(args: argparse.Namespace, audio: Path) -> int:
     from app import render_job
     from app.e2e_trace import FrameMarks, mark
     from app.early_analysis import AnalysisProcess, worth_a_process
