@@ -427,13 +427,21 @@ def _render(args: argparse.Namespace, audio: Path) -> int:
     from core.workers import WorkerProcessError
     from pipeline.progress import RenderProgress
 
-    # librosa loads on another core while torch, the models and the stages load here; started
-    # before the request is made and checked, which imports torch for --device cuda
-    analysis = AnalysisProcess() if worth_a_process() else None
+    def start_analysis():
+        return AnalysisProcess() if worth_a_process() else None
+
+    # the audio analysis runs on another core while torch, the models and the stages load
+    # here; started once the request is known to be possible (a refused one starts no
+    # process), on cuda before check_request, which imports torch there
+    analysis = None
     try:
         req = render_request(args, audio)
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
+        if req.device != "cpu":
+            analysis = start_analysis()
         render_job.check_request(req)
+        if analysis is None:
+            analysis = start_analysis()
         mark("checked")
         graph, ctx, total = render_job.build_graph(
             req, analyze=analysis.analyze if analysis is not None else None
