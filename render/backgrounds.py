@@ -54,8 +54,12 @@ def _cached(bg_json: str, width: int, height: int, seed: int) -> torch.Tensor:
         assert arr.shape == (height, width, 3) and arr.dtype == np.uint8
         return arr
 
-    key = f"{_code_version()}|background|{bg_json}|{width}x{height}|{seed}"
-    arr = cached_array("backgrounds", key, draw_it, (height, width, 3), np.uint8)
+    version = _code_version()
+    if version is None:
+        arr = draw_it()
+    else:
+        key = f"{version}|background|{bg_json}|{width}x{height}|{seed}"
+        arr = cached_array("backgrounds", key, draw_it, (height, width, 3), np.uint8)
     return torch.from_numpy(np.ascontiguousarray(arr))
 
 
@@ -66,7 +70,10 @@ def paper_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
     Shared by the `paper` background and the ink-wash post-process (which multiplies it into
     the idol so ink and paper share one surface). Cached: treat as read-only.
     """
-    key = f"{_code_version()}|paper_grain|{width}x{height}|{seed}"
+    version = _code_version()
+    if version is None:
+        return torch.from_numpy(_paper_grain(width, height, seed))
+    key = f"{version}|paper_grain|{width}x{height}|{seed}"
     tex = cached_array(
         "backgrounds", key, lambda: _paper_grain(width, height, seed), (height, width), np.float32
     )
@@ -74,10 +81,14 @@ def paper_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
 
 
 @functools.cache
-def _code_version() -> str:
+def _code_version() -> str | None:
     """What a stored drawing depends on besides its arguments: this module's source and the
-    libraries that draw (numpy's generators, skia's rasteriser, torch's interpolation)."""
-    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    libraries that draw (numpy's generators, skia's rasteriser, torch's interpolation). None
+    where the source cannot be read: then nothing is stored or read back."""
+    try:
+        source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
     return f"{source}|numpy {np.__version__}|skia {skia.__version__}|torch {torch.__version__}"
 
 
