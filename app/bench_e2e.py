@@ -11,8 +11,8 @@ cuda: Kagura's model + temporal). `render` renders the demo song file, `demo` th
 song; `live` is `kagura bench live --headless` (no Qt, no sound device) to its first shown frame.
 
 * cold: each run gets an empty cache folder (XDG_CACHE_HOME → platformdirs' user cache: numba's
-  compiled librosa, inductor/triton, fontconfig, torch; CUDA_CACHE_PATH: the CUDA driver's
-  kernels), so it compiles what a fresh machine compiles. The OS file cache is not emptied (that needs root and hurts every other process).
+  compiled librosa, inductor/triton, fontconfig, torch, the drawn backgrounds; CUDA_CACHE_PATH:
+  the CUDA driver's kernels), so it compiles what a fresh machine compiles. The OS file cache is not emptied (that needs root and hurts every other process).
 * warm: the machine's own caches, after one untimed run has filled them.
 
 Each child writes time stamps (app/e2e_trace.py, KAGURA_TRACE) that split its wall time into
@@ -319,7 +319,7 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         f"- command: `{bench_command(args)}`",
         "- each run: a fresh `python -m app.cli …` process (what `kagura` runs) with only the "
         "options shown below; everything else is the command's own default",
-        "- cold: an empty cache folder per run (XDG_CACHE_HOME: numba, inductor/triton, "
+        "- cold: an empty cache folder per run (XDG_CACHE_HOME: numba, inductor/triton, backgrounds, "
         "fontconfig, torch; CUDA_CACHE_PATH; the OS file cache stays warm); warm: the "
         "machine's caches after one untimed run",
         "",

@@ -410,19 +410,38 @@ def _avatar(args: argparse.Namespace):
 
 
 def _run_render(args: argparse.Namespace, audio: Path) -> int:
+    from pipeline.cpu_memory import pause_gc_for_setup, resume_gc
+
+    if getattr(args, "device", "cpu") == "cpu":  # the GPU path's setup stays as it was
+        pause_gc_for_setup()  # on again at the first frame (Graph.run), or here after an error
+    try:
+        return _render(args, audio)
+    finally:
+        resume_gc()
+
+
+def _render(args: argparse.Namespace, audio: Path) -> int:
     from app import render_job
     from app.e2e_trace import FrameMarks, mark
     from app.early_analysis import AnalysisProcess, worth_a_process
     from core.workers import WorkerProcessError
     from pipeline.progress import RenderProgress
 
-    # librosa loads on another core while torch, the models and the stages load here; started
-    # before the request is made and checked, which imports torch for --device cuda
-    analysis = AnalysisProcess() if worth_a_process() else None
+    def start_analysis():
+        return AnalysisProcess() if worth_a_process() else None
+
+    # the audio analysis runs on another core while torch, the models and the stages load
+    # here; started once the request is known to be possible (a refused one starts no
+    # process), on cuda before check_request, which imports torch there
+    analysis = None
     try:
         req = render_request(args, audio)
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
+        if req.device != "cpu":
+            analysis = start_analysis()
         render_job.check_request(req)
+        if analysis is None:
+            analysis = start_analysis()
         mark("checked")
         graph, ctx, total = render_job.build_graph(
             req, analyze=analysis.analyze if analysis is not None else None

@@ -42,15 +42,30 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl+C so that every job stops the same clean way."""
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Exception types that mean "the user's input is wrong" rather than "Kagura is broken"."""
-    from audio.errors import AudioError
-    from pipeline.diffusion.models import ModelError
-    from pipeline.graph import GraphError
-    from pipeline.sinks.output import OutputError
-    from presets.loader import PresetError
+# the user-input error types beyond UsageError, by module: (module, class name)
+USER_ERRORS = (
+    ("audio.errors", "AudioError"),
+    ("pipeline.sinks.output", "OutputError"),
+    ("presets.loader", "PresetError"),
+    ("pipeline.graph", "GraphError"),
+    ("pipeline.diffusion.models", "ModelError"),
+)
 
-    return (UsageError, AudioError, OutputError, PresetError, GraphError, ModelError)
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Exception types that mean "the user's input is wrong" rather than "Kagura is broken".
+
+    Only those of modules already imported: an exception of a type whose module was never
+    imported cannot have been raised, and importing them to find out cost a refused render
+    seconds (pipeline.diffusion.models imports torch)."""
+    types: list[type[BaseException]] = [UsageError]
+    for module, name in USER_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            kind = getattr(loaded, name, None)  # None while that module is still importing
+            if kind is not None:
+                types.append(kind)
+    return tuple(types)
 
 
 def one_line(text: object) -> str:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, TextIO
 
 from core.frame import Frame
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 
 class RenderProgress:
@@ -66,6 +67,8 @@ class RenderProgress:
         if self._t0 is None:
             self._t0 = time.perf_counter()
             if not self.quiet:
+                from tqdm import tqdm  # imported only where a bar is shown
+
                 self._bar = tqdm(
                     total=self.total,
                     desc=self.label,

@@ -14,14 +14,17 @@ Kinds (`bg.colors` by position, missing entries are derived):
     city-glow  [sky, horizon, buildings, windows, neon1, neon2]  night sky, three layers of
                skyline silhouettes (far ones hazier), lit windows, glowing neon signs, haze.
 
-Everything is deterministic in `seed`. Drawing uses numpy/torch for fields (gradients, noise)
+Everything is deterministic in `seed`, and drawn once per machine: the arrays are kept in the
+user's cache folder between runs (render/disk_cache.py). Drawing uses numpy/torch for fields (gradients, noise)
 and skia for shapes (soft circles, fibres, buildings, glows).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 import skia
@@ -29,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from presets.schema import Background, rgb
+from render.disk_cache import cached_array
 
 __all__ = ["make_background", "paper_grain"]
 
@@ -43,12 +47,20 @@ def make_background(bg: Background, width: int, height: int, seed: int = 0) -> t
 
 @functools.lru_cache(maxsize=16)
 def _cached(bg_json: str, width: int, height: int, seed: int) -> torch.Tensor:
-    bg = Background.model_validate_json(bg_json)
-    draw = {"gradient": _gradient, "paper": _paper, "city-glow": _city_glow}[bg.kind]
-    arr = draw(bg, width, height, np.random.default_rng(seed))
-    assert arr.shape == (height, width, 3) and arr.dtype == np.uint8
-    out = torch.from_numpy(np.ascontiguousarray(arr))
-    return out
+    def draw_it() -> np.ndarray:
+        bg = Background.model_validate_json(bg_json)
+        draw = {"gradient": _gradient, "paper": _paper, "city-glow": _city_glow}[bg.kind]
+        arr = draw(bg, width, height, np.random.default_rng(seed))
+        assert arr.shape == (height, width, 3) and arr.dtype == np.uint8
+        return arr
+
+    version = _code_version()
+    if version is None:
+        arr = draw_it()
+    else:
+        key = f"{version}|background|{bg_json}|{width}x{height}|{seed}"
+        arr = cached_array("backgrounds", key, draw_it, (height, width, 3), np.uint8)
+    return torch.from_numpy(np.ascontiguousarray(arr))
 
 
 @functools.lru_cache(maxsize=8)
@@ -58,6 +70,29 @@ def paper_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
     Shared by the `paper` background and the ink-wash post-process (which multiplies it into
     the idol so ink and paper share one surface). Cached: treat as read-only.
     """
+    version = _code_version()
+    if version is None:
+        return torch.from_numpy(_paper_grain(width, height, seed))
+    key = f"{version}|paper_grain|{width}x{height}|{seed}"
+    tex = cached_array(
+        "backgrounds", key, lambda: _paper_grain(width, height, seed), (height, width), np.float32
+    )
+    return torch.from_numpy(tex)
+
+
+@functools.cache
+def _code_version() -> str | None:
+    """What a stored drawing depends on besides its arguments: this module's source and the
+    libraries that draw (numpy's generators, skia's rasteriser, torch's interpolation). None
+    where the source cannot be read: then nothing is stored or read back."""
+    try:
+        source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+    return f"{source}|numpy {np.__version__}|skia {skia.__version__}|torch {torch.__version__}"
+
+
+def _paper_grain(width: int, height: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed + 7919)
     mottle = _fractal(rng, width, height, base=6, octaves=4)  # 0..1, soft pulp clouds
     fine = _fractal(rng, width, height, base=max(8, width // 6), octaves=2)
@@ -65,7 +100,7 @@ def paper_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
     tex = 1.0 + 0.05 * (mottle - 0.5) + 0.04 * (fine - 0.5) + 0.012 * grain
     fibres = _fibre_layer(rng, width, height, count=int(900 * width * height / (1280 * 720)))
     tex = tex * (1.0 - 0.09 * fibres[..., 0]) + 0.05 * fibres[..., 1]
-    return torch.from_numpy(np.clip(tex, 0.75, 1.1).astype(np.float32))
+    return np.clip(tex, 0.75, 1.1).astype(np.float32)
 
 
 # --- helpers ---------------------------------------------------------------------------------

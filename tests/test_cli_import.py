@@ -78,3 +78,20 @@ def test_every_command_still_parses_when_all_are_filled():
     assert (args.command, args.size, args.encoders) == ("render", "320x180", "auto")
     args = parser.parse_args(["bench", "e2e", "--repeats", "1"])
     assert (args.bench, args.repeats) == ("e2e", 1)
+
+
+def test_a_refused_render_is_reported_without_importing_torch(tmp_path):
+    """The one-line error of a render refused before any work (an existing output, no -y)
+    does not wait for torch: the error types are looked up only where they were imported."""
+    out = tmp_path / "out.mp4"
+    out.write_bytes(b"an earlier render")
+    action = (
+        "from app.cli import main\n"
+        "from audio.demo_song import demo_song_path\n"
+        "with contextlib.redirect_stderr(io.StringIO()) as err:\n"
+        f"    code = main(['render', str(demo_song_path()), '-o', {str(out)!r}, '--quiet'])\n"
+        "assert code == 2, code\n"
+        "assert err.getvalue().startswith('kagura: error: '), err.getvalue()"
+    )
+    assert "torch" not in _heavy_modules_after(action)
+    assert out.read_bytes() == b"an earlier render"
