@@ -1,6 +1,6 @@
 """Arrays that are slow to draw and always the same for the same inputs, kept between runs.
 
-    cached_array(kind, key, make, shape, dtype) -> np.ndarray
+    cached_array(kind, key, make, shape, dtype, keep=KEEP) -> np.ndarray
         the array `make()` returns, read from platformdirs.user_cache_dir("kagura")/KIND/ when
         an earlier run stored it under `key` (a string naming every input, the code's version
         included), else drawn and stored there.
@@ -11,7 +11,7 @@ file reads back in milliseconds. The cache is only ever a shortcut: a file that 
 unreadable, truncated or of another shape is drawn again, and a folder that cannot be written
 costs nothing but the drawing. Files are written whole (a temporary file renamed into place),
 so two renders drawing the same array at once never read half a file. The folder keeps the
-`KEEP` files used most recently.
+`keep` files used most recently (`KEEP` unless the caller's arrays are large).
 """
 
 from __future__ import annotations
@@ -38,7 +38,12 @@ def cache_dir(kind: str) -> Path:
 
 
 def cached_array(
-    kind: str, key: str, make: Callable[[], np.ndarray], shape: tuple[int, ...], dtype
+    kind: str,
+    key: str,
+    make: Callable[[], np.ndarray],
+    shape: tuple[int, ...],
+    dtype,
+    keep: int = KEEP,
 ) -> np.ndarray:
     folder = cache_dir(kind)
     path = folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".npy")
@@ -46,7 +51,7 @@ def cached_array(
     if arr is not None:
         return arr
     arr = make()
-    _store(folder, path, arr)
+    _store(folder, path, arr, keep)
     return arr
 
 
@@ -66,7 +71,7 @@ def _load(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | N
     return arr
 
 
-def _store(folder: Path, path: Path, arr: np.ndarray) -> None:
+def _store(folder: Path, path: Path, arr: np.ndarray, keep: int) -> None:
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -75,7 +80,7 @@ def _store(folder: Path, path: Path, arr: np.ndarray) -> None:
             np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
         os.replace(tmp, path)
         tmp = None
-        _prune(folder)
+        _prune(folder, keep)
     except OSError as exc:  # a read-only or full disk: the array was drawn, that is enough
         log.debug("%s: not stored (%s)", path, exc)
     finally:
@@ -84,12 +89,12 @@ def _store(folder: Path, path: Path, arr: np.ndarray) -> None:
                 os.unlink(tmp)
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: Path, keep: int) -> None:
     files = []
     for p in folder.glob("*.npy"):
         with contextlib.suppress(OSError):
             files.append((p.stat().st_mtime, p))
     files.sort(reverse=True)
-    for _, p in files[KEEP:]:
+    for _, p in files[keep:]:
         with contextlib.suppress(OSError):
             p.unlink()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from render import backgrounds, disk_cache
+from render import backgrounds
 from render.disk_cache import cache_dir, cached_array
 
 
@@ -65,10 +65,9 @@ def test_a_folder_that_cannot_be_written_costs_only_the_drawing():
     assert blocked.read_text() == "a file where the folder should be"
 
 
-def test_keeps_the_most_recent_files(monkeypatch):
-    monkeypatch.setattr(disk_cache, "KEEP", 3)
+def test_keeps_the_most_recent_files():
     for i in range(5):
-        cached_array("t", f"key {i}", _maker([]), (4, 6), np.float32)
+        cached_array("t", f"key {i}", _maker([]), (4, 6), np.float32, keep=3)
     assert len(list(cache_dir("t").glob("*.npy"))) == 3
     assert not list(cache_dir("t").glob("*.tmp"))
 

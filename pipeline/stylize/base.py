@@ -7,15 +7,28 @@ grain variant), finds the idol's bounding box (alpha > 0), grows it by the kind'
 pooling grids coincide with the full frame's, runs the kind's `compute` on that window only
 and pastes the result. The window's result equals the full-frame result (tests check it).
 Frames are processed one at a time (they stay in cache), so a batch equals single frames.
+
+The empty frames are one full-frame `compute` per grain variant: on the CPU, at 720p, seconds
+of every render's set-up for cyberpunk and ink wash (docs/BENCHMARKS.md). There they are kept
+in the user's cache folder (render/disk_cache.py), keyed by the preset, the size, the seed and
+the source of the modules that make them, so a second run reads them back instead.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+from pathlib import Path
+
+import numpy as np
 import torch
 
 from pipeline.stylize import common as C
 from presets.schema import Preset
+from render import backgrounds
 from render.backgrounds import make_background
+from render.disk_cache import cached_array
 
 ALIGN = 16  # window origin/size granularity: a multiple of every pooling factor (4, 8)
 TIGHT_ALIGN = 8  # the tight box's granularity: keeps the pooling cells of the window whole
@@ -36,6 +49,8 @@ class Effect(torch.nn.Module):
     def __init__(self, preset: Preset, width: int, height: int, transparent: bool, seed: int = 0):
         super().__init__()
         self.post = preset.post
+        # everything the empty frames depend on besides the code (the disk cache's key)
+        self._identity = f"{preset.model_dump_json()}|{width}x{height}|{transparent}|{seed}"
         self.width, self.height, self.transparent = width, height, transparent
         self.crop = True  # False: always process the whole frame (tests compare both)
         if transparent:
@@ -137,16 +152,29 @@ class Effect(torch.nn.Module):
 
     def _empty(self, device: torch.device) -> torch.Tensor:
         if self.empty.numel() == 0 or self.empty.device != device:
-            H, W = self.height, self.width
-            n = self.grain.shape[0]
-            e = torch.zeros(n, H, W, 4, dtype=torch.uint8, device=device)
-            z = torch.zeros(4, H, W, device=device)
-            self.tight = None
-            for g in range(n):
-                rgb, alpha = self.compute(z, (0, H, 0, W), g)
-                e[g].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, alpha, e[g]))
-            self.empty = e
+            version = _code_version(type(self))
+            if device.type != "cpu" or version is None:  # on a GPU they take milliseconds
+                self.empty = self._make_empty(device)
+            else:
+                shape = (self.grain.shape[0], self.height, self.width, 4)
+                key = f"{version}|empty frames|{self._identity}"
+                arr = cached_array(
+                    "looks", key, lambda: self._make_empty(device).numpy(), shape, np.uint8, 6
+                )
+                self.empty = torch.from_numpy(arr)
         return self.empty
+
+    def _make_empty(self, device: torch.device) -> torch.Tensor:
+        """The effect applied to a fully transparent frame, once per grain variant."""
+        H, W = self.height, self.width
+        n = self.grain.shape[0]
+        e = torch.zeros(n, H, W, 4, dtype=torch.uint8, device=device)
+        z = torch.zeros(4, H, W, device=device)
+        self.tight = None
+        for g in range(n):
+            rgb, alpha = self.compute(z, (0, H, 0, W), g)
+            e[g].view(torch.int32).squeeze(-1).copy_(self._pack(rgb, alpha, e[g]))
+        return e
 
     @property
     def variants(self) -> int:
@@ -173,3 +201,18 @@ class Effect(torch.nn.Module):
         for b, g in enumerate((idx.cpu() % self.variants).tolist()):
             self._one(x[b], out[b], g)
         return out
+
+
+@functools.cache
+def _code_version(kind: type[Effect]) -> str | None:
+    """What the empty frames depend on besides the effect's arguments: the source of the
+    modules that compute them (the kind's, this one, the shared passes) and what the stored
+    backgrounds depend on (their module, the drawing libraries). None where a source cannot be
+    read: then nothing is stored or read back."""
+    drawing = backgrounds._code_version()
+    try:
+        files = [inspect.getfile(kind), __file__, C.__file__]
+        digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in files))
+    except (OSError, TypeError):
+        return None
+    return None if drawing is None else f"{digest.hexdigest()[:16]}|{drawing}"
