@@ -16,6 +16,7 @@ plain words: OBS not running / WebSocket server off, wrong or missing password, 
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from typing import Any
 
@@ -29,7 +30,24 @@ MAX_OFFSET_MS = 20000
 # says it all, so keep the library quiet unless the application configures logging itself.
 logging.getLogger("obsws_python").addHandler(logging.NullHandler())
 
-_SETTINGS_HINT = "enable Tools ▸ WebSocket Server Settings"
+
+class _HidePassword(logging.Filter):
+    """obsws-python logs its connect parameters, the password in plain text among them, at
+    INFO (`kagura live -v` shows INFO): the password is blanked out of every record."""
+
+    _PATTERN = re.compile(r"password='.*?'(?= subs=| timeout=|\)|$)")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if "password=" in text:
+            record.msg, record.args = self._PATTERN.sub("password='***'", text), None
+        return True
+
+
+# a logger's filters see only the records logged on it, not its children's: these are the
+# library's loggers (its classes' names under their modules), where the parameters are logged
+for _name in ("obsws_python.baseclient.ObsClient", "obsws_python.reqs.ReqClient"):
+    logging.getLogger(_name).addFilter(_HidePassword())
 
 
 class ObsError(ValueError):
@@ -146,10 +164,11 @@ class ObsSync:
             # refused, timed out, unknown host, not a WebSocket server, odd hello
             if isinstance(exc, socket.gaierror):
                 raise ObsError(f"OBS host {self.host!r} is unknown — check the address") from None
-            # both causes: OBS not running at all, or its WebSocket server switched off
+            # both causes: OBS not running at all, or its WebSocket server off / elsewhere
             raise ObsError(
-                f"OBS is not reachable at {self.address} — is OBS running? If it is, "
-                f"{_SETTINGS_HINT}"
+                f"OBS is not reachable at {self.address}: either OBS is not running, or its "
+                "WebSocket server is off or on another port (in OBS: Tools ▸ WebSocket Server "
+                "Settings)"
             ) from None
 
     def _send(self, client: Any, request: str, data: dict) -> dict | None:
