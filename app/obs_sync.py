@@ -20,7 +20,7 @@ import re
 import socket
 from typing import Any
 
-__all__ = ["MAX_OFFSET_MS", "MIN_OFFSET_MS", "ObsError", "ObsSync"]
+__all__ = ["MAX_OFFSET_MS", "MIN_OFFSET_MS", "ObsError", "ObsNoSuchInput", "ObsSync"]
 
 # OBS accepts sync offsets in this range (obs-websocket's SetInputAudioSyncOffset).
 MIN_OFFSET_MS = -950
@@ -52,6 +52,10 @@ for _name in ("obsws_python.baseclient.ObsClient", "obsws_python.reqs.ReqClient"
 
 class ObsError(ValueError):
     """OBS could not be reached or refused a request; the message is one line for the user."""
+
+
+class ObsNoSuchInput(ObsError):
+    """OBS has no input of that name (renamed or removed since the user chose it)."""
 
 
 class ObsSync:
@@ -179,7 +183,9 @@ class ObsSync:
             return client.send(request, data or None, raw=True)
         except OBSSDKRequestError as exc:
             _, _, comment = str(exc).partition("With message:")
-            raise _RequestFailed(request, exc.code, comment.strip(), data) from None
+            missing = exc.code == 600 and data.get("inputName") is not None  # ResourceNotFound
+            kind = _MissingInput if missing else _RequestFailed
+            raise kind(request, exc.code, comment.strip(), data) from None
         except (OBSSDKError, OSError, WebSocketException, ValueError, KeyError):
             raise ObsError(
                 f"OBS at {self.address} stopped answering ({request}) — is it still running?"
@@ -198,3 +204,7 @@ class _RequestFailed(ObsError):
             why = comment.rstrip(".") if comment else f"error code {code}"
             text = f"OBS refused {request}" + (f" for {name!r}" if name else "") + f": {why}"
         super().__init__(text)
+
+
+class _MissingInput(_RequestFailed, ObsNoSuchInput):
+    """Code 600 for a named input: the caller may forget a remembered name."""

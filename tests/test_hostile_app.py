@@ -158,6 +158,30 @@ def test_obs_input_remembered_and_windows_closed_together(qtbot, config_dir):
     assert not stage.isVisible()  # else the app never quits
 
 
+def test_an_obs_input_gone_from_obs_is_forgotten(qtbot, config_dir):
+    """The remembered input was renamed in OBS: the real client, against a small obs-websocket
+    server, says so in one line, and the name is forgotten so the next press asks again."""
+    from tests.test_obs_sync import FakeObs
+
+    server = FakeObs()
+    settings = {"obs_host": "127.0.0.1", "obs_port": server.port, "obs_input": "Old mic"}
+    (config_dir / "live_app.json").write_text(json.dumps(settings))
+    win = _window(qtbot)
+    try:
+        overlay = win.stats_overlay
+        overlay.update_stats({"latency_ms": 90})
+        with qtbot.waitSignal(overlay.obsFailed, timeout=5000) as sig:
+            overlay.obs_button.click()
+        assert sig.args[0].startswith("OBS has no input named 'Old mic'")
+        assert "pick the input" in sig.args[0] and overlay.obs_input is None
+        assert Settings(config_dir / "live_app.json")["obs_input"] is None
+        sent = {"inputName": "Old mic", "inputAudioSyncOffset": 90}
+        assert server.requests[-1] == ("SetInputAudioSyncOffset", sent)
+    finally:
+        win.close()
+        server.close()
+
+
 def _live(tmp_path, *extra):
     audio = write_wav_s16(tmp_path / "voice.wav", 30.0)
     cmd = [sys.executable, "-m", "app.cli", "live", "--audio-file", str(audio), "--no-play-out"]

@@ -264,6 +264,7 @@ class MainWindow(QMainWindow):
         self._build_shortcuts()
         self._restore()
         self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)
+        self.stats_overlay.obsInputMissing.connect(self._forget_obs_input)
         self._connect_obs()
         self.refresh_devices()
         self._show_settings_notice()
@@ -765,6 +766,12 @@ class MainWindow(QMainWindow):
         """The OBS input the user picked for "Set in OBS": asked once, remembered."""
         if name and name != self.settings["obs_input"]:
             self.settings["obs_input"] = name
+            self.settings.save()
+
+    def _forget_obs_input(self, name: str) -> None:
+        """OBS no longer has the remembered input (renamed, removed): ask again next time."""
+        if self.settings["obs_input"] == name:
+            self.settings["obs_input"] = None
             self.settings.save()
 
     def _connect_obs(self) -> None:
