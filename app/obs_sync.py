@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import socket
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MAX_OFFSET_MS", "MIN_OFFSET_MS", "ObsError", "ObsNoSuchInput", "ObsSync"]
@@ -61,20 +62,27 @@ class ObsNoSuchInput(ObsError):
 class ObsSync:
     """A small obs-websocket client for the one thing Kagura needs: audio sync offsets.
 
-    `timeout`: seconds to wait for OBS to connect and to answer each request.
+    `timeout`: seconds to wait for OBS to connect and to answer each request. `password`:
+    the password, or a function returning it, called at each connection (the app's comes from
+    the system keyring, which is read only when OBS is asked something).
     """
 
     def __init__(
         self,
         host: str = "localhost",
         port: int = 4455,
-        password: str | None = None,
+        password: str | Callable[[], str | None] | None = None,
         timeout: float = 3.0,
     ) -> None:
         self.host = host
         self.port = int(port)
-        self.password = password or ""
+        self._password = password
         self.timeout = timeout
+
+    @property
+    def password(self) -> str:
+        p = self._password
+        return (p() if callable(p) else p) or ""
 
     @property
     def address(self) -> str:

@@ -16,6 +16,9 @@ from typing import ClassVar
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ["KAGURA_NO_KEYRING"] = "1"  # the 0600-file store; the keyring is the user's
 
+import keyring
+import keyring.backend
+import keyring.errors
 import numpy as np
 import pytest
 
@@ -71,6 +74,57 @@ def test_obs_password_in_a_0600_file_never_in_the_json(config_dir):
     assert Settings(path)["obs_password"] == "s3cret"
     s["obs_password"] = None
     assert not secret.exists()
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring backend (keyring's own plug-in surface) holding passwords in a dict."""
+
+    priority = 1
+
+    def __init__(self):
+        super().__init__()
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service, username):
+        return self.store.get((service, username))
+
+    def set_password(self, service, username, password):
+        self.store[(service, username)] = password
+
+    def delete_password(self, service, username):
+        self.store.pop((service, username))
+
+
+class LockedKeyring(MemoryKeyring):
+    def get_password(self, service, username):
+        raise keyring.errors.KeyringLocked("the keyring is locked")
+
+    def set_password(self, service, username, password):
+        raise keyring.errors.PasswordSetError("the keyring is locked")
+
+
+def test_obs_password_in_the_system_keyring_else_the_0600_file(config_dir, monkeypatch):
+    monkeypatch.delenv("KAGURA_NO_KEYRING")
+    path, secret = config_dir / "live_app.json", config_dir / "obs_password"
+    before, ring = keyring.get_keyring(), MemoryKeyring()
+    keyring.set_keyring(ring)
+    try:
+        secret.write_text("from-file")  # kept before a keyring was usable: moved into it
+        assert Settings(path)["obs_password"] == "from-file" and not secret.exists()
+        s = Settings(path)
+        s["obs_password"] = "s3cret"
+        s.save()
+        assert list(ring.store.values()) == ["s3cret"] and not secret.exists()
+        assert "s3cret" not in path.read_text()
+        assert Settings(path)["obs_password"] == "s3cret"
+        keyring.set_keyring(LockedKeyring())  # a keyring that refuses: the 0600 file
+        s = Settings(path)
+        assert s["obs_password"] is None
+        s["obs_password"] = "s3cret-2"
+        assert secret.read_text() == "s3cret-2"
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    finally:
+        keyring.set_keyring(before)
 
 
 def test_not_json_at_all_is_healed(config_dir):

@@ -778,8 +778,9 @@ class MainWindow(QMainWindow):
         from app.obs_sync import ObsSync
 
         s = self.settings
+        # the password read when OBS is asked (keyring: slow to load, may ask to be unlocked)
         self.stats_overlay.set_obs(
-            ObsSync(s["obs_host"], s["obs_port"], s["obs_password"]), s["obs_input"]
+            ObsSync(s["obs_host"], s["obs_port"], lambda: s["obs_password"]), s["obs_input"]
         )
 
     # -- live session -------------------------------------------------------------------------
