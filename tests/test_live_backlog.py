@@ -1,4 +1,5 @@
-"""A starved analysis thread skips old audio: after a stall the mouth follows the present.
+"""A starved analysis thread skips old audio: after a stall the mouth follows the present; and
+while it is behind, the frame thread sheds frames to leave it the CPU.
 
 The source is a real ring buffer the test writes into, as a sound card's callback would, with
 no thread of its own: the audio clock moves only when the test writes, and one write of several
@@ -16,9 +17,9 @@ import pytest
 
 from audio.calibration import default_profile_path, load_profile
 from audio.live_resample import LowDelayResampler
-from audio.ringbuffer import RingBuffer, RingSource
+from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from core.clock import NS_PER_S, samples_to_ns
-from pipeline.live import ANALYSIS_KEEP_S, LiveSession
+from pipeline.live import ANALYSIS_KEEP_S, SHED_MAX_S, LiveSession
 from pipeline.queues import BoundedQueue, Policy
 
 RATE = 48_000  # not the profile's rate: the resampler's delay is in the clock mapping too
@@ -167,3 +168,65 @@ def test_reader_skips_to_the_newest_frames_without_an_overrun():
     assert reader.skip_to_newest(5) == 235
     assert reader.read()[:, 0].tolist() == list(range(295, 300))
     assert (reader.overruns, reader.lost) == (0, 0)
+
+
+class HeldReader(RingReader):
+    """The analysis thread's reader; while `go` is clear a read waits, as an analysis thread
+    that gets no CPU would: the audio piles up unanalysed and the mouth grows old."""
+
+    def __init__(self, ring, position, go: threading.Event) -> None:
+        super().__init__(ring, position)
+        self.go = go
+
+    def read(self, max_frames=None):
+        self.go.wait()
+        return super().read(max_frames)
+
+
+class HeldAudio(WrittenAudio):
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.go.set()
+
+    def reader(self, position=None):
+        self.read_from.set()
+        start = self.ring.written if position is None else position
+        return HeldReader(self.ring, start, self.go)
+
+
+def write_blocks(src, seconds: float) -> None:
+    """The sound card's blocks, 10 ms each, at about real-time pace (the clock is the ring)."""
+    for _ in range(round(seconds / 0.01)):
+        src.ring.write(silence(0.01))
+        time.sleep(0.01)
+
+
+def test_frames_are_shed_while_the_analysis_is_behind_and_resume_after():
+    fps = 50
+    src = HeldAudio()
+    profile = load_profile(default_profile_path())
+    session = LiveSession(src, "studio", size=(64, 36), fps=fps, profile=profile)
+    session.params = SeenParams()
+    session.start()
+    try:
+        assert src.read_from.wait(30), "the analysis thread never started reading"
+        src.ring.write(silence(0.2))
+        analysed_up_to(session, src, session.params.seen)
+        src.go.clear()  # from here the analysis hands on no mouth
+        write_blocks(src, 0.15)  # the newest mouth is now over ANALYSIS_SHED_S old
+        frames, shed = session.frames_produced, session.shed_ticks
+        write_blocks(src, 1.0)
+        frames, shed = session.frames_produced - frames, session.shed_ticks - shed
+        # the ticks went to the analysis: at most one frame after each SHED_MAX_S of shedding
+        assert shed >= 10, (frames, shed)
+        assert frames <= shed // round(SHED_MAX_S * fps) + 1, (frames, shed)
+        src.go.set()  # the analysis catches up: frames at every tick again
+        start, deadline = session.frames_produced, time.monotonic() + 20
+        while session.frames_produced < start + 10:
+            assert time.monotonic() < deadline, "frames did not resume"
+            write_blocks(src, 0.02)
+        assert session.error is None, session.error
+    finally:
+        src.go.set()
+        session.stop()

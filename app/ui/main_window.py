@@ -1139,6 +1139,8 @@ class MainWindow(QMainWindow):
             "frames_produced": ss.get("frames_produced"),
             # audio a starved analysis skipped to keep the mouth on the present (pipeline/live.py)
             "audio_skipped_s": ss.get("audio_skipped_s"),
+            # frames not started so that the starved analysis could catch up (same module)
+            "frames_shed": ss.get("shed_ticks"),
             "latency_ms": latency,
             "lipsync_lag_ms": ss.get("lipsync_lag_ms"),
             "ui_ms_median": ui["median"],
