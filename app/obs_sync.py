@@ -34,21 +34,30 @@ logging.getLogger("obsws_python").addHandler(logging.NullHandler())
 
 class _HidePassword(logging.Filter):
     """obsws-python logs its connect parameters, the password in plain text among them, at
-    INFO (`kagura live -v` shows INFO): the password is blanked out of every record."""
+    INFO (`kagura live -v` shows INFO): every password ObsSync connected with, and whatever
+    stands in a `password='...'` field, is blanked out of the library's records."""
 
-    _PATTERN = re.compile(r"password='.*?'(?= subs=| timeout=|\)|$)")
+    _PATTERN = re.compile(r"password='.*?'(?=,? \w+=|\)|$)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        if "password=" in text:
-            record.msg, record.args = self._PATTERN.sub("password='***'", text), None
+        hidden = self._PATTERN.sub("password='***'", text) if "password=" in text else text
+        for secret in self.secrets:
+            hidden = hidden.replace(secret, "***")
+        if hidden != text:
+            record.msg, record.args = hidden, None
         return True
 
 
+_HIDE = _HidePassword()
 # a logger's filters see only the records logged on it, not its children's: these are the
 # library's loggers (its classes' names under their modules), where the parameters are logged
 for _name in ("obsws_python.baseclient.ObsClient", "obsws_python.reqs.ReqClient"):
-    logging.getLogger(_name).addFilter(_HidePassword())
+    logging.getLogger(_name).addFilter(_HIDE)
 
 
 class ObsError(ValueError):
@@ -151,9 +160,12 @@ class ObsSync:
             raise ObsError(
                 "talking to OBS needs the obsws-python package (pip install obsws-python)"
             ) from None
+        password = self.password
+        if password:
+            _HIDE.secrets.add(password)
         try:
             return obs.ReqClient(
-                host=self.host, port=self.port, password=self.password, timeout=self.timeout
+                host=self.host, port=self.port, password=password, timeout=self.timeout
             )
         except OBSSDKError as exc:
             text = str(exc)

@@ -254,10 +254,11 @@ def test_the_password_never_reaches_the_log(capsys):
     (here -vv, DEBUG) must show the connection without it."""
     from app.log_setup import configure, reset
 
-    server = FakeObs(password="hunter2-Zq")
+    tricky = "a', b=c hunter2-Zq"  # ends a password='...' field early for a pattern
+    server = FakeObs(password=tricky)
     try:
         configure(2)
-        ObsSync("127.0.0.1", server.port, "hunter2-Zq").list_audio_inputs()
+        ObsSync("127.0.0.1", server.port, tricky).list_audio_inputs()
         with pytest.raises(ObsError):
             ObsSync("127.0.0.1", server.port, "wrong-Zq").list_audio_inputs()
     finally:
