@@ -44,10 +44,11 @@ class _HidePassword(logging.Filter):
         self.secrets: set[str] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        hidden = self._PATTERN.sub("password='***'", text) if "password=" in text else text
-        for secret in self.secrets:
+        text = hidden = record.getMessage()
+        for secret in self.secrets:  # first: the pattern could cut a tricky one in two
             hidden = hidden.replace(secret, "***")
+        if "password=" in hidden:
+            hidden = self._PATTERN.sub("password='***'", hidden)
         if hidden != text:
             record.msg, record.args = hidden, None
         return True
