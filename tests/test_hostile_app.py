@@ -249,7 +249,7 @@ def test_live_ends_cleanly_with_its_stats_line(tmp_path, how):
     """--quit-after with the stage window open, and SIGTERM: every window closes, the process
     exits 0 and prints its one JSON stats line (no traceback)."""
     proc = _live(
-        tmp_path, *(["--quit-after", "2", "--stage-window"] if how == "quit-after" else [])
+        tmp_path, *(["--quit-after", "0.5", "--stage-window"] if how == "quit-after" else [])
     )
     try:
         if how == "SIGTERM":
