@@ -219,8 +219,9 @@ def test_frames_are_shed_while_the_analysis_is_behind_and_resume_after():
         write_blocks(src, 1.0)
         frames, shed = session.frames_produced - frames, session.shed_ticks - shed
         # the ticks went to the analysis: at most one frame after each SHED_MAX_S of shedding
+        # (+2: a frame in flight when counting began, a run of sheds cut by the window)
         assert shed >= 10, (frames, shed)
-        assert frames <= shed // round(SHED_MAX_S * fps) + 1, (frames, shed)
+        assert frames <= shed // round(SHED_MAX_S * fps) + 2, (frames, shed)
         src.go.set()  # the analysis catches up: frames at every tick again
         start, deadline = session.frames_produced, time.monotonic() + 20
         while session.frames_produced < start + 10:
