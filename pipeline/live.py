@@ -29,7 +29,7 @@ Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", ru
                            (so it is due and arrived just before that tick; the app's QTimer
                            tick and the headless bench's simulated one both tell it);
                            pts = audio clock now (newest sample); a tick finding the
-                           analysis over ANALYSIS_SHED_S behind starts no frame (shed);
+                           analysis lastingly behind starts no frame (pipeline/shedding.py);
                            newest params + expression blend → RenderStage → StylizeStage,
                            the idol in two steps (`late_mouth`, default): the next frame's
                            idol is drawn ahead — right after a frame is handed on, from the
@@ -101,6 +101,7 @@ from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.look import Look, build_look
 from pipeline.phase_lock import PhaseLock
 from pipeline.queues import BoundedQueue, Closed, Policy
+from pipeline.shedding import Shedder
 
 __all__ = [
     "AUDIO_AGE",
@@ -133,15 +134,7 @@ ANALYSIS_POLL_S = 0.001
 # lower bound skipped most of a played file's first second.
 ANALYSIS_MAX_BEHIND_S = 1.0
 ANALYSIS_KEEP_S = 0.05
-# Shedding for the analysis: the mouth is only as fresh as the analysis, and on a starved CPU
-# the frame thread (tens of ms a frame, holding the GIL while the idol draws) took the CPU the
-# analysis needed (~1 ms per 10 ms of audio), which then ran 0.3-1 s behind until the skip
-# above (docs/BENCHMARKS.md, soak). A tick whose newest mouth is more than ANALYSIS_SHED_S
-# old starts no frame (counted: stats()["shed_ticks"]) and leaves the CPU to the analysis; the
-# presenter shows the last frame meanwhile. Never more than SHED_MAX_S of ticks in a row, so
-# the picture keeps moving where even the analysis alone cannot keep up. 0 turns it off.
-ANALYSIS_SHED_S = 0.1
-SHED_MAX_S = 0.25
+# Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
 # the frame's start, but not later than this before it (room for the copy)
@@ -253,7 +246,8 @@ class LiveSession:
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
         self.late_ticks = 0  # ticks the frame thread started over a period late
         self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
-        self.shed_ticks = 0  # ticks that started no frame: the analysis behind (ANALYSIS_SHED_S)
+        # ticks that start no frame: the analysis lastingly behind (pipeline/shedding.py)
+        self.shedder = Shedder(fps)
         # the frame thread's scheduler (display timing, lead, learning): its own object, so
         # it is tested on simulated time (tests/test_live_phase_lock.py)
         self.phase_lock = PhaseLock(self.fps)
@@ -528,7 +522,7 @@ class LiveSession:
             "analysis_skips": self.analysis_skips,
             "audio_skipped_s": round(self.audio_skipped_s, 3),
             "late_ticks": self.late_ticks,
-            "shed_ticks": self.shed_ticks,
+            "shed_ticks": self.shedder.shed,
             "analysis_hops": self.hops,
             "analysis_latches": self.latches,
             "audio_overruns": self.audio_overruns,
@@ -781,7 +775,6 @@ class LiveSession:
         gpu_look = self._look
         next_t = time.monotonic()
         target: int | None = None  # phase-locked: the display tick the last frame aimed at
-        shed_run = 0  # ticks shed in a row
 
         def newest() -> AvatarParams:
             nonlocal params, fresh
@@ -817,11 +810,10 @@ class LiveSession:
             params = newest()
             # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
             age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
-            if self._analysis_behind(age, shed_run):
-                shed_run += 1
-                self.shed_ticks += 1
+            # not before the first hop (the analysis is still building its engines: nothing
+            # to wait for), nor after it failed
+            if self.hops and self.error is None and self.shedder.tick(time.monotonic(), age):
                 continue
-            shed_run = 0
             if fresh or self._lag:
                 self._lag.append(age)
             fresh = False
@@ -853,17 +845,6 @@ class LiveSession:
                 continue
             frame = look.stylize.process(frame)
             self._publish(frame, look, t0)
-
-    def _analysis_behind(self, age_ms: float, shed_run: int) -> bool:
-        """Whether this tick leaves the CPU to the analysis (see ANALYSIS_SHED_S): the newest
-        mouth is older than that (audio unread, or read and not analysed yet), and fewer than
-        SHED_MAX_S of ticks were shed in a row. Not before the first hop (nothing to wait for:
-        the analysis is still building its engines), nor after the analysis failed."""
-        if ANALYSIS_SHED_S <= 0 or self.hops == 0 or self.error is not None:
-            return False
-        if shed_run >= max(1, round(SHED_MAX_S * self.fps)):
-            return False
-        return age_ms > ANALYSIS_SHED_S * 1000.0
 
     def _posed(self, params: AvatarParams, pts: int) -> AvatarParams:
         """`params` as of `pts`, with the triggered expressions blended in."""

@@ -8,7 +8,7 @@ re-soak) is reproduced without loading the machine: this process moves itself in
 (v1 `cpu` controller, needs root) whose CFS quota each phase sets — `SECONDS:CORES`, 0 for no
 limit. Other sessions' work is not slowed; this one gets at most CORES of CPU, as it would
 beside a busier machine. A third field `noshed` runs that phase with the frame thread's
-shedding for the analysis off (pipeline.live.ANALYSIS_SHED_S = 0), so old and new behaviour
+shedding for the analysis off (the session's Shedder, pipeline/shedding.py, with age_s 0), so old and new behaviour
 can alternate in one run. Every `--sample-s` it prints one JSON line: frames published, the
 audio-to-publication latency's median and P99 (as `kagura bench soak` measures it) and its
 parts' medians — `age`: the mouth's audio age at the frame's start (how far the analysis is
@@ -81,10 +81,10 @@ def main() -> int:
     ap.add_argument("--phases", default="30:0,60:0.3,45:0", help="SECONDS:CORES,... (0: free)")
     ap.add_argument("--sample-s", type=float, default=5.0)
     ap.add_argument("--size", default="480x270")
+    ap.add_argument("--shed-s", type=float, help="the Shedder's age_s where shedding is on")
     args = ap.parse_args()
     phases = [p.split(":") for p in args.phases.split(",")]
 
-    import pipeline.live as live
     from app.bench_soak import _pct
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
@@ -103,10 +103,10 @@ def main() -> int:
         last = {"frames": 0, "cpu": sum(os.times()[:2]), "t": t0, "skips": 0, "late": 0,
                 "shed": 0}  # fmt: skip
         try:
-            shed_s = live.ANALYSIS_SHED_S
+            shed_s = session.shedder.age_s if args.shed_s is None else args.shed_s
             for seconds, cores, *flags in ((float(p[0]), float(p[1]), *p[2:]) for p in phases):
                 _limit(group, cores)
-                live.ANALYSIS_SHED_S = 0.0 if "noshed" in flags else shed_s
+                session.shedder.age_s = 0.0 if "noshed" in flags else shed_s
                 end = time.monotonic() + seconds
                 while time.monotonic() < end - 1e-3:
                     time.sleep(min(args.sample_s, end - time.monotonic()))
@@ -120,7 +120,7 @@ def main() -> int:
                     row = {
                         "t_s": round(now - t0, 1),
                         "cores_allowed": cores or None,
-                        "shed": live.ANALYSIS_SHED_S > 0,
+                        "shed": session.shedder.age_s,
                         "cpu_cores": round((cpu - last["cpu"]) / (now - last["t"]), 2),
                         "frames": frames - last["frames"],
                         "latency_p50_ms": _pct(col(0), 50),

@@ -19,8 +19,9 @@ from audio.calibration import default_profile_path, load_profile
 from audio.live_resample import LowDelayResampler
 from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from core.clock import NS_PER_S, samples_to_ns
-from pipeline.live import ANALYSIS_KEEP_S, SHED_MAX_S, LiveSession
+from pipeline.live import ANALYSIS_KEEP_S, LiveSession
 from pipeline.queues import BoundedQueue, Policy
+from pipeline.shedding import SHED_AFTER_S, SHED_HOLD_S, SHED_MAX_S, Shedder
 
 RATE = 48_000  # not the profile's rate: the resampler's delay is in the clock mapping too
 HOP_NS = 10_000_000
@@ -214,10 +215,10 @@ def test_frames_are_shed_while_the_analysis_is_behind_and_resume_after():
         src.ring.write(silence(0.2))
         analysed_up_to(session, src, session.params.seen)
         src.go.clear()  # from here the analysis hands on no mouth
-        write_blocks(src, 0.15)  # the newest mouth is now over ANALYSIS_SHED_S old
-        frames, shed = session.frames_produced, session.shed_ticks
-        write_blocks(src, 1.0)
-        frames, shed = session.frames_produced - frames, session.shed_ticks - shed
+        write_blocks(src, 0.25 + SHED_AFTER_S)  # the mouth too old, and for long enough
+        frames, shed = session.frames_produced, session.shedder.shed
+        write_blocks(src, 0.8)
+        frames, shed = session.frames_produced - frames, session.shedder.shed - shed
         # the ticks went to the analysis: at most one frame after each SHED_MAX_S of shedding
         # (+2: a frame in flight when counting began, a run of sheds cut by the window)
         assert shed >= 10, (frames, shed)
@@ -231,3 +232,36 @@ def test_frames_are_shed_while_the_analysis_is_behind_and_resume_after():
     finally:
         src.go.set()
         session.stop()
+
+
+def test_only_a_lasting_lag_is_shed_on_a_simulated_clock():
+    fps, dt = 50, 0.02
+    shedder = Shedder(fps)
+    cap = round(SHED_MAX_S * fps)
+
+    def run(seconds: float, age_ms: float, t: float) -> tuple[list[bool], float]:
+        out = []
+        for _ in range(round(seconds / dt)):
+            out.append(shedder.tick(t, age_ms))
+            t += dt
+        return out, t
+
+    # a one-off stall: the mouth 300 ms old for 0.3 s, then fresh again — nothing shed
+    stall, t = run(0.3, 300.0, 0.0)
+    fresh, t = run(1.0, 10.0, t)
+    assert not any(stall + fresh)
+    # a lasting lag: frames go on for SHED_AFTER_S, then ticks are shed, `cap` in a row at most
+    lag, t = run(SHED_AFTER_S + 1.0, 300.0, t)
+    first = lag.index(True)
+    assert first == round(SHED_AFTER_S / dt)
+    pattern = lag[first:]
+    runs = "".join("s" if x else "f" for x in pattern).split("f")
+    assert max(len(r) for r in runs) == cap and pattern.count(False) >= 2
+    # caught up: a lag right after is shed at once (still starved), and not after SHED_HOLD_S
+    ok, t = run(0.1, 10.0, t)
+    assert not any(ok) and shedder.tick(t, 300.0)
+    calm, t = run(SHED_HOLD_S + 0.1, 10.0, t)
+    assert not any(calm) and not shedder.tick(t, 300.0)
+    assert shedder.shed == sum(lag) + 1
+    off = Shedder(fps, age_s=0)
+    assert not any(off.tick(i * dt, 5000.0) for i in range(200))
