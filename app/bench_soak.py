@@ -142,6 +142,7 @@ def measure(args: argparse.Namespace) -> dict:
                     "dropped": st["output_dropped"],
                     "late_ticks": st["late_ticks"],
                     "stalled_ticks": st["stalled_ticks"],
+                    "shed_ticks": st.get("shed_ticks", 0),
                     "audio_skipped_s": st["audio_skipped_s"],
                     "latency_p50_ms": _pct(window, 50),
                     "latency_p99_ms": _pct(window, 99),
@@ -197,6 +198,7 @@ def summarize(args, samples: list[dict], error, gpu) -> dict:
         "dropped": total.get("dropped", 0),
         "late_ticks": total.get("late_ticks", 0),
         "stalled_ticks": total.get("stalled_ticks", 0),
+        "shed_ticks": total.get("shed_ticks", 0),
         "audio_skipped_s": total.get("audio_skipped_s", 0.0),
         "latency_drift_ms": drift,
         "drift_windows": k,
@@ -234,7 +236,8 @@ def report(r: dict, command: str) -> str:
         f"| frames published / expected | {r['frames']} / {r['frames_expected']} | |",
         f"| output-queue drops · late ticks · stalled ticks | {r['dropped']} · {r['late_ticks']} "
         f"· {r['stalled_ticks']} | |",
-        f"| audio the starved analysis skipped | {r['audio_skipped_s']} s | |",
+        f"| audio the starved analysis skipped · frames shed for it | {r['audio_skipped_s']} s "
+        f"· {r.get('shed_ticks', 0)} | |",
         f"| latency drift (last − first {r['drift_windows']} window medians) | {drift} ms | < {GOAL_DRIFT_MS:g} ms: "
         f"{ok(None if drift is None else abs(drift) < GOAL_DRIFT_MS)} |",
         f"| RSS growth (first counted sample → last) | {rss} % | < {GOAL_RSS_PCT:g} %: "

@@ -16,6 +16,7 @@ Writes are atomic (`pipeline.sinks.output.atomic_write_text`): a crash never lea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -105,23 +106,51 @@ def _backup_name(path: Path) -> Path:
 
 
 class SecretStore:
-    """The OBS password: the system keyring where one works, else a 0600 file."""
+    """The OBS password: the system keyring where one works, else a 0600 file.
+
+    The keyring is looked up at the first get or set, not at start-up: importing it costs a
+    few tenths of a second, and a desktop keyring may ask the user to unlock it.
+    """
+
+    _UNSET = object()
 
     def __init__(self, folder: Path):
         self.file = folder / SECRET_FILE
-        self._keyring = _usable_keyring()
+        self._keyring_module: Any = self._UNSET
+
+    @property
+    def _keyring(self) -> Any:
+        if self._keyring_module is self._UNSET:
+            self._keyring_module = _usable_keyring()
+        return self._keyring_module
+
+    def _keyring_failed(self, what: str, exc: Exception) -> None:
+        # the message only: a backend's error never carries the password, but say no more
+        log.warning("settings: the keyring cannot be %s (%s); using %s", what, exc, self.file)
+        self._keyring_module = None
 
     @property
     def where(self) -> str:
         return "the system keyring" if self._keyring is not None else f"{self.file} (mode 0600)"
 
     def get(self) -> str | None:
-        if self._keyring is not None:
+        ring = self._keyring
+        if ring is not None:
             try:
-                return self._keyring.get_password(KEYRING_SERVICE, "password")
+                password = ring.get_password(KEYRING_SERVICE, "password")
             except Exception as exc:  # a locked or broken keyring: fall back to the file
-                log.warning("settings: the keyring cannot be read (%s); using %s", exc, self.file)
-                self._keyring = None
+                self._keyring_failed("read", exc)
+            else:
+                if password:
+                    return password
+                # a file kept before a keyring was usable: move it into the keyring
+                password = self._read_file()
+                if password:
+                    self.set(password)
+                return password
+        return self._read_file()
+
+    def _read_file(self) -> str | None:
         try:
             return self.file.read_text(encoding="utf-8") or None
         except FileNotFoundError:
@@ -131,22 +160,18 @@ class SecretStore:
             return None
 
     def set(self, password: str | None) -> None:
-        if self._keyring is not None:
+        ring = self._keyring
+        if ring is not None:
             try:
                 if password:
-                    self._keyring.set_password(KEYRING_SERVICE, "password", password)
+                    ring.set_password(KEYRING_SERVICE, "password", password)
                 else:
-                    import contextlib
-
-                    with contextlib.suppress(Exception):
-                        self._keyring.delete_password(KEYRING_SERVICE, "password")
+                    with contextlib.suppress(Exception):  # nothing stored: nothing to delete
+                        ring.delete_password(KEYRING_SERVICE, "password")
                 self.file.unlink(missing_ok=True)
                 return
             except Exception as exc:
-                log.warning(
-                    "settings: the keyring cannot be written (%s); using %s", exc, self.file
-                )
-                self._keyring = None
+                self._keyring_failed("written", exc)
         if not password:
             self.file.unlink(missing_ok=True)
             return

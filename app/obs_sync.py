@@ -16,10 +16,12 @@ plain words: OBS not running / WebSocket server off, wrong or missing password, 
 from __future__ import annotations
 
 import logging
+import re
 import socket
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_OFFSET_MS", "MIN_OFFSET_MS", "ObsError", "ObsSync"]
+__all__ = ["MAX_OFFSET_MS", "MIN_OFFSET_MS", "ObsError", "ObsNoSuchInput", "ObsSync"]
 
 # OBS accepts sync offsets in this range (obs-websocket's SetInputAudioSyncOffset).
 MIN_OFFSET_MS = -950
@@ -29,30 +31,68 @@ MAX_OFFSET_MS = 20000
 # says it all, so keep the library quiet unless the application configures logging itself.
 logging.getLogger("obsws_python").addHandler(logging.NullHandler())
 
-_SETTINGS_HINT = "enable Tools ▸ WebSocket Server Settings"
+
+class _HidePassword(logging.Filter):
+    """obsws-python logs its connect parameters, the password in plain text among them, at
+    INFO (`kagura live -v` shows INFO): every password ObsSync connected with, and whatever
+    stands in a `password='...'` field, is blanked out of the library's records."""
+
+    _PATTERN = re.compile(r"password='.*?'(?=,? \w+=|\)|$)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = hidden = record.getMessage()
+        for secret in self.secrets:  # first: the pattern could cut a tricky one in two
+            hidden = hidden.replace(secret, "***")
+        if "password=" in hidden:
+            hidden = self._PATTERN.sub("password='***'", hidden)
+        if hidden != text:
+            record.msg, record.args = hidden, None
+        return True
+
+
+_HIDE = _HidePassword()
+# a logger's filters see only the records logged on it, not its children's: these are the
+# library's loggers (its classes' names under their modules), where the parameters are logged
+for _name in ("obsws_python.baseclient.ObsClient", "obsws_python.reqs.ReqClient"):
+    logging.getLogger(_name).addFilter(_HIDE)
 
 
 class ObsError(ValueError):
     """OBS could not be reached or refused a request; the message is one line for the user."""
 
 
+class ObsNoSuchInput(ObsError):
+    """OBS has no input of that name (renamed or removed since the user chose it)."""
+
+
 class ObsSync:
     """A small obs-websocket client for the one thing Kagura needs: audio sync offsets.
 
-    `timeout`: seconds to wait for OBS to connect and to answer each request.
+    `timeout`: seconds to wait for OBS to connect and to answer each request. `password`:
+    the password, or a function returning it, called at each connection (the app's comes from
+    the system keyring, which is read only when OBS is asked something).
     """
 
     def __init__(
         self,
         host: str = "localhost",
         port: int = 4455,
-        password: str | None = None,
+        password: str | Callable[[], str | None] | None = None,
         timeout: float = 3.0,
     ) -> None:
         self.host = host
         self.port = int(port)
-        self.password = password or ""
+        self._password = password
         self.timeout = timeout
+
+    @property
+    def password(self) -> str:
+        p = self._password
+        return (p() if callable(p) else p) or ""
 
     @property
     def address(self) -> str:
@@ -121,9 +161,12 @@ class ObsSync:
             raise ObsError(
                 "talking to OBS needs the obsws-python package (pip install obsws-python)"
             ) from None
+        password = self.password
+        if password:
+            _HIDE.secrets.add(password)
         try:
             return obs.ReqClient(
-                host=self.host, port=self.port, password=self.password, timeout=self.timeout
+                host=self.host, port=self.port, password=password, timeout=self.timeout
             )
         except OBSSDKError as exc:
             text = str(exc)
@@ -146,10 +189,11 @@ class ObsSync:
             # refused, timed out, unknown host, not a WebSocket server, odd hello
             if isinstance(exc, socket.gaierror):
                 raise ObsError(f"OBS host {self.host!r} is unknown — check the address") from None
-            # both causes: OBS not running at all, or its WebSocket server switched off
+            # both causes: OBS not running at all, or its WebSocket server off / elsewhere
             raise ObsError(
-                f"OBS is not reachable at {self.address} — is OBS running? If it is, "
-                f"{_SETTINGS_HINT}"
+                f"OBS is not reachable at {self.address}: either OBS is not running, or its "
+                "WebSocket server is off or on another port (in OBS: Tools ▸ WebSocket Server "
+                "Settings)"
             ) from None
 
     def _send(self, client: Any, request: str, data: dict) -> dict | None:
@@ -160,7 +204,9 @@ class ObsSync:
             return client.send(request, data or None, raw=True)
         except OBSSDKRequestError as exc:
             _, _, comment = str(exc).partition("With message:")
-            raise _RequestFailed(request, exc.code, comment.strip(), data) from None
+            missing = exc.code == 600 and data.get("inputName") is not None  # ResourceNotFound
+            kind = _MissingInput if missing else _RequestFailed
+            raise kind(request, exc.code, comment.strip(), data) from None
         except (OBSSDKError, OSError, WebSocketException, ValueError, KeyError):
             raise ObsError(
                 f"OBS at {self.address} stopped answering ({request}) — is it still running?"
@@ -179,3 +225,7 @@ class _RequestFailed(ObsError):
             why = comment.rstrip(".") if comment else f"error code {code}"
             text = f"OBS refused {request}" + (f" for {name!r}" if name else "") + f": {why}"
         super().__init__(text)
+
+
+class _MissingInput(_RequestFailed, ObsNoSuchInput):
+    """Code 600 for a named input: the caller may forget a remembered name."""

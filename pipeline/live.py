@@ -28,7 +28,8 @@ Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", ru
                            starts at the tick that will show it minus the predicted frame time
                            (so it is due and arrived just before that tick; the app's QTimer
                            tick and the headless bench's simulated one both tell it);
-                           pts = audio clock now (newest sample);
+                           pts = audio clock now (newest sample); a tick finding the
+                           analysis lastingly behind starts no frame (pipeline/shedding.py);
                            newest params + expression blend → RenderStage → StylizeStage,
                            the idol in two steps (`late_mouth`, default): the next frame's
                            idol is drawn ahead — right after a frame is handed on, from the
@@ -100,6 +101,7 @@ from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.look import Look, build_look
 from pipeline.phase_lock import PhaseLock
 from pipeline.queues import BoundedQueue, Closed, Policy
+from pipeline.shedding import Shedder
 
 __all__ = [
     "AUDIO_AGE",
@@ -132,6 +134,7 @@ ANALYSIS_POLL_S = 0.001
 # lower bound skipped most of a played file's first second.
 ANALYSIS_MAX_BEHIND_S = 1.0
 ANALYSIS_KEEP_S = 0.05
+# Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
 # the frame's start, but not later than this before it (room for the copy)
@@ -243,6 +246,8 @@ class LiveSession:
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
         self.late_ticks = 0  # ticks the frame thread started over a period late
         self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
+        # ticks that start no frame: the analysis lastingly behind (pipeline/shedding.py)
+        self.shedder = Shedder(fps)
         # the frame thread's scheduler (display timing, lead, learning): its own object, so
         # it is tested on simulated time (tests/test_live_phase_lock.py)
         self.phase_lock = PhaseLock(self.fps)
@@ -517,6 +522,7 @@ class LiveSession:
             "analysis_skips": self.analysis_skips,
             "audio_skipped_s": round(self.audio_skipped_s, 3),
             "late_ticks": self.late_ticks,
+            "shed_ticks": self.shedder.shed,
             "analysis_hops": self.hops,
             "analysis_latches": self.latches,
             "audio_overruns": self.audio_overruns,
@@ -804,6 +810,10 @@ class LiveSession:
             params = newest()
             # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
             age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
+            # not before the first hop (the analysis is still building its engines: nothing
+            # to wait for), nor after it failed
+            if self.hops and self.error is None and self.shedder.tick(time.monotonic(), age):
+                continue
             if fresh or self._lag:
                 self._lag.append(age)
             fresh = False

@@ -428,8 +428,39 @@ def obs_items(d: Path) -> None:
         again["obs_input"] == "Mic/Aux",
         f"obs_input = {again['obs_input']!r}",
     )
-    row("OBS virtual-camera toggle where a backend exists", None,
-        "needs a camera backend; tests/test_hostile_app.py checks the toggle with a fake backend")  # fmt: skip
+    # the password never in a log: obsws-python logs its connect parameters at INFO
+    import io
+
+    from app.log_setup import configure, reset
+    from tests.test_obs_sync import FakeObs
+
+    server, buf = FakeObs(password="hunter2"), io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):  # the log's handler writes to this stderr
+            configure(2)
+            ObsSync("127.0.0.1", server.port, "hunter2").list_audio_inputs()
+    finally:
+        reset()
+        server.close()
+    logged = buf.getvalue()
+    row("OBS password never in the log (-vv)", "Connecting" in logged and "hunter2" not in logged,
+        next((ln for ln in logged.splitlines() if "Connecting" in ln), "no connect record"))  # fmt: skip
+    # the toggle in a real (offscreen) window with the real pyvirtualcam: opens, or says why
+    probe = (
+        "import os,sys;os.environ['QT_QPA_PLATFORM']='offscreen';"
+        "from PySide6.QtWidgets import QApplication;a=QApplication([]);"
+        "from app.ui.main_window import LiveOptions,MainWindow;"
+        "w=MainWindow(LiveOptions(size=(320,180),fps=20,play_out=False,autostart=False));"
+        "w.show();w.vcam_action.setChecked(True);a.processEvents();"
+        "print(w.vcam_action.isChecked(), w.vcam is not None, '|', w.banner_text);w.close()"
+    )
+    env = cli_env(KAGURA_CONFIG_DIR=str(d / "cfgvcam"), KAGURA_NO_KEYRING="1")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    out = r.stdout.strip()
+    opened, says_why = out.startswith("True True"), out.startswith("False False | No virtual")
+    row("OBS virtual-camera toggle: opens or says why (real pyvirtualcam)",
+        r.returncode == 0 and "Traceback" not in r.stderr and (opened or says_why), out[:200])  # fmt: skip
     row("OBS 'Set in OBS', transparent WebM in OBS", None, "needs a running OBS Studio")
 
 

@@ -74,9 +74,20 @@ def test_window_plays_a_file_switches_presets_and_records(qtbot, speech, tmp_pat
         assert ui["frames"] > 10 and ui["median"] < 50
         stats = win.run_stats()
         assert stats["frames_shown"] > 10
+        # a recording still running when the window closes (Ctrl+C, SIGTERM, --quit-after
+        # close it) is finished, not lost
+        left_on = tmp_path / "left_on.mp4"
+        assert win.start_recording(left_on) == left_on
+        qtbot.waitUntil(
+            lambda: (win.session.stats()["recording"] or {}).get("frames", 0) >= 10, timeout=10000
+        )
     finally:
         _close(win)
     assert win.session is None
+    assert win.last_recording["path"] == str(left_on)
+    with av.open(str(left_on)) as c:
+        assert sorted(s.type for s in c.streams) == ["audio", "video"]
+        assert sum(1 for _ in c.decode(video=0)) == win.last_recording["frames"] >= 10
 
 
 def test_no_input_device_shows_banner_and_file_still_works(qtbot, speech, monkeypatch):

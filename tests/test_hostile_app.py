@@ -16,6 +16,9 @@ from typing import ClassVar
 os.environ["QT_QPA_PLATFORM"] = "offscreen"
 os.environ["KAGURA_NO_KEYRING"] = "1"  # the 0600-file store; the keyring is the user's
 
+import keyring
+import keyring.backend
+import keyring.errors
 import numpy as np
 import pytest
 
@@ -71,6 +74,57 @@ def test_obs_password_in_a_0600_file_never_in_the_json(config_dir):
     assert Settings(path)["obs_password"] == "s3cret"
     s["obs_password"] = None
     assert not secret.exists()
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A keyring backend (keyring's own plug-in surface) holding passwords in a dict."""
+
+    priority = 1
+
+    def __init__(self):
+        super().__init__()
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service, username):
+        return self.store.get((service, username))
+
+    def set_password(self, service, username, password):
+        self.store[(service, username)] = password
+
+    def delete_password(self, service, username):
+        self.store.pop((service, username))
+
+
+class LockedKeyring(MemoryKeyring):
+    def get_password(self, service, username):
+        raise keyring.errors.KeyringLocked("the keyring is locked")
+
+    def set_password(self, service, username, password):
+        raise keyring.errors.PasswordSetError("the keyring is locked")
+
+
+def test_obs_password_in_the_system_keyring_else_the_0600_file(config_dir, monkeypatch):
+    monkeypatch.delenv("KAGURA_NO_KEYRING")
+    path, secret = config_dir / "live_app.json", config_dir / "obs_password"
+    before, ring = keyring.get_keyring(), MemoryKeyring()
+    keyring.set_keyring(ring)
+    try:
+        secret.write_text("from-file")  # kept before a keyring was usable: moved into it
+        assert Settings(path)["obs_password"] == "from-file" and not secret.exists()
+        s = Settings(path)
+        s["obs_password"] = "s3cret"
+        s.save()
+        assert list(ring.store.values()) == ["s3cret"] and not secret.exists()
+        assert "s3cret" not in path.read_text()
+        assert Settings(path)["obs_password"] == "s3cret"
+        keyring.set_keyring(LockedKeyring())  # a keyring that refuses: the 0600 file
+        s = Settings(path)
+        assert s["obs_password"] is None
+        s["obs_password"] = "s3cret-2"
+        assert secret.read_text() == "s3cret-2"
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    finally:
+        keyring.set_keyring(before)
 
 
 def test_not_json_at_all_is_healed(config_dir):
@@ -158,6 +212,30 @@ def test_obs_input_remembered_and_windows_closed_together(qtbot, config_dir):
     assert not stage.isVisible()  # else the app never quits
 
 
+def test_an_obs_input_gone_from_obs_is_forgotten(qtbot, config_dir):
+    """The remembered input was renamed in OBS: the real client, against a small obs-websocket
+    server, says so in one line, and the name is forgotten so the next press asks again."""
+    from tests.test_obs_sync import FakeObs
+
+    server = FakeObs()
+    settings = {"obs_host": "127.0.0.1", "obs_port": server.port, "obs_input": "Old mic"}
+    (config_dir / "live_app.json").write_text(json.dumps(settings))
+    win = _window(qtbot)
+    try:
+        overlay = win.stats_overlay
+        overlay.update_stats({"latency_ms": 90})
+        with qtbot.waitSignal(overlay.obsFailed, timeout=5000) as sig:
+            overlay.obs_button.click()
+        assert sig.args[0].startswith("OBS has no input named 'Old mic'")
+        assert "pick the input" in sig.args[0] and overlay.obs_input is None
+        assert Settings(config_dir / "live_app.json")["obs_input"] is None
+        sent = {"inputName": "Old mic", "inputAudioSyncOffset": 90}
+        assert server.requests[-1] == ("SetInputAudioSyncOffset", sent)
+    finally:
+        win.close()
+        server.close()
+
+
 def _live(tmp_path, *extra):
     audio = write_wav_s16(tmp_path / "voice.wav", 30.0)
     cmd = [sys.executable, "-m", "app.cli", "live", "--audio-file", str(audio), "--no-play-out"]
@@ -171,7 +249,7 @@ def test_live_ends_cleanly_with_its_stats_line(tmp_path, how):
     """--quit-after with the stage window open, and SIGTERM: every window closes, the process
     exits 0 and prints its one JSON stats line (no traceback)."""
     proc = _live(
-        tmp_path, *(["--quit-after", "2", "--stage-window"] if how == "quit-after" else [])
+        tmp_path, *(["--quit-after", "0.5", "--stage-window"] if how == "quit-after" else [])
     )
     try:
         if how == "SIGTERM":

@@ -215,3 +215,24 @@ def test_permission_denied_names_the_folder():
         assert sorted(p.name for p in d.iterdir()) == ["good.wav"]
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_an_os_error_is_exit_2_and_anything_else_a_bug_exit_1(capsys, monkeypatch):
+    """The one error path's two ends: an OS error names its path (exit 2); any other exception
+    is one line calling it a bug, where it happened and how to report it (exit 1)."""
+    from app.errors import report
+
+    monkeypatch.delenv("KAGURA_DEBUG", raising=False)
+    assert report(PermissionError(13, "Permission denied", "/srv/out.mp4")) == 2
+    assert capsys.readouterr().err == "kagura: error: /srv/out.mp4: permission denied\n"
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        status = report(exc)
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith(
+        "kagura: internal error: KeyError: 'missing' at test_hostile_outputs.py:"
+    )
+    assert "bug in Kagura; please report it" in line and "KAGURA_DEBUG=1" in line

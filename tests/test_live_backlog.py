@@ -1,4 +1,5 @@
-"""A starved analysis thread skips old audio: after a stall the mouth follows the present.
+"""A starved analysis thread skips old audio: after a stall the mouth follows the present; and
+while it is behind, the frame thread sheds frames to leave it the CPU.
 
 The source is a real ring buffer the test writes into, as a sound card's callback would, with
 no thread of its own: the audio clock moves only when the test writes, and one write of several
@@ -16,10 +17,11 @@ import pytest
 
 from audio.calibration import default_profile_path, load_profile
 from audio.live_resample import LowDelayResampler
-from audio.ringbuffer import RingBuffer, RingSource
+from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from core.clock import NS_PER_S, samples_to_ns
 from pipeline.live import ANALYSIS_KEEP_S, LiveSession
 from pipeline.queues import BoundedQueue, Policy
+from pipeline.shedding import SHED_AFTER_S, SHED_HOLD_S, SHED_MAX_S, Shedder
 
 RATE = 48_000  # not the profile's rate: the resampler's delay is in the clock mapping too
 HOP_NS = 10_000_000
@@ -167,3 +169,99 @@ def test_reader_skips_to_the_newest_frames_without_an_overrun():
     assert reader.skip_to_newest(5) == 235
     assert reader.read()[:, 0].tolist() == list(range(295, 300))
     assert (reader.overruns, reader.lost) == (0, 0)
+
+
+class HeldReader(RingReader):
+    """The analysis thread's reader; while `go` is clear a read waits, as an analysis thread
+    that gets no CPU would: the audio piles up unanalysed and the mouth grows old."""
+
+    def __init__(self, ring, position, go: threading.Event) -> None:
+        super().__init__(ring, position)
+        self.go = go
+
+    def read(self, max_frames=None):
+        self.go.wait()
+        return super().read(max_frames)
+
+
+class HeldAudio(WrittenAudio):
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.go.set()
+
+    def reader(self, position=None):
+        self.read_from.set()
+        start = self.ring.written if position is None else position
+        return HeldReader(self.ring, start, self.go)
+
+
+def write_blocks(src, seconds: float) -> None:
+    """The sound card's blocks, 10 ms each, at about real-time pace (the clock is the ring)."""
+    for _ in range(round(seconds / 0.01)):
+        src.ring.write(silence(0.01))
+        time.sleep(0.01)
+
+
+def test_frames_are_shed_while_the_analysis_is_behind_and_resume_after():
+    fps = 50
+    src = HeldAudio()
+    profile = load_profile(default_profile_path())
+    session = LiveSession(src, "studio", size=(64, 36), fps=fps, profile=profile)
+    session.params = SeenParams()
+    session.start()
+    try:
+        assert src.read_from.wait(30), "the analysis thread never started reading"
+        src.ring.write(silence(0.2))
+        analysed_up_to(session, src, session.params.seen)
+        src.go.clear()  # from here the analysis hands on no mouth
+        write_blocks(src, 0.25 + SHED_AFTER_S)  # the mouth too old, and for long enough
+        frames, shed = session.frames_produced, session.shedder.shed
+        write_blocks(src, 0.8)
+        frames, shed = session.frames_produced - frames, session.shedder.shed - shed
+        # the ticks went to the analysis: at most one frame after each SHED_MAX_S of shedding
+        # (+2: a frame in flight when counting began, a run of sheds cut by the window)
+        assert shed >= 10, (frames, shed)
+        assert frames <= shed // round(SHED_MAX_S * fps) + 2, (frames, shed)
+        src.go.set()  # the analysis catches up: frames at every tick again
+        start, deadline = session.frames_produced, time.monotonic() + 20
+        while session.frames_produced < start + 10:
+            assert time.monotonic() < deadline, "frames did not resume"
+            write_blocks(src, 0.02)
+        assert session.error is None, session.error
+    finally:
+        src.go.set()
+        session.stop()
+
+
+def test_only_a_lasting_lag_is_shed_on_a_simulated_clock():
+    fps, dt = 50, 0.02
+    shedder = Shedder(fps)
+    cap = round(SHED_MAX_S * fps)
+
+    def run(seconds: float, age_ms: float, t: float) -> tuple[list[bool], float]:
+        out = []
+        for _ in range(round(seconds / dt)):
+            out.append(shedder.tick(t, age_ms))
+            t += dt
+        return out, t
+
+    # a one-off stall: the mouth 300 ms old for 0.3 s, then fresh again — nothing shed
+    stall, t = run(0.3, 300.0, 0.0)
+    fresh, t = run(1.0, 10.0, t)
+    assert not any(stall + fresh)
+    # a lasting lag: frames go on for SHED_AFTER_S, then ticks are shed, `cap` in a row at most
+    lag, t = run(SHED_AFTER_S + 1.0, 300.0, t)
+    first = lag.index(True)
+    assert first == round(SHED_AFTER_S / dt)
+    pattern = lag[first:]
+    runs = "".join("s" if x else "f" for x in pattern).split("f")
+    assert max(len(r) for r in runs) == cap and pattern.count(False) >= 2
+    # caught up: a lag right after is shed at once (still starved), and not after SHED_HOLD_S
+    ok, t = run(0.1, 10.0, t)
+    assert not any(ok) and shedder.tick(t, 300.0)
+    calm, t = run(SHED_HOLD_S + 0.1, 10.0, t)
+    assert not any(calm) and not shedder.tick(t, 300.0)
+    assert shedder.shed == sum(lag) + 1
+    off = Shedder(fps, age_s=0)
+    assert not any(off.tick(i * dt, 5000.0) for i in range(200))

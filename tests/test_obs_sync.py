@@ -241,9 +241,29 @@ def test_unreachable_port_is_a_plain_error():
         obs.set_audio_sync_offset("Mic/Aux", 100)
     msg = str(info.value)
     assert msg == (
-        f"OBS is not reachable at 127.0.0.1:{port} — is OBS running? If it is, "
-        "enable Tools ▸ WebSocket Server Settings"
+        f"OBS is not reachable at 127.0.0.1:{port}: either OBS is not running, or its "
+        "WebSocket server is off or on another port (in OBS: Tools ▸ WebSocket Server Settings)"
     )
     assert isinstance(info.value, ValueError)
     with pytest.raises(ObsError, match="not reachable"):
         obs.list_audio_inputs()
+
+
+def test_the_password_never_reaches_the_log(capsys):
+    """obsws-python logs its connect parameters, password included, at INFO: `kagura live -v`
+    (here -vv, DEBUG) must show the connection without it."""
+    from app.log_setup import configure, reset
+
+    tricky = "a', b=c hunter2-Zq"  # ends a password='...' field early for a pattern
+    server = FakeObs(password=tricky)
+    try:
+        configure(2)
+        ObsSync("127.0.0.1", server.port, tricky).list_audio_inputs()
+        with pytest.raises(ObsError):
+            ObsSync("127.0.0.1", server.port, "wrong-Zq").list_audio_inputs()
+    finally:
+        reset()
+        server.close()
+    err = capsys.readouterr().err
+    assert f"port={server.port} password='***'" in err  # the record is there, blanked
+    assert "hunter2" not in err and "wrong-Zq" not in err

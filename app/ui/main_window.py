@@ -264,6 +264,7 @@ class MainWindow(QMainWindow):
         self._build_shortcuts()
         self._restore()
         self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)
+        self.stats_overlay.obsInputMissing.connect(self._forget_obs_input)
         self._connect_obs()
         self.refresh_devices()
         self._show_settings_notice()
@@ -767,12 +768,19 @@ class MainWindow(QMainWindow):
             self.settings["obs_input"] = name
             self.settings.save()
 
+    def _forget_obs_input(self, name: str) -> None:
+        """OBS no longer has the remembered input (renamed, removed): ask again next time."""
+        if self.settings["obs_input"] == name:
+            self.settings["obs_input"] = None
+            self.settings.save()
+
     def _connect_obs(self) -> None:
         from app.obs_sync import ObsSync
 
         s = self.settings
+        # the password read when OBS is asked (keyring: slow to load, may ask to be unlocked)
         self.stats_overlay.set_obs(
-            ObsSync(s["obs_host"], s["obs_port"], s["obs_password"]), s["obs_input"]
+            ObsSync(s["obs_host"], s["obs_port"], lambda: s["obs_password"]), s["obs_input"]
         )
 
     # -- live session -------------------------------------------------------------------------
@@ -1131,6 +1139,8 @@ class MainWindow(QMainWindow):
             "frames_produced": ss.get("frames_produced"),
             # audio a starved analysis skipped to keep the mouth on the present (pipeline/live.py)
             "audio_skipped_s": ss.get("audio_skipped_s"),
+            # frames not started so that the starved analysis could catch up (same module)
+            "frames_shed": ss.get("shed_ticks"),
             "latency_ms": latency,
             "lipsync_lag_ms": ss.get("lipsync_lag_ms"),
             "ui_ms_median": ui["median"],

@@ -130,7 +130,7 @@ class StageHistogram(QWidget):
 
 class _Bridge(QObject):
     done = Signal(str, int)
-    failed = Signal(str)
+    failed = Signal(str, str)  # the one-line reason; the input OBS no longer has, or ""
 
 
 class StatsOverlay(QWidget):
@@ -138,6 +138,7 @@ class StatsOverlay(QWidget):
 
     obsOffsetSet = Signal(str, int)  # input name, ms — after OBS accepted the offset
     obsFailed = Signal(str)  # one-line reason
+    obsInputMissing = Signal(str)  # OBS has no input of the remembered name any more
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -306,7 +307,10 @@ class StatsOverlay(QWidget):
                 got = sync.set_audio_sync_offset(name, ms)
                 bridge.done.emit(name, int(got if got is not None else ms))
             except Exception as exc:  # ObsError, or anything a custom client raises
-                bridge.failed.emit(" ".join(str(exc).split()) or type(exc).__name__)
+                from app.obs_sync import ObsNoSuchInput
+
+                missing = name if isinstance(exc, ObsNoSuchInput) else ""
+                bridge.failed.emit(" ".join(str(exc).split()) or type(exc).__name__, missing)
 
         threading.Thread(target=work, name="kagura-obs-sync", daemon=True).start()
 
@@ -336,8 +340,13 @@ class StatsOverlay(QWidget):
         self._refresh_buttons()
         self.obsOffsetSet.emit(name, ms)
 
-    def _obs_failed(self, message: str) -> None:
+    def _obs_failed(self, message: str, missing: str = "") -> None:
         self._obs_busy = False
+        if missing and missing == self.obs_input:
+            # renamed or removed in OBS: forget it, so the next press asks again
+            self.obs_input = None
+            message += " — press Set in OBS again to pick the input"
+            self.obsInputMissing.emit(missing)
         self.status_label.setText(message)
         self._refresh_buttons()
         self.obsFailed.emit(message)
