@@ -1,6 +1,6 @@
-"""The looks' empty frames kept in the user's cache folder (pipeline/stylize/base.py): a look
-set up from the stored frames makes the same pixels as one that computed them, and a preset
-that differs in anything never reads another's frames."""
+"""The looks' empty frames (pipeline/stylize/base.py) and ink wash's streaks kept in the user's
+cache folder: a look set up from the stored arrays makes the same pixels as one that computed
+them, and a preset that differs in anything never reads another's frames."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def test_a_look_from_stored_empty_frames_makes_the_same_pixels(name, transparent
     first = make_effect(preset, W, H, transparent)
     computed = first(_idol(), idx)
     assert len(list(cache_dir("looks").glob("*.npy"))) == 1
+    # ink wash's bristle streaks are kept too: the second look reads both back
+    assert len(list(cache_dir("streaks").glob("*.npy"))) == (name == "ink-wash")
     second = make_effect(preset, W, H, transparent)
     read_back = second(_idol(), idx)
     assert torch.equal(second.empty, first._make_empty(torch.device("cpu")))

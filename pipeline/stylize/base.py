@@ -152,7 +152,7 @@ class Effect(torch.nn.Module):
 
     def _empty(self, device: torch.device) -> torch.Tensor:
         if self.empty.numel() == 0 or self.empty.device != device:
-            version = _code_version(type(self))
+            version = code_version(inspect.getfile(type(self)), __file__, C.__file__)
             if device.type != "cpu" or version is None:  # on a GPU they take milliseconds
                 self.empty = self._make_empty(device)
             else:
@@ -204,15 +204,14 @@ class Effect(torch.nn.Module):
 
 
 @functools.cache
-def _code_version(kind: type[Effect]) -> str | None:
-    """What the empty frames depend on besides the effect's arguments: the source of the
-    modules that compute them (the kind's, this one, the shared passes) and what the stored
-    backgrounds depend on (their module, the drawing libraries). None where a source cannot be
-    read: then nothing is stored or read back."""
+def code_version(*sources: str) -> str | None:
+    """What an array stored in the cache folder depends on besides its arguments: the source
+    files that compute it and what the stored backgrounds depend on (their module, the drawing
+    libraries, torch). None where a source cannot be read: then nothing is stored or read
+    back."""
     drawing = backgrounds._code_version()
     try:
-        files = [inspect.getfile(kind), __file__, C.__file__]
-        digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in files))
-    except (OSError, TypeError):
+        digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in sources))
+    except OSError:
         return None
     return None if drawing is None else f"{digest.hexdigest()[:16]}|{drawing}"

@@ -8,15 +8,37 @@ hair has strands, and a model painting from this look sees where the painter's s
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from pipeline.reference import ink_wash as reference_ink_wash
+from pipeline.reference import ops as reference_ops
 from pipeline.reference.ink_wash import dry_brush_cut_noise, straight_streaks
 from pipeline.reference.ops import smoothstep
 from pipeline.stylize import common as C
-from pipeline.stylize.base import Effect
+from pipeline.stylize.base import Effect, code_version
 from render.backgrounds import paper_grain
+from render.disk_cache import cached_array
 
 DRY_LIGHTEN = 0.45  # how much ink a bristle gap takes from the mass (the wash under it stays)
+
+
+def _stored_streaks(width: int, height: int, seed: int) -> torch.Tensor:
+    """straight_streaks (H, W), read back from the cache folder where an earlier run stored it:
+    drawing it is the look's largest set-up cost after its empty frames (docs/BENCHMARKS.md)."""
+    version = code_version(reference_ink_wash.__file__, reference_ops.__file__)
+    if version is None:
+        return straight_streaks(width, height, seed)[0, 0]
+    key = f"{version}|straight streaks|{width}x{height}|{seed}"
+    arr = cached_array(
+        "streaks",
+        key,
+        lambda: straight_streaks(width, height, seed)[0, 0].numpy(),
+        (height, width),
+        np.float32,
+        keep=8,
+    )
+    return torch.from_numpy(arr)
 
 
 class InkWash(Effect):
@@ -35,7 +57,7 @@ class InkWash(Effect):
         self.register_buffer("tv255", tex * v255, persistent=False)  # texture x vignette
         self.register_buffer("bgv255", self.bg * v255, persistent=False)
         self.register_buffer("grain255", self.grain * (0.02 * self.grain_amount * 255.0), False)
-        self.register_buffer("streaks", straight_streaks(width, height, seed)[0, 0], False)
+        self.register_buffer("streaks", _stored_streaks(width, height, seed), False)
         self.register_buffer("cut_noise", dry_brush_cut_noise(width, height, seed)[0, 0], False)
         self.run_scale = 4.0 / (160.0 * height / 360.0)  # low-res rows -> a 160-line stroke
 
