@@ -277,6 +277,9 @@ class VowelNet:
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
     live_cmn_prior: int = LIVE_CMN_PRIOR_OLD  # the live running mean's start weight (hops)
     live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
+    # more offline nets on the same inputs, trained on other corpora: their probabilities and
+    # `offline`'s are averaged (offline only: the live hop pays for one net)
+    offline_more: list[Mlp] = field(default_factory=list)
 
     def offline_probs(
         self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
@@ -286,9 +289,13 @@ class VowelNet:
         where the live net has a front-end)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        pv, pw = self.offline.predict(
-            offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
-        )
+        x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
+        pv, pw = self.offline.predict(x)
+        for m in self.offline_more:
+            pv2, pw2 = m.predict(x)
+            pv, pw = pv + pv2, pw + pw2
+        if self.offline_more:
+            pv, pw = pv / (1 + len(self.offline_more)), pw / (1 + len(self.offline_more))
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
@@ -313,7 +320,8 @@ class VowelNet:
             "live_cmn_voiced": np.asarray(self.live_cmn_voiced),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
-        for name, m in (("live", self.live), ("offline", self.offline)):
+        more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
+        for name, m in (("live", self.live), ("offline", self.offline), *more):
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
             arrays[f"{name}_std"] = m.std.astype(np.float32)
             for i, (w, b) in enumerate(m.layers):
@@ -328,7 +336,10 @@ class VowelNet:
 def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
     with np.load(path) as z:
         nets = []
-        for name in ("live", "offline"):
+        names = ["live", "offline"]
+        while f"offline{len(names) - 1}_mean" in z:
+            names.append(f"offline{len(names) - 1}")
+        for name in names:
             layers = []
             i = 0
             while f"{name}_w{i}" in z:
@@ -359,7 +370,7 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         voiced = bool(z["live_cmn_voiced"]) if "live_cmn_voiced" in z else False
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
-                        live_cmn_voiced=voiced)  # fmt: skip
+                        live_cmn_voiced=voiced, offline_more=nets[2:])  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5

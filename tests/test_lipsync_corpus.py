@@ -39,7 +39,10 @@ def test_phone_timings_match_the_audio():
     """Vowels are loud and pauses quiet where each synthesizer says they are."""
     from audio.speech_corpus import synthesize
 
-    for spec in (voices("espeak-ng")[0], voices("flite")[1]):
+    specs = [voices("espeak-ng")[0], voices("flite")[1]]
+    if shutil.which("festival"):  # and one of festival's voices of another language (HTS)
+        specs.append(next(v for v in voices("festival") if v.lang == "ca"))
+    for spec in specs:
         (u,) = synthesize(spec, 1)
         t = np.arange(0.0, u.seconds - 0.02, 0.01)
         lab = labels_at(u.phones, t)
@@ -47,6 +50,17 @@ def test_phone_timings_match_the_audio():
         assert set("AIUEO-") <= set(lab), (spec.name, sorted(set(lab)))
         gap = np.median(db[np.isin(lab, list("AIUEO"))]) - np.median(db[lab == "-"])
         assert gap > 25, (spec.name, gap)
+
+
+def test_festival_phone_sets_of_other_languages_map_to_mouths():
+    """Italian, Finnish, Czech and Catalan phones: a vowel letter with a stress digit or a
+    length mark is that vowel, schwa and Finnish /y/ count for no mouth, '#' and pau pause."""
+    from audio.speech_corpus import _ends_to_phones
+
+    items = [("#", 0.1), ("a1", 0.2), ("e:", 0.3), ("O1", 0.4), ("u", 0.5), ("ax", 0.6)]
+    items += [("y", 0.7), ("k", 0.8), ("pau", 0.9), ("i1", 1.0)]
+    got = "".join(lab for _, _, lab in _ends_to_phones(items, plain=True))
+    assert got == "-AEOUxxc-I"
 
 
 def _score(engine, tracks):

@@ -137,3 +137,28 @@ def test_shared_pass_and_running_mean_are_the_plain_ones():
     r = RunningCmn(init)
     want = np.stack([r.update(c, lv) for c, lv in zip(pb.mfcc, pb.level_db, strict=True)])
     np.testing.assert_array_equal(running_cmn(pb, init), want)
+
+
+def test_offline_nets_averaged_and_kept_in_the_file(tmp_path):
+    """A net file with a second offline net: the offline probabilities are the two nets' mean,
+    and the second net survives the file."""
+    rng = np.random.default_rng(2)
+    offs = (-2, 0, 2)
+    live = _mlp(HOP_DIM * 2, rng)
+    a, b = _mlp(HOP_DIM * 3, rng), _mlp(HOP_DIM * 3, rng)
+    kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=offs)
+    both = VowelNet(live, a, "test", offline_more=[b], **kw)
+    y = _signal()[: SR // 2]
+    _, pv, pw = both.offline_probs(y, SR)
+    _, pva, pwa = VowelNet(live, a, "test", **kw).offline_probs(y, SR)
+    _, pvb, pwb = VowelNet(live, b, "test", **kw).offline_probs(y, SR)
+    assert np.abs(pwa - pwb).max() > 1e-3  # the two nets differ
+    np.testing.assert_allclose(pw, (pwa + pwb) / 2, rtol=1e-6)
+    # p(voice) is sqrt(offline's * live's): the mean of the offline ones is inside
+    np.testing.assert_allclose(2 * pv**2, pva**2 + pvb**2, rtol=1e-5, atol=1e-12)
+    path = tmp_path / "net.npz"
+    both.save(path)
+    back = load_net(path)
+    assert len(back.offline_more) == 1
+    w16 = b.layers[0][0].astype(np.float16).astype(np.float32)  # the file keeps float16
+    np.testing.assert_array_equal(back.offline_more[0].layers[0][0], w16)
