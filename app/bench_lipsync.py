@@ -230,6 +230,10 @@ def bench_lipsync(args: argparse.Namespace) -> int:
     # the loop holds all 40 onsets of the lag line above: its first and last loop's lag are
     # the same measure (a median of 13 onsets, as before, moved by 2 ms when one did)
     loop = np.concatenate([x, np.zeros(SR, np.float32), noise(3.0, -40.0, 7)])
+    # a whole number of hops and blocks: every loop's onsets fall at the same phase of the hop
+    # grid (an onset's lag depends on it by up to a hop), so first and last loop compare
+    grid = int(np.lcm(hop, BLOCK))
+    loop = np.concatenate([loop, np.zeros(-len(loop) % grid, np.float32)])
     loop_on, loop_off = onsets, offsets
     n_loops = max(round(args.minutes * 60 * SR / len(loop)), 2)
     eng = LiveLipSync(profile, SR)
