@@ -174,7 +174,8 @@ def _cross(say, tracks) -> None:
     say("")
     say(
         f"The shipped recipe with {CROSS_AUG} augmented copies and {CROSS_EPOCHS} epochs (the "
-        "shipped net: 3 and 8); cells: balanced vowel accuracy / pauses shut."
+        f"shipped net: {mod.N_AUG} and {mod.EPOCHS}; its second offline net "
+        f"{mod.MORE_N_AUG} copies); cells: balanced vowel accuracy / pauses shut."
     )
     say("")
     say(
