@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 N_IDX = VOWELS.index("N")
+_NO_N = np.zeros(1)  # appended to the net's five vowel probabilities: N's
 OVR_VISEMES = (
     "sil",
     "PP",
@@ -172,8 +173,13 @@ class LiveLipSync:
         self._last_end = -1  # stream position of the last hop's newest sample
         also = self.net_settings if self.net is not None else None
         # the profile's own MFCCs feed its templates only: not read where the net gives vowels
+        # with the live front-end the net computes its cepstrum beside the cleaned one's
         self.stream = MfccStream(
-            self.sample_rate, self.stream.settings, also, cepstrum=not self.net_vowels
+            self.sample_rate,
+            self.stream.settings,
+            also,
+            cepstrum=not self.net_vowels,
+            also_cepstrum=self.net is None or not self.net.live_front,
         )
         self.live_net = None
         if self.net is not None:
@@ -235,7 +241,7 @@ class LiveLipSync:
         self._last_end = end
         pw = None
         pv = 1.0
-        if self.live_net is not None and net_cep is not None:
+        if self.live_net is not None and net_power is not None:
             pv, pw = self.live_net.step(net_cep, lev, per, flat, commit, net_power)
         tonal = flat < 0.12 or per > 0.6
         op = self._gate_open(lev, tonal, pv)
@@ -244,8 +250,7 @@ class LiveLipSync:
         self.last_probs = None
         if self.gate and tonal:
             if pw is not None and self.net_vowels:
-                probs = np.zeros(len(VOWELS))
-                probs[:N_IDX] = pw
+                probs = np.concatenate((pw, _NO_N))
             elif pw is not None:  # a calibrated profile: templates and net vote together
                 probs = np.zeros(len(VOWELS))
                 probs[:N_IDX] = fuse(pw, self.matcher.probs(cep)[:N_IDX])
@@ -257,14 +262,15 @@ class LiveLipSync:
             conf = float(probs.max())
             self.p += self.VOWEL_ALPHA * (probs - self.p)
         silent = not self.gate and op == 0.0
-        w = np.zeros(len(VOWELS), np.float32)
         if silent:
+            w = np.zeros(len(VOWELS), np.float32)
             w[N_IDX] = 1.0
-        else:
+        else:  # on six Python floats: numpy's calls on a 6-vector cost more than the sums
             o = min(op / 0.3, 1.0)
-            w[:] = self.p * o
-            w[N_IDX] += 1.0 - o
-            w /= w.sum()
+            ws = [q * o for q in self.p.tolist()]
+            ws[N_IDX] += 1.0 - o
+            tot = sum(ws)
+            w = np.array([q / tot for q in ws], np.float32)
         t = (end - 1) / self.sample_rate
         return LipFrame(t, op, w, silent, lev, conf)
 

@@ -117,6 +117,38 @@ def _mel_inv(m: np.ndarray) -> np.ndarray:
     return 700.0 * np.expm1(np.asarray(m, np.float64) / 1127.0)
 
 
+def _direct_fft():
+    """(rfft(x, n), irfft(spec, n)) for one float64 frame, as np.fft's, for the live hop.
+
+    np.fft's per-call wrapper (argument checks, the norm's lookup, the output's allocation)
+    costs about as much as the transform of one 25 ms frame, and the live engine makes three a
+    hop: it calls numpy's pocketfft ufuncs (what np.fft calls) directly where they are there and
+    give np.fft's very numbers (checked once here), else np.fft itself."""
+    try:
+        from numpy.fft import _pocketfft_umath as pfu
+
+        ax = [(0,), (), (0,)]
+
+        def rfft(x: np.ndarray, n: int) -> np.ndarray:
+            return pfu.rfft_n_even(x, 1.0, axes=ax, out=np.empty(n // 2 + 1, np.complex128))
+
+        def irfft(spec: np.ndarray, n: int) -> np.ndarray:
+            return pfu.irfft(spec, 1.0 / n, axes=ax, out=np.empty(n))
+
+        x = np.random.default_rng(0).standard_normal(300)
+        spec = np.fft.rfft(x, 512)
+        if np.array_equal(rfft(x, 512), spec) and np.array_equal(
+            irfft(spec, 512), np.fft.irfft(spec, 512)
+        ):
+            return rfft, irfft
+    except (ImportError, AttributeError, TypeError, ValueError):
+        pass
+    return (lambda x, n: np.fft.rfft(x, n)), (lambda spec, n: np.fft.irfft(spec, n))
+
+
+_RFFT, _IRFFT = _direct_fft()
+
+
 class _Plan:
     """Window, filterbank and DCT matrices for one (settings, sample rate)."""
 
@@ -173,28 +205,36 @@ class _Plan:
         return (logmel @ self.dct_t).astype(np.float32)
 
     def analyse_hop(
-        self, frame: np.ndarray, also: _Plan | None = None, cepstrum: bool = True
+        self,
+        frame: np.ndarray,
+        also: _Plan | None = None,
+        cepstrum: bool = True,
+        also_cepstrum: bool = True,
     ) -> tuple:
         """`analyse` of one frame (win + 1 float64 samples: the pre-emphasis sample, then the
         window) with as few numpy calls as it takes — the live engine's cost per hop is
         mostly their overhead: (end-less) (mfcc, level_db, flatness, periodicity) with Python
         floats rounded to float32 as `analyse`'s, and (`also`'s cepstrum, power) after them.
-        `cepstrum=False`: no mfcc (None in its place) where only `also`'s is read."""
+        `cepstrum=False`: no mfcc (None in its place) where only `also`'s is read;
+        `also_cepstrum=False`: None in place of `also`'s, for a reader that computes it from
+        the power spectrum itself (the live net, together with its front-end's)."""
         x = frame[1:]
         tail = x[-self.level_n :]
         level_db = 10.0 * math.log10(float((tail * tail).sum()) / self.level_n + 1e-12)
         y = frame[1:] - self.s.preemph * frame[:-1]
         y *= self.window
-        power = np.abs(np.fft.rfft(y, self.nfft)) ** 2
+        power = np.abs(_RFFT(y, self.nfft)) ** 2
         cep = self.cepstrum_hop(power) if cepstrum else None
         band = power[self.flat_slice] + 1e-20
         flat = math.exp(float(np.log(band).sum()) / self.flat_n) / (float(band.sum()) / self.flat_n)
-        spec = np.fft.rfft(x * self.window, 2 * self.nfft)
-        ac = np.fft.irfft(np.abs(spec) ** 2)[: self.lag_hi + 1] / self.ac_norm_hi
+        spec = _RFFT(x * self.window, 2 * self.nfft)
+        ac = _IRFFT(np.abs(spec) ** 2, 2 * self.nfft)[: self.lag_hi + 1] / self.ac_norm_hi
         per = float(ac[self.lag_lo :].max()) / max(float(ac[0]), 1e-20)
         f32 = np.float32
         out = (cep, float(f32(level_db)), float(f32(flat)), float(f32(min(max(per, 0.0), 1.0))))
-        return out if also is None else (*out, also.cepstrum_hop(power), power)
+        if also is None:
+            return out
+        return (*out, also.cepstrum_hop(power) if also_cepstrum else None, power)
 
     def analyse(
         self, frames: np.ndarray, prev: np.ndarray, also: _Plan | None = None
@@ -332,10 +372,13 @@ class MfccStream:
         settings: MfccSettings | None = None,
         also: MfccSettings | None = None,
         cepstrum: bool = True,
+        also_cepstrum: bool = True,
     ) -> None:
         """`also`: settings of a second cepstrum per frame (same window, hop and
-        pre-emphasis), appended to each frame's tuple. `cepstrum=False` (with `also`): the
-        first cepstrum is not computed (None), for a reader of the second one only."""
+        pre-emphasis), appended to each frame's tuple, then the frame's power spectrum.
+        `cepstrum=False` (with `also`): the first cepstrum is not computed (None), for a reader
+        of the second one only; `also_cepstrum=False`: nor the second (None), for a reader
+        that computes it from the power spectrum."""
         self.settings = settings or MfccSettings()
         self.plan = _plan(self.settings, sample_rate)
         self.also = None if also is None else _plan(also, sample_rate)
@@ -344,6 +387,7 @@ class MfccStream:
             if (a.win, a.hop, a.nfft, a.s.preemph) != (p.win, p.hop, p.nfft, p.s.preemph):
                 raise ValueError("MfccStream: `also` must share window, hop and pre-emphasis")
         self.cepstrum = bool(cepstrum) or self.also is None
+        self.also_cepstrum = bool(also_cepstrum)
         self.sample_rate = int(sample_rate)
         p = self.plan
         # history: the win+1 samples before the next frame end, kept in a fixed buffer
@@ -368,7 +412,10 @@ class MfccStream:
         if self._fill < p.win + 1:
             return None
         return self._pos, *p.analyse_hop(
-            self._buf[self._fill - p.win - 1 : self._fill], self.also, self.cepstrum
+            self._buf[self._fill - p.win - 1 : self._fill],
+            self.also,
+            self.cepstrum,
+            self.also_cepstrum,
         )
 
     def push(self, samples: np.ndarray) -> list[tuple[int, np.ndarray, float, float, float]]:
@@ -388,7 +435,8 @@ class MfccStream:
             self._pos += take
             if self._fill == len(buf):
                 # the last win+1 samples
-                out.append((self._pos, *p.analyse_hop(buf[p.hop :], self.also, self.cepstrum)))
+                hop = p.analyse_hop(buf[p.hop :], self.also, self.cepstrum, self.also_cepstrum)
+                out.append((self._pos, *hop))
                 buf[: p.win + 1] = buf[p.hop :]
                 self._fill = p.win + 1
         return out

@@ -83,6 +83,40 @@ TEXTS = {
         "Abre la ventana, por favor; hace calor.",
         "Usted puede usar este libro otra vez.",
     ),
+    # festival's Italian, Finnish, Czech and Catalan voices: plain ASCII (festival reads its
+    # scripts as Latin-1), five pure vowels, so the labels need no guessing
+    "it": (
+        "Buongiorno, amico mio. Ho visto una barca sul lago.",
+        "La luna e il sole, prima di andare a casa.",
+        "Mia madre ha fatto una torta, ma era tardi.",
+        "Apri la finestra, per favore; fa molto caldo.",
+        "Il bambino suona la chitarra, e il suo amico canta.",
+        "Ogni giorno, il sole sorge al mattino.",
+    ),
+    "fi": (
+        "Huomenta, talo on iso ja kaunis.",
+        "Kiitos paljon, tulen kotiin illalla.",
+        "Aurinko paistaa, ja lapset uivat.",
+        "Kala ui joessa, ja lintu laulaa puussa.",
+        "Ilta on kaunis, tule ulos.",
+        "Minun nimeni on Anna, ja asun Turussa.",
+    ),
+    "cs": (
+        "Dobry den, to je velky dum.",
+        "Mama ma ruze, a tata ma auto.",
+        "Kde je moje kniha? Asi na stole.",
+        "Pojd domu, uz je pozde.",
+        "Voda je studena, ale slunce sviti.",
+        "Ano, rano pujdeme do lesa.",
+    ),
+    "ca": (
+        "Bon dia, la casa es molt bonica, pero el gos no.",
+        "Cada dia, el sol surt al mati.",
+        "M'agrada menjar raim, peres i pomes.",
+        "Obre la finestra, si us plau; fa calor.",
+        "El nen toca la guitarra, i el seu amic canta.",
+        "Anem a casa, que ja es tard.",
+    ),
 }
 
 
@@ -126,6 +160,18 @@ def voices(source: str | None = None) -> list[VoiceSpec]:
         VoiceSpec("festival", "cmu_us_slt_arctic_hts", "slt", "en", 0.0),
         VoiceSpec("festival", "ked_diphone", "ked", "en", 150.0, 0.85),
     ]
+    # festival's voices of other languages: six more recorded speakers (four women), the
+    # training's only real voices besides ked (flite's and their speakers stay unheard)
+    out += [
+        VoiceSpec("festival", "lp_diphone", "it-lp", "it", 0.0),
+        VoiceSpec("festival", "pc_diphone", "it-pc", "it", 0.0),
+        VoiceSpec("festival", "suo_fi_lj_diphone", "fi-lj", "fi", 0.0),
+        VoiceSpec("festival", "hy_fi_mv_diphone", "fi-mv", "fi", 0.0),
+        VoiceSpec("festival", "czech_dita", "cs-dita", "cs", 0.0),
+        VoiceSpec("festival", "upc_ca_ona_hts", "ca-ona", "ca", 0.0),
+        VoiceSpec("festival", "lp_diphone", "it-lp", "it", 0.0, 1.25),
+        VoiceSpec("festival", "pc_diphone", "it-pc", "it", 0.0, 0.8),
+    ]
     return [v for v in out if source is None or v.source == source]
 
 
@@ -158,6 +204,18 @@ _ESPEAK = {
     "aI2": "AI", "**": "x", ";": "x",
     "@": "x", "@L": "x", "@2": "x", "@5": "x", "3": "x", "3:": "x", "a#": "x", "@-": "x",
 }  # fmt: skip
+
+
+# festival's Italian, Finnish, Czech and Catalan phone sets: a vowel letter with a stress digit
+# or a length mark; Finnish /y/ has no mouth of the five (front tongue, round lips)
+_PLAIN = {"a": "A", "e": "E", "E": "E", "i": "I", "o": "O", "O": "O", "u": "U", "y": "x"}
+_PLAIN.update({"ax": "x", "@": "x", "au": "AU", "ou": "OU", "eu": "EU", "ai": "AI"})
+
+
+def _label_plain(ph: str) -> str:
+    if ph in ("#", "pau", "sil", "_", "h#"):
+        return "-"
+    return _PLAIN.get(ph.rstrip("0123456789:"), "c")
 
 
 def _label_espeak(ph: str) -> str:
@@ -266,10 +324,12 @@ def _read_wav(path: Path) -> tuple[np.ndarray, int]:
     return (x.mean(axis=1) if x.ndim > 1 else x), int(sr)
 
 
-def _ends_to_phones(items: list[tuple[str, float]]) -> list[tuple[float, float, str]]:
+def _ends_to_phones(
+    items: list[tuple[str, float]], plain: bool = False
+) -> list[tuple[float, float, str]]:
     out, t = [], 0.0
     for name, end in items:
-        out.append((t, end, _ARPA.get(name, "c")))
+        out.append((t, end, _label_plain(name) if plain else _ARPA.get(name, "c")))
         t = end
     return out
 
@@ -323,7 +383,7 @@ def _festival(spec: VoiceSpec, texts: list[str], tmp: Path):
             name, end = line.split()
             items.append((name, float(end)))
         x, sr = _read_wav(tmp / f"{i}.wav")
-        res.append((x, sr, _ends_to_phones(items)))
+        res.append((x, sr, _ends_to_phones(items, plain=spec.lang != "en")))
     return res
 
 

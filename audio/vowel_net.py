@@ -156,10 +156,13 @@ def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
     ).astype(np.float32)
 
 
-def _sep_vector_hop(plan, power: np.ndarray, cleaned: np.ndarray, out: np.ndarray) -> None:
-    """`_sep_vectors` of one hop (power, cleaned: (bins,)), written into `out` (SEP_DIM,)."""
+def _sep_vector_hop(
+    plan, power: np.ndarray, cleaned: np.ndarray, out: np.ndarray, cep: np.ndarray | None = None
+) -> None:
+    """`_sep_vectors` of one hop (power, cleaned: (bins,)), written into `out` (SEP_DIM,).
+    `cep`: the cleaned hop's cepstrum where already computed."""
     nc = NET_SETTINGS.n_coefs
-    out[:nc] = plan.cepstrum_hop(cleaned)
+    out[:nc] = plan.cepstrum_hop(cleaned) if cep is None else cep
     band = cleaned[plan.flat_slice] + 1e-20
     flat = math.exp(float(np.log(band).sum()) / plan.flat_n) / (float(band.sum()) / plan.flat_n)
     kept = 10 * math.log10((float(cleaned.sum()) + 1e-20) / (float(power.sum()) + 1e-20))
@@ -223,6 +226,7 @@ class Mlp:
     mean: np.ndarray
     std: np.ndarray
     layers: list[tuple[np.ndarray, np.ndarray]]
+    _folded: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         h = (np.asarray(x, np.float32) - self.mean) / self.std
@@ -231,6 +235,26 @@ class Mlp:
             if i < len(self.layers) - 1:
                 np.maximum(h, 0.0, out=h)
         return h
+
+    def predict_one(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """`predict` of one row (the live hop): the input scaling folded into the first layer
+        and the sigmoid and softmax on Python floats — on 6 outputs numpy's calls cost more
+        than their arithmetic. The same numbers up to float32 rounding."""
+        if self._folded is None:
+            w, b = self.layers[0]
+            s = (1.0 / self.std).astype(np.float32)
+            self._folded = (w * s[:, None], (b - (self.mean * s) @ w).astype(np.float32))
+        w0, b0 = self._folded
+        h = np.asarray(x, np.float32).reshape(-1) @ w0 + b0
+        for w, b in self.layers[1:]:
+            np.maximum(h, 0.0, out=h)
+            h = h @ w + b
+        z = h.tolist()
+        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
+        top = max(z[1:])
+        e = [math.exp(v - top) for v in z[1:]]
+        tot = sum(e)
+        return pv, np.array([v / tot for v in e])
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
@@ -253,6 +277,9 @@ class VowelNet:
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
     live_cmn_prior: int = LIVE_CMN_PRIOR_OLD  # the live running mean's start weight (hops)
     live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
+    # more offline nets on the same inputs, trained on other corpora: their probabilities and
+    # `offline`'s are averaged (offline only: the live hop pays for one net)
+    offline_more: list[Mlp] = field(default_factory=list)
 
     def offline_probs(
         self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
@@ -262,9 +289,13 @@ class VowelNet:
         where the live net has a front-end)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        pv, pw = self.offline.predict(
-            offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
-        )
+        x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
+        pv, pw = self.offline.predict(x)
+        for m in self.offline_more:
+            pv2, pw2 = m.predict(x)
+            pv, pw = pv + pv2, pw + pw2
+        if self.offline_more:
+            pv, pw = pv / (1 + len(self.offline_more)), pw / (1 + len(self.offline_more))
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
@@ -289,7 +320,8 @@ class VowelNet:
             "live_cmn_voiced": np.asarray(self.live_cmn_voiced),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
-        for name, m in (("live", self.live), ("offline", self.offline)):
+        more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
+        for name, m in (("live", self.live), ("offline", self.offline), *more):
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
             arrays[f"{name}_std"] = m.std.astype(np.float32)
             for i, (w, b) in enumerate(m.layers):
@@ -304,7 +336,10 @@ class VowelNet:
 def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
     with np.load(path) as z:
         nets = []
-        for name in ("live", "offline"):
+        names = ["live", "offline"]
+        while f"offline{len(names) - 1}_mean" in z:
+            names.append(f"offline{len(names) - 1}")
+        for name in names:
             layers = []
             i = 0
             while f"{name}_w{i}" in z:
@@ -335,7 +370,7 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         voiced = bool(z["live_cmn_voiced"]) if "live_cmn_voiced" in z else False
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
-                        live_cmn_voiced=voiced)  # fmt: skip
+                        live_cmn_voiced=voiced, offline_more=nets[2:])  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5
@@ -398,6 +433,7 @@ class LiveNet:
 
             self.sep = SteadySuppressor()
             self.plan = _plan(NET_SETTINGS, self.sr)
+            self._rows = np.empty((2, self.plan.nfft // 2 + 1))  # the mix's and what is left
         dim = HOP_DIM + (SEP_DIM if self.sep is not None else 0)
         self.ring = np.zeros((self.span, dim), np.float32)
         self.count = 0
@@ -405,7 +441,18 @@ class LiveNet:
 
     def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True, power=None):
         """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged.
-        `power`: the hop's power spectrum (needed with the steady-suppression front-end)."""
+        `power`: the hop's power spectrum (needed with the steady-suppression front-end); with
+        it `cep` may be None: the mix's cepstrum is then computed here, in one filterbank pass
+        with the cleaned spectrum's (one numpy call sequence for both rows)."""
+        sep_cep = None
+        if self.sep is not None:
+            p = np.asarray(power, np.float64).reshape(-1)
+            cleaned = self.sep.step(p, commit)
+            if cep is None:
+                rows = self._rows
+                rows[0] = p
+                rows[1] = cleaned
+                cep, sep_cep = self.plan.cepstrum(rows)
         st = None if commit else self.cmn.state()
         c = self.cmn.update(cep, level_db, self.voiced or not self.cmn_voiced)
         if st is not None:
@@ -416,8 +463,7 @@ class LiveNet:
         v[nc] = per
         v[nc + 1] = math.log10(max(flat, 1e-4))
         if self.sep is not None:
-            p = np.asarray(power, np.float64).reshape(-1)
-            _sep_vector_hop(self.plan, p, self.sep.step(p, commit), v[HOP_DIM:])
+            _sep_vector_hop(self.plan, p, cleaned, v[HOP_DIM:], sep_cep)
         if self.count == 0:
             ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
         elif commit:
@@ -429,7 +475,7 @@ class LiveNet:
         if commit:
             self.ring = ring
             self.count += 1
-        pv, pw = self.mlp.predict(ring[self._idx].reshape(1, -1))
+        pv, pw = self.mlp.predict_one(ring[self._idx])
         if commit:
-            self.voiced = bool(pv[0] > VOICED_P)
-        return float(pv[0]), pw[0]
+            self.voiced = pv > VOICED_P
+        return pv, pw

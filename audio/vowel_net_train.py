@@ -31,7 +31,7 @@ from audio.vowel_net import (
     offline_inputs,
 )
 
-__all__ = ["Examples", "cmn_prior", "examples", "train"]
+__all__ = ["Examples", "cmn_prior", "examples", "train", "train_offline"]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
 
@@ -181,6 +181,19 @@ def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, se
 
 LIVE_HIDDEN = (64, 32)
 OFFLINE_HIDDEN = (96, 48)
+
+
+def train_offline(ex: Examples, epochs: int = 8, seed: int = 0, stride: int = 2) -> Mlp:
+    """An offline net alone (as `train`'s), e.g. one more for `VowelNet.offline_more`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        s = slice(None, None, stride)
+        return _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def train(

@@ -10,13 +10,16 @@ cd "$(dirname "$0")/.."
 # server with a null sink to play speech into; Xvfb and Qt's xcb libraries run the desktop
 # app on a virtual screen; Mesa's lavapipe gives the Vulkan presenter a CPU device; flite and
 # festival (with two diphone voices and an HTS voice) are the lip-sync's other synthesizers, for
-# its training corpus, tests and benchmark.
+# its training corpus, tests and benchmark; festival's Italian, Finnish, Czech and Catalan voices
+# are six more recorded speakers for its training.
 APT_PACKAGES=(
     espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils
     xvfb libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
     libxcb-render-util0 libxcb-image0 libdbus-1-3 libfontconfig1
     libvulkan1 mesa-vulkan-drivers
     flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
+    festvox-italp16k festvox-itapc16k festvox-suopuhe-lj festvox-suopuhe-mv festvox-czech-dita
+    festvox-ca-ona-hts
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

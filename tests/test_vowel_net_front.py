@@ -67,23 +67,25 @@ def test_live_net_stream_matches_training_features():
     want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY, cmn_prior=10))
     heavy, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY))
     assert np.abs(want - heavy).max() > 1e-3  # the start weight reaches the net's input
-    for voiced in (False, True):
+    # also_cepstrum=False: the net computes the mix's cepstrum with the cleaned one's
+    for voiced, also_cep in ((False, True), (True, True), (False, False)):
         net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR, cmn_prior=10, cmn_voiced=voiced)
-        stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS)
+        stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=also_cep)
         got = []
         for i in range(0, len(y), 80):  # 5 ms blocks, as a device gives them
             for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
                 net.step(ncep, lev, per, flat, False, power)  # a look that must change nothing
                 got.append(net.step(ncep, lev, per, flat, True, power)[0])
         got = np.array(got)
+        exp = want
         if voiced:  # the mean moved only after hops the net heard a voice in
             mask = np.r_[False, got[:-1] > VOICED_P]
             assert 0 < mask.sum() < len(mask) - 5
-            want, _ = mlp.predict(
+            exp, _ = mlp.predict(
                 live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY, cmn_prior=10, voiced=mask)
             )
-        np.testing.assert_allclose(got, want[: len(got)], atol=1e-4)  # float32 power in batch
-        assert len(got) == len(want)
+        np.testing.assert_allclose(got, exp[: len(got)], atol=1e-4)  # float32 power in batch
+        assert len(got) == len(exp)
 
 
 def test_front_ends_survive_the_file(tmp_path):
@@ -135,3 +137,28 @@ def test_shared_pass_and_running_mean_are_the_plain_ones():
     r = RunningCmn(init)
     want = np.stack([r.update(c, lv) for c, lv in zip(pb.mfcc, pb.level_db, strict=True)])
     np.testing.assert_array_equal(running_cmn(pb, init), want)
+
+
+def test_offline_nets_averaged_and_kept_in_the_file(tmp_path):
+    """A net file with a second offline net: the offline probabilities are the two nets' mean,
+    and the second net survives the file."""
+    rng = np.random.default_rng(2)
+    offs = (-2, 0, 2)
+    live = _mlp(HOP_DIM * 2, rng)
+    a, b = _mlp(HOP_DIM * 3, rng), _mlp(HOP_DIM * 3, rng)
+    kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=offs)
+    both = VowelNet(live, a, "test", offline_more=[b], **kw)
+    y = _signal()[: SR // 2]
+    _, pv, pw = both.offline_probs(y, SR)
+    _, pva, pwa = VowelNet(live, a, "test", **kw).offline_probs(y, SR)
+    _, pvb, pwb = VowelNet(live, b, "test", **kw).offline_probs(y, SR)
+    assert np.abs(pwa - pwb).max() > 1e-3  # the two nets differ
+    np.testing.assert_allclose(pw, (pwa + pwb) / 2, rtol=1e-6)
+    # p(voice) is sqrt(offline's * live's): the mean of the offline ones is inside
+    np.testing.assert_allclose(2 * pv**2, pva**2 + pvb**2, rtol=1e-5, atol=1e-12)
+    path = tmp_path / "net.npz"
+    both.save(path)
+    back = load_net(path)
+    assert len(back.offline_more) == 1
+    w16 = b.layers[0][0].astype(np.float16).astype(np.float32)  # the file keeps float16
+    np.testing.assert_array_equal(back.offline_more[0].layers[0][0], w16)
