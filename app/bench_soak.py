@@ -63,16 +63,21 @@ def open_files() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-class _Consumer:
-    """Takes every published frame; latency per frame into the current window."""
+class FrameConsumer:
+    """Takes every published frame; one row per frame (`row`: its latency, audio to
+    publication) into the current window, handed over by `take`."""
 
     def __init__(self, session) -> None:
         self.session = session
         self.lock = threading.Lock()
-        self.window: list[float] = []
+        self.window: list = []
         self.frames = 0
         self.thread = threading.Thread(target=self._run, name="kagura-soak", daemon=True)
         self.thread.start()
+
+    def row(self, frame, since_pts_ms: float, age_ms: float):
+        """What one frame adds to the window (scripts/soak_starved.py keeps its parts too)."""
+        return since_pts_ms + age_ms
 
     def _run(self) -> None:
         import math
@@ -90,9 +95,9 @@ class _Consumer:
             with self.lock:
                 self.frames += 1
                 if age is not None and math.isfinite(age):
-                    self.window.append((now - frame.pts_ns) / 1e6 + age)
+                    self.window.append(self.row(frame, (now - frame.pts_ns) / 1e6, age))
 
-    def take(self) -> tuple[int, list[float]]:
+    def take(self) -> tuple[int, list]:
         with self.lock:
             window, self.window = self.window, []
             return self.frames, window
@@ -123,7 +128,7 @@ def measure(args: argparse.Namespace) -> dict:
     switch = sys.getswitchinterval()
     sys.setswitchinterval(0.0005)  # as `kagura live` does
     session.start()
-    consumer = _Consumer(session)
+    consumer = FrameConsumer(session)
     samples: list[dict] = []
     t0 = time.monotonic()
     end = t0 + args.warm_up + args.minutes * 60.0

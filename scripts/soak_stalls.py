@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument("--size", default="480x270")
     args = ap.parse_args()
 
-    from app.bench_soak import _Consumer, _pct, open_files, rss_bytes
+    from app.bench_soak import FrameConsumer, _pct, open_files, rss_bytes
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.live import FilePlayback, LiveSession
@@ -65,7 +65,7 @@ def main() -> int:
     session = LiveSession(src, "studio", size=parse_size(args.size), fps=30, gpu=None)
     sys.setswitchinterval(0.0005)  # as `kagura live` does
     session.start()
-    consumer = _Consumer(session)
+    consumer = FrameConsumer(session)
     pid = os.getpid()
     plan = "; ".join(
         f"sleep {50 if i == 0 else 30}; kill -STOP {pid}; sleep {args.stall_s:g}; kill -CONT {pid}"

@@ -21,53 +21,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.bench_soak import FrameConsumer
+
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 
 
-class _Parts:
-    """Every published frame's latency and its parts, per window."""
+class _Parts(FrameConsumer):
+    """Every published frame's latency and its parts, per window: (latency, mouth age, the
+    frame's own time, the rest from its pts to publication), ms."""
 
-    def __init__(self, session) -> None:
-        self.session = session
-        self.lock = threading.Lock()
-        self.rows: list[tuple[float, float, float, float]] = []
-        self.frames = 0
-        self.thread = threading.Thread(target=self._run, name="kagura-starved", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        from pipeline.live import AUDIO_AGE
-        from pipeline.queues import Closed
-
-        while True:
-            try:
-                frame = self.session.output.get()
-            except Closed:
-                return
-            now = self.session.clock.now_ns()
-            age = frame.timings.get(AUDIO_AGE)
-            with self.lock:
-                self.frames += 1
-                if age is None or not math.isfinite(age):
-                    continue
-                since_pts = (now - frame.pts_ns) / 1e6
-                took = frame.timings.get("frame", 0.0)
-                self.rows.append((since_pts + age, age, took, since_pts - took))
-
-    def take(self) -> tuple[int, list[tuple[float, float, float, float]]]:
-        with self.lock:
-            rows, self.rows = self.rows, []
-            return self.frames, rows
+    def row(self, frame, since_pts_ms: float, age_ms: float):
+        took = frame.timings.get("frame", 0.0)
+        return since_pts_ms + age_ms, age_ms, took, since_pts_ms - took
 
 
 def _limit(group: Path, cores: float) -> None:
