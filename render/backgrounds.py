@@ -22,9 +22,7 @@ and skia for shapes (soft circles, fibres, buildings, glows).
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-from pathlib import Path
 
 import numpy as np
 import skia
@@ -34,7 +32,11 @@ import torch.nn.functional as F
 from presets.schema import Background, rgb
 from render.disk_cache import cached_array
 
-__all__ = ["make_background", "paper_grain"]
+__all__ = ["LIBRARIES", "make_background", "paper_grain"]
+
+# what a stored drawing depends on besides its arguments and this module's source (the disk
+# cache's key): numpy's generators, skia's rasteriser, torch's interpolation
+LIBRARIES = f"numpy {np.__version__}|skia {skia.__version__}|torch {torch.__version__}"
 
 
 def make_background(bg: Background, width: int, height: int, seed: int = 0) -> torch.Tensor:
@@ -54,12 +56,10 @@ def _cached(bg_json: str, width: int, height: int, seed: int) -> torch.Tensor:
         assert arr.shape == (height, width, 3) and arr.dtype == np.uint8
         return arr
 
-    version = _code_version()
-    if version is None:
-        arr = draw_it()
-    else:
-        key = f"{version}|background|{bg_json}|{width}x{height}|{seed}"
-        arr = cached_array("backgrounds", key, draw_it, (height, width, 3), np.uint8)
+    key = f"{LIBRARIES}|background|{bg_json}|{width}x{height}|{seed}"
+    arr = cached_array(
+        "backgrounds", key, draw_it, (height, width, 3), np.uint8, sources=(__file__,)
+    )
     return torch.from_numpy(np.ascontiguousarray(arr))
 
 
@@ -70,26 +70,16 @@ def paper_grain(width: int, height: int, seed: int = 0) -> torch.Tensor:
     Shared by the `paper` background and the ink-wash post-process (which multiplies it into
     the idol so ink and paper share one surface). Cached: treat as read-only.
     """
-    version = _code_version()
-    if version is None:
-        return torch.from_numpy(_paper_grain(width, height, seed))
-    key = f"{version}|paper_grain|{width}x{height}|{seed}"
+    key = f"{LIBRARIES}|paper_grain|{width}x{height}|{seed}"
     tex = cached_array(
-        "backgrounds", key, lambda: _paper_grain(width, height, seed), (height, width), np.float32
+        "backgrounds",
+        key,
+        lambda: _paper_grain(width, height, seed),
+        (height, width),
+        np.float32,
+        sources=(__file__,),
     )
     return torch.from_numpy(tex)
-
-
-@functools.cache
-def _code_version() -> str | None:
-    """What a stored drawing depends on besides its arguments: this module's source and the
-    libraries that draw (numpy's generators, skia's rasteriser, torch's interpolation). None
-    where the source cannot be read: then nothing is stored or read back."""
-    try:
-        source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    except OSError:
-        return None
-    return f"{source}|numpy {np.__version__}|skia {skia.__version__}|torch {torch.__version__}"
 
 
 def _paper_grain(width: int, height: int, seed: int) -> np.ndarray:

@@ -1,9 +1,11 @@
 """Arrays that are slow to draw and always the same for the same inputs, kept between runs.
 
-    cached_array(kind, key, make, shape, dtype, keep=KEEP) -> np.ndarray
+    cached_array(kind, key, make, shape, dtype, keep=KEEP, sources=()) -> np.ndarray
         the array `make()` returns, read from platformdirs.user_cache_dir("kagura")/KIND/ when
-        an earlier run stored it under `key` (a string naming every input, the code's version
-        included), else drawn and stored there.
+        an earlier run stored it under `key` (a string naming every input and the libraries
+        that compute it) and the same `sources` (the files of the code that computes it, their
+        contents part of the key), else drawn and stored there. Where a source cannot be read,
+        `make()` alone: nothing is stored or read back.
 
 Why: the procedural backgrounds and the paper texture take 0.3-1.6 s to draw at 1280x720 on
 the 2-core machine (docs/BENCHMARKS.md), on the way to every render's first frame; the same
@@ -17,6 +19,7 @@ so two renders drawing the same array at once never read half a file. The folder
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -44,15 +47,28 @@ def cached_array(
     shape: tuple[int, ...],
     dtype,
     keep: int = KEEP,
+    sources: tuple[str, ...] = (),
 ) -> np.ndarray:
+    version = source_version(*sources)
+    if version is None:
+        return make()
     folder = cache_dir(kind)
-    path = folder / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".npy")
+    path = folder / (hashlib.sha256(f"{version}|{key}".encode()).hexdigest()[:40] + ".npy")
     arr = _load(path, shape, np.dtype(dtype))
     if arr is not None:
         return arr
     arr = make()
     _store(folder, path, arr, keep)
     return arr
+
+
+@functools.cache
+def source_version(*sources: str) -> str | None:
+    """A digest of the files' contents; None where one cannot be read."""
+    try:
+        return hashlib.sha256(b"".join(Path(f).read_bytes() for f in sources)).hexdigest()[:16]
+    except OSError:
+        return None
 
 
 def _load(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:

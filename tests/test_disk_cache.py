@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from render import backgrounds
+from render import backgrounds, disk_cache
 from render.disk_cache import cache_dir, cached_array
 
 
@@ -89,3 +89,20 @@ def test_a_background_read_back_is_the_one_drawn(kind):
     assert bool((read == drawn).all())
     other_seed = backgrounds.make_background(bg, 96, 54, seed=4)
     assert not bool((other_seed == drawn).all())
+
+
+def test_the_sources_are_part_of_the_key_and_an_unreadable_one_stores_nothing(tmp_path):
+    code = tmp_path / "code.py"
+    code.write_text("A = 1\n")
+    calls: list = []
+    cached_array("t", "key", _maker(calls), (4, 6), np.float32, sources=(str(code),))
+    cached_array("t", "key", _maker(calls), (4, 6), np.float32, sources=(str(code),))
+    assert len(calls) == 1
+    code.write_text("A = 2\n")  # the same key with other code: drawn again
+    disk_cache.source_version.cache_clear()
+    cached_array("t", "key", _maker(calls), (4, 6), np.float32, sources=(str(code),))
+    assert len(calls) == 2 and len(list(cache_dir("t").glob("*.npy"))) == 2
+    gone = str(tmp_path / "gone.py")
+    for _ in range(2):
+        cached_array("t", "key", _maker(calls), (4, 6), np.float32, sources=(gone,))
+    assert len(calls) == 4 and len(list(cache_dir("t").glob("*.npy"))) == 2

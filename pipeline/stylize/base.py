@@ -16,10 +16,7 @@ the source of the modules that make them, so a second run reads them back instea
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import inspect
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,6 +30,8 @@ from render.disk_cache import cached_array
 ALIGN = 16  # window origin/size granularity: a multiple of every pooling factor (4, 8)
 TIGHT_ALIGN = 8  # the tight box's granularity: keeps the pooling cells of the window whole
 N_GRAIN = 8
+# the code every look's stored arrays depend on besides its own module (the disk cache's key)
+LOOK_SOURCES = (__file__, C.__file__, backgrounds.__file__)
 
 
 class Effect(torch.nn.Module):
@@ -152,14 +151,17 @@ class Effect(torch.nn.Module):
 
     def _empty(self, device: torch.device) -> torch.Tensor:
         if self.empty.numel() == 0 or self.empty.device != device:
-            version = code_version(inspect.getfile(type(self)), __file__, C.__file__)
-            if device.type != "cpu" or version is None:  # on a GPU they take milliseconds
+            if device.type != "cpu":  # on a GPU they take milliseconds
                 self.empty = self._make_empty(device)
             else:
-                shape = (self.grain.shape[0], self.height, self.width, 4)
-                key = f"{version}|empty frames|{self._identity}"
                 arr = cached_array(
-                    "looks", key, lambda: self._make_empty(device).numpy(), shape, np.uint8, 6
+                    "looks",
+                    f"{backgrounds.LIBRARIES}|empty frames|{self._identity}",
+                    lambda: self._make_empty(device).numpy(),
+                    (self.grain.shape[0], self.height, self.width, 4),
+                    np.uint8,
+                    keep=6,
+                    sources=(*LOOK_SOURCES, inspect.getfile(type(self))),
                 )
                 self.empty = torch.from_numpy(arr)
         return self.empty
@@ -201,17 +203,3 @@ class Effect(torch.nn.Module):
         for b, g in enumerate((idx.cpu() % self.variants).tolist()):
             self._one(x[b], out[b], g)
         return out
-
-
-@functools.cache
-def code_version(*sources: str) -> str | None:
-    """What an array stored in the cache folder depends on besides its arguments: the source
-    files that compute it and what the stored backgrounds depend on (their module, the drawing
-    libraries, torch). None where a source cannot be read: then nothing is stored or read
-    back."""
-    drawing = backgrounds._code_version()
-    try:
-        digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in sources))
-    except OSError:
-        return None
-    return None if drawing is None else f"{digest.hexdigest()[:16]}|{drawing}"

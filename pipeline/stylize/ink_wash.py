@@ -16,8 +16,9 @@ from pipeline.reference import ops as reference_ops
 from pipeline.reference.ink_wash import dry_brush_cut_noise, straight_streaks
 from pipeline.reference.ops import smoothstep
 from pipeline.stylize import common as C
-from pipeline.stylize.base import Effect, code_version
-from render.backgrounds import paper_grain
+from pipeline.stylize.base import Effect
+from render import backgrounds
+from render.backgrounds import LIBRARIES, paper_grain
 from render.disk_cache import cached_array
 
 DRY_LIGHTEN = 0.45  # how much ink a bristle gap takes from the mass (the wash under it stays)
@@ -26,17 +27,14 @@ DRY_LIGHTEN = 0.45  # how much ink a bristle gap takes from the mass (the wash u
 def _stored_streaks(width: int, height: int, seed: int) -> torch.Tensor:
     """straight_streaks (H, W), read back from the cache folder where an earlier run stored it:
     drawing it is the look's largest set-up cost after its empty frames (docs/BENCHMARKS.md)."""
-    version = code_version(reference_ink_wash.__file__, reference_ops.__file__)
-    if version is None:
-        return straight_streaks(width, height, seed)[0, 0]
-    key = f"{version}|straight streaks|{width}x{height}|{seed}"
     arr = cached_array(
         "streaks",
-        key,
+        f"{LIBRARIES}|straight streaks|{width}x{height}|{seed}",
         lambda: straight_streaks(width, height, seed)[0, 0].numpy(),
         (height, width),
         np.float32,
         keep=8,
+        sources=(reference_ink_wash.__file__, reference_ops.__file__, backgrounds.__file__),
     )
     return torch.from_numpy(arr)
 
