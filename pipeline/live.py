@@ -120,6 +120,7 @@ AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free
 # frame.timings: time.monotonic() at the frame's start, in ms (dotted: not a stage time)
 STARTED = "frame.started"
 LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
+TARGET = "frame.target"  # phase-locked: the display tick this frame was started for (ms)
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
 # how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
 # (hops are analysed sooner after their block arrives)
@@ -822,6 +823,7 @@ class LiveSession:
             timings[STARTED] = started_ms
             if target is not None and self.lead_ms is not None:
                 timings[LEAD] = self.lead_ms
+                timings[TARGET] = target / 1e6
             t0 = time.perf_counter()
             p = self._posed(params, pts)
             look = self._look  # one read: this frame is entirely one look

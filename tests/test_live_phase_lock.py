@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from core.clock import NS_PER_S
-from pipeline.live import STARTED, FilePlayback, LiveSession
+from pipeline.live import LEAD, STARTED, TARGET, FilePlayback, LiveSession
 from pipeline.phase_lock import (
     FRAME_LEARN_AFTER_S,
     FRAME_LEARN_MIN,
@@ -33,10 +33,10 @@ def _tone(path, seconds: float = 4.0, rate: int = 48000) -> None:
         w.writeframes(x.tobytes())
 
 
-def _start_phases(tmp_path, tick0_offset_ns: int) -> tuple[np.ndarray, dict]:
-    """Per frame after a warm-up: (start − (tick − lead)) mod refresh, in ms — how long after
-    its planned instant each frame really started, on the monotonic clock (the frame's own
-    start stamp), for display ticks at tick0 + n * refresh."""
+def _phase_locked_frames(tmp_path, tick0_offset_ns: int) -> tuple[dict, int, dict]:
+    """Frames of a real session (after a warm-up) whose display ticks are at
+    tick0 + n * refresh: their start, lead and target tick (ms, monotonic clock), tick0 (ns)
+    and the session's stats."""
     wav = tmp_path / "tone.wav"
     _tone(wav)
     src = FilePlayback(wav, start=False)
@@ -58,24 +58,33 @@ def _start_phases(tmp_path, tick0_offset_ns: int) -> tuple[np.ndarray, dict]:
         session.stop()
     frames = frames[10:]
     assert len(frames) >= 30
-    lead_ns = stats["frame_lead_ms"] * 1e6
-    started_ns = np.array([f.timings[STARTED] for f in frames]) * 1e6
-    return ((started_ns - (tick0 - lead_ns)) % REFRESH_NS) / 1e6, stats
+    timings = {k: np.array([f.timings[k] for f in frames]) for k in (STARTED, LEAD, TARGET)}
+    return timings, tick0, stats
 
 
 def test_phase_locked_frames_start_at_their_tick_minus_the_lead(tmp_path):
-    """Frames start right after (tick − lead), whatever the ticks' phase: two sessions with
-    ticks half a refresh apart both land there (a timer with its own phase could match one of
-    them by chance, not both)."""
+    """Every frame is started for a display tick, at that tick minus the lead, whatever the
+    ticks' phase: two sessions with ticks half a refresh apart (a timer with its own phase
+    could match one of them by chance, not both). What the session plans is exact; when the
+    thread really wakes is the OS's business (its spread on a busy machine is measured by
+    `kagura bench live --headless`, start_error_ms): here only never early, and on time as a
+    rule (median)."""
     for offset in (0, REFRESH_NS // 2):
-        phase, stats = _start_phases(tmp_path, offset)
+        t, tick0, stats = _phase_locked_frames(tmp_path, offset)
+        refresh_ms = REFRESH_NS / 1e6
+        ticks = (t[TARGET] - tick0 / 1e6) / refresh_ms
+        # each target is a display tick ...
+        assert np.abs(ticks - np.round(ticks)).max() < 1e-4
+        # ... the one a frame period (two refreshes) after the last; a later one only when
+        # that start was missed (the thread came back too late)
+        steps = np.diff(np.round(ticks))
+        assert steps.min() >= 2 and np.median(steps) == 2
+        planned = t[TARGET] - t[LEAD]
+        late_ms = t[STARTED] - planned
         print(f"tick offset {offset / 1e6:.1f} ms: start after plan (ms) "
-              f"{np.percentile(phase, [5, 50, 95]).round(2)}")  # fmt: skip
-        # the wake-up delay of a sleeping thread: ~0.1 ms, a few ms when the 2 cores are busy;
-        # the lead moves by fractions of a ms during the run (its wake-up allowance adapts),
-        # so a start may also land just before the plan made with the final lead
-        phase = np.where(phase > REFRESH_NS / 1e6 - 1.5, phase - REFRESH_NS / 1e6, phase)
-        assert np.mean((phase > -1.5) & (phase < 3.0)) >= 0.9
+              f"{np.percentile(late_ms, [5, 50, 95]).round(2)}")  # fmt: skip
+        assert late_ms.min() > -0.01  # a sleep never ends before its deadline
+        assert np.median(late_ms) < 1.0
         assert stats["phase_locked"]
         # the lead: the release delay (above every frame time here) + the wake-up allowance
         # (the P99 of the recent start errors, at least START_MARGIN)
