@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool), from the repo root: after changes to the runtime, check
 # that everything GPU-side still works and what the user runs still performs — every GPU test,
-# the live path at 60 fps, the offline 1080p render, and the real `kagura render` from the shell
+# the live path at 60 fps, the GPU chain per stage, the offline 1080p render, and the real `kagura render` from the shell
 # cold and warm; then the shipped weights are evaluated again as they are (model card, metrics:
 # the temporal figures follow the temporal stage's defaults). Figures go into
 # $OUT/BENCHMARKS.md (a copy of docs/BENCHMARKS.md), the model card and metrics into
@@ -20,6 +20,9 @@ python3 -m app.cli bench live --headless --device cuda --fps 60 --present-lead-m
     --preset studio --diffusion kagura --upscale 3 --out "$B" 2>&1 | filter | grep -A2 "audio→photon median" | tail -1
 python3 -m app.cli bench offline --device cuda --size 1920x1080 --seconds 12 --preset studio \
     --diffusion kagura --upscale 3 --encoders 4 --x264-preset ultrafast --out "$B" 2>&1 | filter | tail -2
+# the live GPU chain and the offline stages alone, Kagura's model, CUDA events per stage
+timeout 150 python3 -m app.cli bench pipeline --device cuda --model pipeline/diffusion/kagura \
+    --size 640x360 --out-size 1920x1080 --frames 300 --offline --out "$B" 2>&1 | filter | tail -4
 timeout 150 python3 -m app.cli bench e2e --device cuda --commands render --size 1920x1080 --upscale 3 \
     --repeats 1 --cold-repeats 1 --no-imports --out "$B" 2>&1 | filter | tail -12
 rm -rf /tmp/kagura && cp -r pipeline/diffusion/kagura /tmp/kagura

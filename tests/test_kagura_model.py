@@ -266,6 +266,8 @@ def test_train_resume_export_and_evaluate(tmp_path):
         "1",
         "--clip-frames",
         "3",
+        "--design-poses",
+        "1",
         "--out",
         str(out),
         "--export",
