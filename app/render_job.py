@@ -491,10 +491,10 @@ def build_graph(
     app/early_analysis.py)."""
     from presets.loader import load_preset
 
-    if analyze is not None and not req.diffusion_on:
-        # the analysis runs elsewhere: hand it the clip first, so that it works on the other
-        # core while this process imports torch and builds the stages (a thread only waits
-        # on the pipe)
+    if analyze is not None:
+        # the analysis runs elsewhere: hand it the clip first, so that it works on another
+        # core while this process imports torch, loads the model and builds the stages (a
+        # thread only waits on the pipe)
         from concurrent.futures import ThreadPoolExecutor
 
         clip = decode_for_render(req)
@@ -503,19 +503,19 @@ def build_graph(
         try:
             share_cores_with_other_stages()
             preset = load_preset(req.preset)
+            models = diffusion_models(req) if req.diffusion_on else None
             track = pending.result()
-        finally:  # on a bad preset the caller ends the analysis process, which frees the thread
-            pool.shutdown(wait=False)
-        models = None
+        finally:  # on a bad preset or checkpoint the caller ends the analysis process, which
+            pool.shutdown(wait=False)  # frees the thread
     else:
         share_cores_with_other_stages()
         preset = load_preset(req.preset)
         # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
         models = diffusion_models(req) if req.diffusion_on else None
         clip = decode_for_render(req)
-        if analyze is None:  # the CLI's analysis process needs none of it imported here
-            from audio.analysis import analyze_clip as analyze
-        track = analyze(clip, req.fps, seed=req.seed)
+        from audio.analysis import analyze_clip
+
+        track = analyze_clip(clip, req.fps, seed=req.seed)
     if sink_factory is not None:
         sink = sink_factory(req, clip)
         return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
