@@ -88,14 +88,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from core.avatar import AvatarParams
-from core.clock import NS_PER_S, samples_to_ns
+from core.clock import NS_PER_S
 from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from core.stats import Timings, median_p99
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
+from pipeline.live_analysis import LiveAnalysis
 from pipeline.live_recorder import LiveRecorder
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.look import Look, build_look
@@ -122,19 +121,7 @@ STARTED = "frame.started"
 LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
 TARGET = "frame.target"  # phase-locked: the display tick this frame was started for (ms)
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
-# how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
-# (hops are analysed sooner after their block arrives)
-ANALYSIS_POLL_S = 0.001
-# A starved analysis thread (CPU overloaded) does not work through a backlog: audio more than
-# ANALYSIS_MAX_BEHIND_S old when it gets to read is skipped, all but the newest ANALYSIS_KEEP_S
-# (a few hops: the analysers' windows refill from the present), and counted in stats()
-# ("audio_skipped_s"). The mouth then follows what is heard now, not what was sung seconds ago
-# in fast-forward; a backlog also means a burst of short-lived allocations that the allocator
-# keeps (docs/BENCHMARKS.md, soak). Not less than a second: audio devices deliver large blocks
-# at once (PulseAudio ~0.4 s when a stream starts), which are new audio, not a backlog — a
-# lower bound skipped most of a played file's first second.
-ANALYSIS_MAX_BEHIND_S = 1.0
-ANALYSIS_KEEP_S = 0.05
+# The analysis thread and its backlog skipping: pipeline/live_analysis.py (LiveAnalysis).
 # Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
@@ -197,7 +184,19 @@ class LiveSession:
         self.on_state = on_state
         self.clock = MasterClock(source)
         self.output: BoundedQueue[Frame] = BoundedQueue(output_capacity, Policy.LATEST)
-        self.params: BoundedQueue[AvatarParams] = BoundedQueue(1, Policy.LATEST)
+        self._stop = threading.Event()
+        self._timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
+        self.analysis = LiveAnalysis(
+            source,
+            self._stop,
+            self._timings,
+            self._analysis_failed,
+            profile=profile,
+            seed=seed,
+            gain_db=gain_db,
+            gate_db=gate_db,
+            smoothing=smoothing,
+        )
         self.last_frame: Frame | None = None
         self.state = "stopped"
         self.error: str | None = None
@@ -225,23 +224,17 @@ class LiveSession:
         self._inflight: BoundedQueue[tuple] = BoundedQueue(
             max(1, getattr(gpu, "max_in_flight", 1)) + 1, Policy.BLOCK
         )
-        self.analysis_note: str | None = None  # why the analysis runs reduced, if it does
         self._look_lock = threading.Lock()
         self._look_thread: threading.Thread | None = None
         self._pending_look: tuple[Any, bool] | None = None
         self.look_switches = 0
         self.look_errors: list[str] = []
         self._expr = Expressions()
-        self._controls = {"gain_db": gain_db, "gate_db": gate_db, "smoothing": smoothing}
-        self._controls_version = 1
         self._recorder: LiveRecorder | None = None
         self._pending_recorder: tuple[Path, bool] | None = None
         self._rec_lock = threading.Lock()
-        self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
         self._lag = deque(maxlen=300)
-        self._level_db = -120.0
         self._source_state = getattr(source, "state", "unknown")
         self.frames_produced = 0
         self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
@@ -252,17 +245,10 @@ class LiveSession:
         # the frame thread's scheduler (display timing, lead, learning): its own object, so
         # it is tested on simulated time (tests/test_live_phase_lock.py)
         self.phase_lock = PhaseLock(self.fps)
-        self.hops = 0
-        self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
-        self.latch_mouth = True  # False: the mouth only moves at hops (for comparison)
         # True: each frame's idol is drawn ahead and its mouth redrawn at the frame's start
         # (render/stage.py); False: drawn whole at the start (for comparison)
         self.late_mouth = True
-        self.audio_overruns = 0
-        self.analysis_skips = 0  # times the analysis fell ANALYSIS_MAX_BEHIND_S behind
-        self.audio_skipped_s = 0.0  # audio it skipped then (seconds)
         self.started_at: float | None = None
-        self._start_source: Callable[[], Any] | None = None  # see start()
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -281,7 +267,29 @@ class LiveSession:
     @property
     def level_db(self) -> float:
         """Input level of the last analysis hop (dBFS, after gain), for a level meter."""
-        return self._level_db
+        return self.analysis.level_db
+
+    @property
+    def params(self) -> BoundedQueue[AvatarParams]:
+        """The analysis's newest AvatarParams (LATEST queue; may be replaced before start)."""
+        return self.analysis.out
+
+    @params.setter
+    def params(self, queue: BoundedQueue[AvatarParams]) -> None:
+        self.analysis.out = queue
+
+    @property
+    def hops(self) -> int:
+        return self.analysis.hops
+
+    @property
+    def latch_mouth(self) -> bool:
+        """False: the mouth only moves at analysis hops (for comparison)."""
+        return self.analysis.latch_mouth
+
+    @latch_mouth.setter
+    def latch_mouth(self, on: bool) -> None:
+        self.analysis.latch_mouth = bool(on)
 
     @property
     def source_state(self) -> str:
@@ -298,14 +306,14 @@ class LiveSession:
         # a source made with start=False (a file played at real-time pace) begins when the
         # analysis is ready to hear it: building the lip-sync engines takes a good part of a
         # second, and the file's first words must not pass unheard
-        self._start_source = (
+        self.analysis.start_source = (
             start_source
             if start_source is not None and getattr(self.source, "state", "") == "closed"
             else None
         )
         if self._gpu is not None and self._gpu.closed:
             raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
-        parts = [(self._analyse, "analysis"), (self._produce, "frames")]
+        parts = [(self.analysis.run, "analysis"), (self._produce, "frames")]
         if self._gpu is not None and self._gpu.cuda:
             self._inflight = BoundedQueue(self._gpu.max_in_flight + 1, Policy.BLOCK)
             parts.append((self._publish_loop, "publish"))
@@ -364,11 +372,10 @@ class LiveSession:
         self._set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
 
     def controls(self) -> dict[str, float]:
-        return dict(self._controls)
+        return dict(self.analysis.controls)
 
     def _set_control(self, key: str, value: float) -> None:
-        self._controls = {**self._controls, key: value}
-        self._controls_version += 1
+        self.analysis.set_control(key, value)
 
     def trigger(self, name: str, hold_s: float | None = 0.8) -> None:
         """Show expression `name` (see EXPRESSIONS): blend in over ~150 ms, hold `hold_s`
@@ -520,13 +527,13 @@ class LiveSession:
             "output_dropped": self.output.dropped,
             "params_superseded": self.params.dropped,
             "stalled_ticks": self.stalled_ticks,
-            "analysis_skips": self.analysis_skips,
-            "audio_skipped_s": round(self.audio_skipped_s, 3),
+            "analysis_skips": self.analysis.skips,
+            "audio_skipped_s": round(self.analysis.skipped_s, 3),
             "late_ticks": self.late_ticks,
             "shed_ticks": self.shedder.shed,
-            "analysis_hops": self.hops,
-            "analysis_latches": self.latches,
-            "audio_overruns": self.audio_overruns,
+            "analysis_hops": self.analysis.hops,
+            "analysis_latches": self.analysis.latches,
+            "audio_overruns": self.analysis.audio_overruns,
             "look_switches": self.look_switches,
             "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
             "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
@@ -536,7 +543,7 @@ class LiveSession:
             "quality": self._gpu_quality(),
             "size": list(self.size),
             "render_size": list(self.render_size),
-            "analysis_note": self.analysis_note,
+            "analysis_note": self.analysis.note,
             # things the user must see (e.g. a model that could not be loaded: fallback look)
             "notices": list(getattr(self._gpu_spec, "notices", None) or []),
             "recording": None
@@ -568,150 +575,16 @@ class LiveSession:
 
     # -- threads ------------------------------------------------------------------------------
 
+    def _analysis_failed(self, message: str) -> None:
+        self.error = message
+        self._notify("error", message)
+
     def _notify(self, state: str, message: str) -> None:
         if self.on_state is not None:
             try:
                 self.on_state(state, message)
             except Exception:
                 log.exception("live: on_state callback failed")
-
-    def _make_engines(self) -> tuple[Any, Any, Any, int]:
-        from audio.calibration import load_user_or_default
-        from audio.live_lipsync import LiveLipSync
-
-        profile = self.profile if self.profile is not None else load_user_or_default()
-        rate = int(profile.sample_rate)
-        lips = LiveLipSync(profile, rate)
-        # Pitch and motion need no librosa (audio.features imports it only for the offline
-        # analysis); if their imports fail anyway, the lip-sync — the mouth — still runs.
-        pitch = motion = None
-        try:
-            from audio.live_pitch import LivePitch
-
-            pitch = LivePitch(rate)
-        except ImportError as exc:
-            self.analysis_note = f"no pitch or motion ({exc})"
-        if pitch is not None:
-            try:
-                from audio.live_motion import LiveMotion
-
-                motion = LiveMotion(seed=self.seed, fps=round(1.0 / lips.hop_s))
-            except ImportError as exc:
-                self.analysis_note = f"no motion ({exc})"
-        if self.analysis_note:
-            log.warning("live analysis: lip-sync only, %s", self.analysis_note)
-        return lips, pitch, motion, rate
-
-    def _apply_controls(self, lips: Any, defaults: dict[str, Any]) -> float:
-        c = self._controls
-        gate = float(min(max(c["gate_db"], 2.0), 40.0))
-        lips.open_db, lips.close_db = gate, max(gate - 6.0, 1.0)
-        k = 1.0 - 0.85 * c["smoothing"]  # filter gains scale down → steadier, slower mouth
-        lips.att = (defaults["att"][0] * k, defaults["att"][1] * k * k)
-        lips.rel = (defaults["rel"][0] * k, defaults["rel"][1] * k * k)
-        return 10.0 ** (c["gain_db"] / 20.0)
-
-    def _analyse(self) -> None:
-        try:
-            self._analyse_loop()
-        except Exception as exc:
-            self.error = f"audio analysis failed: {exc}"
-            log.exception("live analysis")
-            self._notify("error", self.error)
-
-    def _analyse_loop(self) -> None:
-        from audio.live_lipsync import to_avatar_params
-
-        lips, pitch, motion, arate = self._make_engines()
-        apply = None
-        if motion is not None:
-            from audio.live_motion import apply
-        defaults = {"att": lips.att, "rel": lips.rel}
-        version = self._controls_version
-        gain = self._apply_controls(lips, defaults)
-        src = self.source
-        srate = src.sample_rate
-        resampler = None
-        delay_ns = 0
-        if srate != arate:
-            # a short linear-phase FIR, not soxr's HQ stream, which withholds far more output
-            # (audio/live_resample.py)
-            from audio.live_resample import LowDelayResampler
-
-            resampler = LowDelayResampler(srate, arate)
-            delay_ns = round(resampler.delay_s * NS_PER_S)
-        reader = src.reader()
-        if self._start_source is not None:
-            self._start_source()
-            self._start_source = None
-        # A hop is time-stamped from the position of its newest sample in the *input* stream:
-        # output sample j is input sample j*srate/arate of what was pushed, minus the
-        # resampler's group delay (a resampler may also withhold output; this ignores that).
-        # Skipped audio is never pushed: `pushed` and the analysers' stream positions count the
-        # same samples, and `end_pts` (the reader's position) carries the gap to the clock.
-        pushed = 0  # source-rate samples pushed into the resampler so far
-        max_behind = max(1, round(ANALYSIS_MAX_BEHIND_S * srate))
-        keep = round(ANALYSIS_KEEP_S * srate)
-        last_pf = None
-        motion_state = None  # the idle/pitch motion of the last hop
-        while not self._stop.wait(ANALYSIS_POLL_S):
-            if reader.available > max_behind:
-                skipped = reader.skip_to_newest(keep)
-                self.analysis_skips += 1
-                self.audio_skipped_s += skipped / srate
-            x = reader.read()
-            if reader.overruns != self.audio_overruns:
-                self.audio_overruns = reader.overruns
-            if x.shape[0] == 0:
-                continue
-            if version != self._controls_version:
-                version = self._controls_version
-                gain = self._apply_controls(lips, defaults)
-            t0 = time.perf_counter()
-            mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1)
-            if gain != 1.0:
-                mono = mono * np.float32(gain)
-            y = resampler.resample_chunk(mono) if resampler is not None else mono
-            y = np.asarray(y, np.float32)
-            pushed += mono.shape[0]
-            end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample pushed
-            pfs = pitch.push(y) if pitch is not None else []
-            lfs = lips.push(y)
-
-            def stamp(lf, pushed=pushed, end_pts=end_pts) -> int:
-                """pts of a lip frame's newest sample, on the source clock."""
-                newest_in = round(lf.t * arate) * srate / arate
-                behind = pushed - 1 - newest_in  # source samples pushed after it
-                return end_pts - round(behind * NS_PER_S / srate) - delay_ns
-
-            for i, lf in enumerate(lfs):
-                pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
-                last_pf = pf
-                pts = stamp(lf)
-                level = pf.level_db if pf is not None else lf.level_db
-                voiced = bool(pf.voiced) if pf is not None else not lf.silent
-                f0 = pf.pitch_hz if pf is not None else None
-                params = to_avatar_params(lf, AvatarParams(pts_ns=pts))
-                if motion is not None and apply is not None:
-                    motion_state = motion.update(pts / NS_PER_S, level, voiced, f0)
-                    params = apply(motion_state, params)
-                self.params.put(params)
-                self._level_db = float(lf.level_db)
-                self.hops += 1
-            # The mouth as of the newest audio, between hops (LiveLipSync.latch: a provisional
-            # hop ending now, no state changed): a frame started before the next hop shows
-            # audio at most one block old instead of up to one hop. Head and body keep the
-            # last hop's motion (100 Hz is plenty for them).
-            lf = lips.latch() if self.hops and self.latch_mouth else None
-            if lf is not None:
-                params = to_avatar_params(lf, AvatarParams(pts_ns=stamp(lf)))
-                if motion_state is not None and apply is not None:
-                    params = apply(motion_state, params)
-                self.params.put(params)
-                self.latches += 1
-            if lfs or lf is not None:
-                n = len(lfs) + (lf is not None)
-                self._timings.add("analysis", (time.perf_counter() - t0) * 1000.0 / n)
 
     def _produce(self) -> None:
         try:
