@@ -95,6 +95,7 @@ from core.stats import Timings, median_p99
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
+from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.look import Look, build_look
@@ -201,34 +202,34 @@ class LiveSession:
         self.state = "stopped"
         self.error: str | None = None
         share_cores_with_other_stages()
-        self._device = gpu.device if gpu is not None else "cpu"
+        device = gpu.device if gpu is not None else "cpu"
         # GPU sessions draw the idol in a process of their own (render/process.py)
-        self._render_process = bool(getattr(gpu, "render_process", False))
+        render_process = bool(getattr(gpu, "render_process", False))
         # a chain with a model paints from the look without its screen effects
-        self._for_model = gpu is not None and gpu.load_models() is not None
-        self._look = build_look(
+        for_model = gpu is not None and gpu.load_models() is not None
+
+        def build(preset: Any, transparent: bool) -> Look:
+            return build_look(
+                preset, render_size, self.fps, transparent, device, render_process, for_model
+            )
+
+        self.looks = LookSwitcher(
+            build,
             preset,
-            render_size,
-            self.fps,
             transparent,
-            self._device,
-            self._render_process,
-            self._for_model,
+            self._timings,
+            lambda msg: self._notify("error", msg),
+            thread_name=f"{_THREAD_PREFIX}-look",
         )
         self._gpu: Any = None
         self._gpu_spec = gpu
         if gpu is not None:
-            chain = gpu.build(self._look.preset, render_size, (w, h), self.fps)
-            chain.setup(self._look.stylize)
+            chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
+            chain.setup(self.looks.current.stylize)
             self._gpu = chain
         self._inflight: BoundedQueue[tuple] = BoundedQueue(
             max(1, getattr(gpu, "max_in_flight", 1)) + 1, Policy.BLOCK
         )
-        self._look_lock = threading.Lock()
-        self._look_thread: threading.Thread | None = None
-        self._pending_look: tuple[Any, bool] | None = None
-        self.look_switches = 0
-        self.look_errors: list[str] = []
         self._expr = Expressions()
         self._recorder: LiveRecorder | None = None
         self._pending_recorder: tuple[Path, bool] | None = None
@@ -254,11 +255,11 @@ class LiveSession:
 
     @property
     def preset_name(self) -> str:
-        return self._look.name
+        return self.looks.current.name
 
     @property
     def transparent(self) -> bool:
-        return self._look.transparent
+        return self.looks.current.transparent
 
     @property
     def recording(self) -> bool:
@@ -335,9 +336,7 @@ class LiveSession:
         for t in self._threads:
             t.join(timeout=10)
         self._threads.clear()
-        lt = self._look_thread
-        if lt is not None:
-            lt.join(timeout=30)
+        self.looks.wait(30)
         if self._gpu is not None:
             self._gpu_status = self._gpu.status()
             self._gpu_stages = self._gpu.stage_stats()
@@ -395,60 +394,15 @@ class LiveSession:
         """Switch look without a stall: the new stages are built on a helper thread while the
         current look keeps rendering, then swapped in between two frames. The latest request
         wins when several arrive during one build."""
-        want_t = self.transparent if transparent is None else bool(transparent)
-        with self._look_lock:
-            self._pending_look = (preset, want_t)
-            if self._look_thread is None or not self._look_thread.is_alive():
-                self._look_thread = threading.Thread(
-                    target=self._build_looks, name=f"{_THREAD_PREFIX}-look", daemon=True
-                )
-                self._look_thread.start()
+        self.looks.set_preset(preset, transparent)
 
     def set_transparent(self, on: bool) -> None:
         """Switch between the composited background and a transparent one (alpha frames)."""
-        pending = self._pending_look
-        self.set_preset(pending[0] if pending else self._look.preset, transparent=on)
+        self.looks.set_transparent(on)
 
     def wait_look(self, timeout: float = 30.0) -> bool:
         """Block until no look build is pending (tests, CLI). True if idle."""
-        t = self._look_thread
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
-
-    def _build_looks(self) -> None:
-        while True:
-            with self._look_lock:
-                req, self._pending_look = self._pending_look, None
-                if req is None:
-                    return
-            preset, transparent = req
-            cur = self._look
-            same = preset is cur.preset or (isinstance(preset, str) and preset == cur.name)
-            if same and cur.transparent == transparent:
-                continue
-            try:
-                look = build_look(
-                    preset,
-                    self.render_size,
-                    self.fps,
-                    transparent,
-                    self._device,
-                    self._render_process,
-                    self._for_model,
-                )
-            except Exception as exc:
-                msg = f"cannot switch to preset {preset!r}: {exc}"
-                self.look_errors.append(msg)
-                log.warning("live: %s", msg)
-                self._notify("error", msg)
-                continue
-            self._look = look  # the atomic swap
-            self.look_switches += 1
-            self._timings.add("look_build", look.build_ms)
-            log.info("live: preset %s ready in %.0f ms", look.name, look.build_ms)
-            # the frame thread may still be inside old.render/old.stylize; they need no close
+        return self.looks.wait(timeout)
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -534,7 +488,7 @@ class LiveSession:
             "analysis_hops": self.analysis.hops,
             "analysis_latches": self.analysis.latches,
             "audio_overruns": self.analysis.audio_overruns,
-            "look_switches": self.look_switches,
+            "look_switches": self.looks.switches,
             "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
             "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
             "stage_ms": {**self._timings.snapshot(), **self._gpu_stage_stats()},
@@ -646,7 +600,7 @@ class LiveSession:
         fresh = False  # params arrived since the last frame started
         last_pts = -1
         index = 0
-        gpu_look = self._look
+        gpu_look = self.looks.current
         next_t = time.monotonic()
         target: int | None = None  # phase-locked: the display tick the last frame aimed at
 
@@ -658,7 +612,7 @@ class LiveSession:
             return params
 
         while True:
-            look = self._look
+            look = self.looks.current
             if self.late_mouth and look.render.prepared_index != index:
                 # the next frame's idol, drawn now from the newest pose (a render process asks
                 # for it in `finish`, beside this thread); its mouth is redrawn when it starts
@@ -699,7 +653,7 @@ class LiveSession:
                 timings[TARGET] = target / 1e6
             t0 = time.perf_counter()
             p = self._posed(params, pts)
-            look = self._look  # one read: this frame is entirely one look
+            look = self.looks.current  # one read: this frame is entirely one look
             gpu = self._gpu
             if gpu is not None:
                 if look is not gpu_look:  # a new preset: new diffusion constants, refit ladder
