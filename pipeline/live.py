@@ -78,30 +78,26 @@ Images are uint8 (H, W, 4) RGBA, premultiplied alpha (core/frame.py).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from core.avatar import AvatarParams
 from core.clock import NS_PER_S
-from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
+from core.frame import Frame
 from core.stats import Timings, median_p99
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
+from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.look import Look, build_look
-from pipeline.phase_lock import PhaseLock
-from pipeline.queues import BoundedQueue, Closed, Policy
-from pipeline.shedding import Shedder
+from pipeline.queues import BoundedQueue, Policy
 
 __all__ = [
     "AUDIO_AGE",
@@ -116,18 +112,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _THREAD_PREFIX = "kagura-live"
-AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free here)
-# frame.timings: time.monotonic() at the frame's start, in ms (dotted: not a stage time)
-STARTED = "frame.started"
-LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
-TARGET = "frame.target"  # phase-locked: the display tick this frame was started for (ms)
-LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
 # The analysis thread and its backlog skipping: pipeline/live_analysis.py (LiveAnalysis).
+# The frame thread, its waits and the frame's timing keys: pipeline/live_frames.py (FrameLoop).
 # Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
 # Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
-# the idol drawn ahead is copied out of the render process while the frame thread waits for
-# the frame's start, but not later than this before it (room for the copy)
-COLLECT_SPARE_NS = 2_000_000
 
 # ---------------------------------------------------------------------------------------------
 # the session
@@ -198,7 +186,6 @@ class LiveSession:
             gate_db=gate_db,
             smoothing=smoothing,
         )
-        self.last_frame: Frame | None = None
         self.state = "stopped"
         self.error: str | None = None
         share_cores_with_other_stages()
@@ -227,28 +214,32 @@ class LiveSession:
             chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
             chain.setup(self.looks.current.stylize)
             self._gpu = chain
-        self._inflight: BoundedQueue[tuple] = BoundedQueue(
-            max(1, getattr(gpu, "max_in_flight", 1)) + 1, Policy.BLOCK
-        )
         self._expr = Expressions()
         self._recorder: LiveRecorder | None = None
         self._pending_recorder: tuple[Path, bool] | None = None
         self._rec_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._lag = deque(maxlen=300)
         self._source_state = getattr(source, "state", "unknown")
-        self.frames_produced = 0
-        self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
-        self.late_ticks = 0  # ticks the frame thread started over a period late
-        self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
-        # ticks that start no frame: the analysis lastingly behind (pipeline/shedding.py)
-        self.shedder = Shedder(fps)
-        # the frame thread's scheduler (display timing, lead, learning): its own object, so
-        # it is tested on simulated time (tests/test_live_phase_lock.py)
-        self.phase_lock = PhaseLock(self.fps)
-        # True: each frame's idol is drawn ahead and its mouth redrawn at the frame's start
-        # (render/stage.py); False: drawn whole at the start (for comparison)
-        self.late_mouth = True
+        self.frames = FrameLoop(
+            self.fps,
+            source,
+            self.analysis,
+            self.looks,
+            self._expr,
+            self.output,
+            self._timings,
+            clock=WallClock(self._stop),
+            on_frame=self._record,
+            on_tick=self._poll_source_state,
+            failed=lambda: self.error is not None,
+            on_error=self._frames_failed,
+            gpu=self._gpu,
+            max_in_flight=getattr(gpu, "max_in_flight", 1),
+        )
+        # the frame thread's scheduler (display timing, lead, learning; tested on simulated
+        # time: tests/test_live_phase_lock.py) and its shedding (pipeline/shedding.py)
+        self.phase_lock = self.frames.phase_lock
+        self.shedder = self.frames.shedder
         self.started_at: float | None = None
 
     # -- properties ---------------------------------------------------------------------------
@@ -278,6 +269,23 @@ class LiveSession:
     @params.setter
     def params(self, queue: BoundedQueue[AvatarParams]) -> None:
         self.analysis.out = queue
+
+    @property
+    def frames_produced(self) -> int:
+        return self.frames.frames_produced
+
+    @property
+    def last_frame(self) -> Frame | None:
+        return self.frames.last_frame
+
+    @property
+    def late_mouth(self) -> bool:
+        """False: each frame's idol is drawn whole at its start (for comparison)."""
+        return self.frames.late_mouth
+
+    @late_mouth.setter
+    def late_mouth(self, on: bool) -> None:
+        self.frames.late_mouth = bool(on)
 
     @property
     def hops(self) -> int:
@@ -314,10 +322,10 @@ class LiveSession:
         )
         if self._gpu is not None and self._gpu.closed:
             raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
-        parts = [(self.analysis.run, "analysis"), (self._produce, "frames")]
+        parts = [(self.analysis.run, "analysis"), (self.frames.run, "frames")]
         if self._gpu is not None and self._gpu.cuda:
-            self._inflight = BoundedQueue(self._gpu.max_in_flight + 1, Policy.BLOCK)
-            parts.append((self._publish_loop, "publish"))
+            self.frames.open_inflight(self._gpu.max_in_flight)
+            parts.append((self.frames.publish_loop, "publish"))
         for target, name in parts:
             t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
             self._threads.append(t)
@@ -469,7 +477,7 @@ class LiveSession:
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        lag = median_p99(self._lag) if self._lag else None
+        lag = median_p99(self.frames.lag_ms) if self.frames.lag_ms else None
         rec = self._recorder
         return {
             "state": self.state,
@@ -480,10 +488,10 @@ class LiveSession:
             "frames_produced": self.frames_produced,
             "output_dropped": self.output.dropped,
             "params_superseded": self.params.dropped,
-            "stalled_ticks": self.stalled_ticks,
+            "stalled_ticks": self.frames.stalled_ticks,
             "analysis_skips": self.analysis.skips,
             "audio_skipped_s": round(self.analysis.skipped_s, 3),
-            "late_ticks": self.late_ticks,
+            "late_ticks": self.frames.late_ticks,
             "shed_ticks": self.shedder.shed,
             "analysis_hops": self.analysis.hops,
             "analysis_latches": self.analysis.latches,
@@ -492,7 +500,7 @@ class LiveSession:
             "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
             "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
             "stage_ms": {**self._timings.snapshot(), **self._gpu_stage_stats()},
-            "gpu_busy_ticks": self.gpu_busy_ticks,
+            "gpu_busy_ticks": self.frames.gpu_busy_ticks,
             **self.phase_lock.stats(),  # phase_locked, frame_lead_ms, start_error_ms
             "quality": self._gpu_quality(),
             "size": list(self.size),
@@ -529,6 +537,11 @@ class LiveSession:
 
     # -- threads ------------------------------------------------------------------------------
 
+    def _frames_failed(self, message: str) -> None:
+        self.error = message
+        self.state = "error"
+        self._notify("error", message)
+
     def _analysis_failed(self, message: str) -> None:
         self.error = message
         self._notify("error", message)
@@ -540,51 +553,6 @@ class LiveSession:
             except Exception:
                 log.exception("live: on_state callback failed")
 
-    def _produce(self) -> None:
-        try:
-            self._produce_loop()
-        except Exception as exc:
-            self.error = f"frame production failed: {exc}"
-            self.state = "error"
-            log.exception("live frames")
-            self._notify("error", self.error)
-        finally:
-            self._inflight.close()  # the publisher drains what is on the GPU, then ends
-
-    def _publish_loop(self) -> None:
-        """GPU sessions: wait for each issued frame's done event (this thread only), publish."""
-        try:
-            while True:
-                try:
-                    frame, done, look, t0 = self._inflight.get()
-                except Closed:
-                    return
-                done.synchronize()  # a blocking-sync event: this thread sleeps meanwhile
-                self._gpu.release()
-                self._publish(frame, look, t0)
-        except Exception as exc:
-            self.error = f"frame publishing failed: {exc}"
-            self.state = "error"
-            log.exception("live publish")
-            self._notify("error", self.error)
-
-    def _publish(self, frame: Frame, look: Look, t0: float) -> None:
-        total = (time.perf_counter() - t0) * 1000.0
-        self._timings.add("render", frame.timings.get("render", 0.0))
-        for key in (MOUTH_TIMING, RENDER_WAIT):  # the late mouth, on the critical path
-            if key in frame.timings:
-                self._timings.add(key, frame.timings[key])
-        if self._gpu is None:
-            self._timings.add("stylize", frame.timings.get("stylize", 0.0))
-        self._timings.add("frame", total)
-        self.phase_lock.note_frame(frame.timings.get(STARTED), total)
-        frame = frame.timed("frame", total)
-        self.frames_produced += 1
-        self.last_frame = frame
-        with contextlib.suppress(Closed):
-            self.output.put(frame)
-        self._record(frame, look)
-
     def _poll_source_state(self) -> None:
         st = getattr(self.source, "state", "unknown")
         if st != self._source_state:
@@ -593,138 +561,6 @@ class LiveSession:
             name = getattr(self.source, "device_name", "input")
             msg = f"{name}: {st}" + (f" ({err})" if err and st == "lost" else "")
             self._notify(st, msg)
-
-    def _produce_loop(self) -> None:
-        period = 1.0 / self.fps
-        params = AvatarParams()
-        fresh = False  # params arrived since the last frame started
-        last_pts = -1
-        index = 0
-        gpu_look = self.looks.current
-        next_t = time.monotonic()
-        target: int | None = None  # phase-locked: the display tick the last frame aimed at
-
-        def newest() -> AvatarParams:
-            nonlocal params, fresh
-            while len(self.params):  # single consumer: never blocks
-                params = self.params.get()
-                fresh = True
-            return params
-
-        while True:
-            look = self.looks.current
-            if self.late_mouth and look.render.prepared_index != index:
-                # the next frame's idol, drawn now from the newest pose (a render process asks
-                # for it in `finish`, beside this thread); its mouth is redrawn when it starts
-                pts = self.source.pts_ns()
-                look.render.prepare(Frame(pts, index, self._posed(newest(), pts)))
-            if self.phase_lock.locked:
-                target = self._wait_phase_locked(look, target)
-                if target is None:
-                    return
-                next_t = time.monotonic() + period  # if the display timing goes away
-            else:
-                target = None
-                next_t = self._wait_free_running(look, next_t, period)
-                if next_t is None:
-                    return
-            started_ms = time.monotonic_ns() / 1e6
-            self._poll_source_state()
-            pts = self.source.pts_ns()
-            if pts <= last_pts:
-                self.stalled_ticks += 1
-                continue
-            last_pts = pts
-            params = newest()
-            # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
-            age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
-            # not before the first hop (the analysis is still building its engines: nothing
-            # to wait for), nor after it failed
-            if self.hops and self.error is None and self.shedder.tick(time.monotonic(), age):
-                continue
-            if fresh or self._lag:
-                self._lag.append(age)
-            fresh = False
-            # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
-            timings = {AUDIO_AGE: age} if self._lag else {}
-            timings[STARTED] = started_ms
-            if target is not None and self.lead_ms is not None:
-                timings[LEAD] = self.lead_ms
-                timings[TARGET] = target / 1e6
-            t0 = time.perf_counter()
-            p = self._posed(params, pts)
-            look = self.looks.current  # one read: this frame is entirely one look
-            gpu = self._gpu
-            if gpu is not None:
-                if look is not gpu_look:  # a new preset: new diffusion constants, refit ladder
-                    gpu.set_preset(look.preset)
-                    gpu_look = look
-                gpu.poll()  # finished frames' CUDA events -> the ladder (no waiting)
-                if gpu.busy():
-                    self.gpu_busy_ticks += 1
-                    continue
-            frame = self._draw_idol(look, Frame(pts, index, p, timings=timings))
-            index += 1
-            if gpu is not None:
-                frame, done = gpu.submit(frame, look.stylize)
-                if done is None:
-                    self._publish(frame, look, t0)
-                else:
-                    self._inflight.put((frame, done, look, t0))
-                continue
-            frame = look.stylize.process(frame)
-            self._publish(frame, look, t0)
-
-    def _posed(self, params: AvatarParams, pts: int) -> AvatarParams:
-        """`params` as of `pts`, with the triggered expressions blended in."""
-        return self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
-
-    def _wait_phase_locked(self, look: Look, target: int | None) -> int | None:
-        """Sleep until the start of the frame after the one that targeted `target` (copying
-        the idol drawn ahead out meanwhile); returns the display tick it targets, None when
-        the session stops."""
-        start, target, late = self.phase_lock.next_start_ns(time.monotonic_ns(), target)
-        self.late_ticks += late
-        self._collect_idol(look, start)
-        delay = (start - time.monotonic_ns()) / 1e9
-        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
-            return None
-        self.phase_lock.note_start(time.monotonic_ns(), start)
-        return target
-
-    def _wait_free_running(self, look: Look, next_t: float, period: float) -> float | None:
-        """Sleep until `next_t` (time.monotonic s) on the free-running timer; returns the next
-        frame's time, None when the session stops. More than a period behind: skip, don't
-        catch up."""
-        self._collect_idol(look, round(next_t * NS_PER_S))
-        delay = next_t - time.monotonic()
-        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
-            return None
-        now = time.monotonic()
-        next_t += period
-        if now - next_t > period:
-            self.late_ticks += 1
-            next_t = now + period
-        return next_t
-
-    def _draw_idol(self, look: Look, frame: Frame) -> Frame:
-        """The frame's image and motion. Late mouth: the idol prepared ahead (or, after a look
-        switch, one drawn now) with its mouth from `frame.params`; a render process is asked
-        for the next frame's idol right behind it, from the same pose."""
-        if not self.late_mouth:
-            return look.render.process(frame)
-        if look.render.draws_beside:
-            return look.render.finish(frame, then=frame.params)
-        return look.render.finish(frame)
-
-    def _collect_idol(self, look: Look, start_ns: int) -> None:
-        """While the frame thread waits for a frame's start: copy its idol out of the render
-        process as soon as it is drawn (RenderProcessStage.collect), so the start has only the
-        mouth left — but stop COLLECT_SPARE_NS before the start: the copy must not delay it."""
-        if self.late_mouth and look.render.draws_beside:
-            wait = (start_ns - COLLECT_SPARE_NS - time.monotonic_ns()) / 1e9
-            if wait > 0:
-                look.render.collect(wait)
 
     def _record(self, frame: Frame, look: Look) -> None:
         if self._pending_recorder is not None and self._recorder is None:
