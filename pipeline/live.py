@@ -88,7 +88,7 @@ from typing import Any
 from core.avatar import AvatarParams
 from core.clock import NS_PER_S
 from core.frame import Frame
-from core.stats import Timings, median_p99
+from core.stats import Timings
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
@@ -96,6 +96,7 @@ from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock
+from pipeline.live_stats import GpuFigures, snapshot
 from pipeline.look import Look, build_look
 from pipeline.queues import BoundedQueue, Policy
 
@@ -174,11 +175,11 @@ class LiveSession:
         self.clock = MasterClock(source)
         self.output: BoundedQueue[Frame] = BoundedQueue(output_capacity, Policy.LATEST)
         self._stop = threading.Event()
-        self._timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
+        self.timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
         self.analysis = LiveAnalysis(
             source,
             self._stop,
-            self._timings,
+            self.timings,
             self._analysis_failed,
             profile=profile,
             seed=seed,
@@ -204,16 +205,16 @@ class LiveSession:
             build,
             preset,
             transparent,
-            self._timings,
+            self.timings,
             lambda msg: self._notify("error", msg),
             thread_name=f"{_THREAD_PREFIX}-look",
         )
         self._gpu: Any = None
-        self._gpu_spec = gpu
         if gpu is not None:
             chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
             chain.setup(self.looks.current.stylize)
             self._gpu = chain
+        self.gpu_figures = GpuFigures(self._gpu)
         self._expr = Expressions()
         self._recorder: LiveRecorder | None = None
         self._pending_recorder: tuple[Path, bool] | None = None
@@ -227,7 +228,7 @@ class LiveSession:
             self.looks,
             self._expr,
             self.output,
-            self._timings,
+            self.timings,
             clock=WallClock(self._stop),
             on_frame=self._record,
             on_tick=self._poll_source_state,
@@ -304,6 +305,11 @@ class LiveSession:
     def source_state(self) -> str:
         return self._source_state
 
+    @property
+    def recorder(self) -> LiveRecorder | None:
+        """The recording in progress (None before its first frame)."""
+        return self._recorder
+
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> LiveSession:
@@ -346,8 +352,7 @@ class LiveSession:
         self._threads.clear()
         self.looks.wait(30)
         if self._gpu is not None:
-            self._gpu_status = self._gpu.status()
-            self._gpu_stages = self._gpu.stage_stats()
+            self.gpu_figures.keep()
             self._gpu.close()
         self.output.close()
         if self.close_source:
@@ -477,59 +482,8 @@ class LiveSession:
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        lag = median_p99(self.frames.lag_ms) if self.frames.lag_ms else None
-        rec = self._recorder
-        return {
-            "state": self.state,
-            "source": getattr(self.source, "device_name", None),
-            "source_state": self._source_state,
-            "preset": self.preset_name,
-            "transparent": self.transparent,
-            "frames_produced": self.frames_produced,
-            "output_dropped": self.output.dropped,
-            "params_superseded": self.params.dropped,
-            "stalled_ticks": self.frames.stalled_ticks,
-            "analysis_skips": self.analysis.skips,
-            "audio_skipped_s": round(self.analysis.skipped_s, 3),
-            "late_ticks": self.frames.late_ticks,
-            "shed_ticks": self.shedder.shed,
-            "analysis_hops": self.analysis.hops,
-            "analysis_latches": self.analysis.latches,
-            "audio_overruns": self.analysis.audio_overruns,
-            "look_switches": self.looks.switches,
-            "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
-            "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
-            "stage_ms": {**self._timings.snapshot(), **self._gpu_stage_stats()},
-            "gpu_busy_ticks": self.frames.gpu_busy_ticks,
-            **self.phase_lock.stats(),  # phase_locked, frame_lead_ms, start_error_ms
-            "quality": self._gpu_quality(),
-            "size": list(self.size),
-            "render_size": list(self.render_size),
-            "analysis_note": self.analysis.note,
-            # things the user must see (e.g. a model that could not be loaded: fallback look)
-            "notices": list(getattr(self._gpu_spec, "notices", None) or []),
-            "recording": None
-            if rec is None
-            else {
-                "path": str(rec.path),
-                "frames": rec.sent,
-                "repeated": rec.repeated,
-            },
-        }
-
-    def _gpu_stage_stats(self) -> dict[str, dict[str, float]]:
-        if self._gpu is None:
-            return {}
-        if self._gpu.closed:  # closed by stop(): the last figures
-            return dict(getattr(self, "_gpu_stages", {}))
-        return self._gpu.stage_stats()
-
-    def _gpu_quality(self) -> dict[str, Any] | None:
-        if self._gpu is None:
-            return None
-        if self._gpu.closed:
-            return getattr(self, "_gpu_status", None)
-        return self._gpu.status()
+        """Every part's counters and timings (pipeline/live_stats.py lists the keys)."""
+        return snapshot(self)
 
     def quality_events(self) -> list[dict[str, Any]]:
         """Every rung change so far (GPU sessions; [] otherwise): time, rungs, reason."""
