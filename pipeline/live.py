@@ -94,7 +94,7 @@ from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
 from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
-from pipeline.live_recorder import LiveRecorder
+from pipeline.live_recorder import LiveRecorder, RecordingSlot
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock
 from pipeline.live_stats import GpuFigures, snapshot
 from pipeline.look import Look, build_look
@@ -216,9 +216,9 @@ class LiveSession:
             self._gpu = chain
         self.gpu_figures = GpuFigures(self._gpu)
         self._expr = Expressions()
-        self._recorder: LiveRecorder | None = None
-        self._pending_recorder: tuple[Path, bool] | None = None
-        self._rec_lock = threading.Lock()
+        self._recording = RecordingSlot(
+            source, (w, h), self.fps, lambda msg: self._notify("error", msg)
+        )
         self._threads: list[threading.Thread] = []
         self._source_state = getattr(source, "state", "unknown")
         self.frames = FrameLoop(
@@ -230,7 +230,7 @@ class LiveSession:
             self.output,
             self.timings,
             clock=WallClock(self._stop),
-            on_frame=self._record,
+            on_frame=lambda frame, look: self._recording.push(frame, look.transparent),
             on_tick=self._poll_source_state,
             failed=lambda: self.error is not None,
             on_error=self._frames_failed,
@@ -255,7 +255,7 @@ class LiveSession:
 
     @property
     def recording(self) -> bool:
-        return self._recorder is not None or self._pending_recorder is not None
+        return self._recording.active
 
     @property
     def level_db(self) -> float:
@@ -308,7 +308,7 @@ class LiveSession:
     @property
     def recorder(self) -> LiveRecorder | None:
         """The recording in progress (None before its first frame)."""
-        return self._recorder
+        return self._recording.recorder
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -423,30 +423,17 @@ class LiveSession:
         """Record frames + the source audio to `path` (.mp4, or .webm — VP9 with alpha when the
         look is transparent). `alpha=True` switches to the transparent look first (the
         recording starts with the first transparent frame); `alpha=False` the opaque one."""
-        path = Path(path)
-        from pipeline.sinks.video_file import check_output_path
-
         want_t = self.transparent if alpha is None else bool(alpha)
-        check_output_path(path, want_t and path.suffix.lower() == ".webm")
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist")
-        with self._rec_lock:
-            if self.recording:
-                raise RuntimeError("already recording")
+
+        def switch_look() -> None:
             if want_t != self.transparent:
                 self.set_transparent(want_t)
-            self._pending_recorder = (path, want_t)
+
+        self._recording.request(Path(path), want_t, switch_look)
 
     def stop_recording(self) -> dict[str, Any]:
         """Finish the file; returns {"path", "frames", "seconds", "repeated", ...}."""
-        with self._rec_lock:
-            rec, self._recorder = self._recorder, None
-            pending, self._pending_recorder = self._pending_recorder, None
-        if rec is None:
-            raise RuntimeError(
-                f"{pending[0]}: the recording had not started yet" if pending else "not recording"
-            )
-        return rec.finish()
+        return self._recording.stop()
 
     # -- display timing -----------------------------------------------------------------------
 
@@ -515,26 +502,3 @@ class LiveSession:
             name = getattr(self.source, "device_name", "input")
             msg = f"{name}: {st}" + (f" ({err})" if err and st == "lost" else "")
             self._notify(st, msg)
-
-    def _record(self, frame: Frame, look: Look) -> None:
-        if self._pending_recorder is not None and self._recorder is None:
-            with self._rec_lock:
-                pending = self._pending_recorder
-                if pending is not None and look.transparent == pending[1]:
-                    self._pending_recorder = None
-                    try:
-                        self._recorder = LiveRecorder(
-                            self.source, pending[0], self.size, self.fps, look.transparent
-                        )
-                    except Exception as exc:
-                        msg = f"cannot record to {pending[0]}: {exc}"
-                        self._notify("error", msg)
-        rec = self._recorder
-        if rec is not None:
-            if rec.error is not None:
-                self._notify("error", rec.error)
-                with self._rec_lock:
-                    self._recorder = None
-                rec.abort()
-                return
-            rec.push(frame)
