@@ -11,59 +11,32 @@
 No Qt here: the desktop app (app/ui/main_window.py) only consumes `output` and calls the
 control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "Threads").
 
-Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
+Threads, the part that owns each, and the queues between them (docs/ARCHITECTURE.md,
+"Real-time rules", rule 2); this class only builds the parts, starts and stops them, and passes
+the controls on:
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
-    kagura-live-analysis   polls every 1 ms (finding itself over ANALYSIS_MAX_BEHIND_S behind,
-                           it skips to the newest audio, counted); every 10 ms of audio:
-                           gain → low-delay resample
-                           to the profile rate (audio/live_resample.py) →
-                           LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams;
-                           between hops, after every block, the mouth latched from the
-                           newest audio (LiveLipSync.latch) with the last hop's motion
+    kagura-live-analysis   LiveAnalysis (pipeline/live_analysis.py): every 10 ms of audio →
+                           AvatarParams; a backlog is skipped, not worked through
                            ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
                                params are dropped and counted (expected: 100 Hz → fps)
-    kagura-live-frames     at the display fps — on a free-running timer, or, once the display
-                           says when it ticks (`set_display_timing`), phase-locked: each frame
-                           starts at the tick that will show it minus the predicted frame time
-                           (so it is due and arrived just before that tick; the app's QTimer
-                           tick and the headless bench's simulated one both tell it);
-                           pts = audio clock now (newest sample); a tick finding the
-                           analysis lastingly behind starts no frame (pipeline/shedding.py);
-                           newest params + expression blend → RenderStage → StylizeStage,
-                           the idol in two steps (`late_mouth`, default): the next frame's
-                           idol is drawn ahead — right after a frame is handed on, from the
-                           newest pose (RenderStage.prepare), or, by a render process, beside
-                           this thread, asked for behind the frame before's mouth with its
-                           pose; when that frame starts, only its mouth is redrawn from the
-                           newest audio (finish: the cheap part) — the whole-idol render is off the
-                           path from audio to photon
+    kagura-live-frames     FrameLoop (pipeline/live_frames.py): at each display tick —
+                           free-running or phase-locked to the display (`set_display_timing`,
+                           PhaseLock in pipeline/phase_lock.py) — newest params + expressions
+                           (pipeline/expressions.py) → the look's render → stylize; ticks are
+                           shed for a starved analysis (pipeline/shedding.py)
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted
-                           ──► recorder queue BoundedQueue(8, LATEST) when recording
-    kagura-live-recorder   frames + the captured audio (a RingReader from the first
-                           recorded sample) → VideoFileSink (its own encoder thread)
-    kagura-live-look       builds the next preset's render + stylize stages (setup/warm-up
-                           included) and swaps them in with one attribute store: the frame
-                           thread never waits for a build and never shows a half-built look
+                           ──► RecordingSlot (pipeline/live_recorder.py) when recording
+    kagura-live-recorder   LiveRecorder: frames + the captured audio → VideoFileSink
+    kagura-live-look       LookSwitcher (pipeline/live_looks.py): builds the next preset's
+                           stages off the frame thread and swaps them in with one store
+    kagura-live-publish    GPU sessions (`gpu=LiveGpu(...)`, pipeline/live_gpu.py): waits for
+                           each frame the frame thread issued to the GPU and hands it on
 
-GPU stages (`gpu=LiveGpu(...)`, pipeline/live_gpu.py; default: none, the CPU chain above,
-unchanged): the frame thread renders the idol on the CPU and issues upload → stylize →
-diffusion → temporal → upscale → readback on one high-priority CUDA stream without waiting;
-    kagura-live-publish    waits for each issued frame's "done" event and puts it on
-                           `output` / the recorder (at most `max_in_flight` frames on the
-                           GPU: a tick finding the GPU that busy starts no frame and counts
-                           it in `gpu_busy_ticks`)
-The quality ladder (pipeline/ladder/) measures the ladder stages with CUDA events
-and changes the rung between frames on the frame thread; `stats()["quality"]` has the rung
-and the last change. Frames then have the output size (render size × upscale): `size` is the
-output size, `render_size` the idol's.
-
-Every frame carries `timings["audio_age"]`: ms from the audio its mouth was analysed from
-(the centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample
-minus 6 ms — of the last hop, or of the mouth latched after it: LiveLipSync.latch) to the
-frame's pts — through the diffusion stream batch, of the frame whose
-picture it shows. Audio-to-photon = present time − pts + audio_age.
+`stats()`: every part's counters and timings (pipeline/live_stats.py). With GPU stages, frames
+have the output size (render size × upscale): `size` is the output size, `render_size` the
+idol's; the quality ladder's rung is in `stats()["quality"]`.
 
 Clock: every `pts_ns` is the time of the newest source sample when the frame was started
 (samples counted by the ring buffer; never reset). A file played through `FilePlayback` writes
@@ -85,7 +58,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.avatar import AvatarParams
 from core.clock import NS_PER_S
 from core.frame import Frame
 from core.stats import Timings
@@ -95,7 +67,7 @@ from pipeline.live_analysis import LiveAnalysis
 from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder, RecordingSlot
-from pipeline.live_source import AudioSource, FilePlayback, MasterClock
+from pipeline.live_source import AudioSource, FilePlayback, MasterClock, SourceWatch
 from pipeline.live_stats import GpuFigures, snapshot
 from pipeline.look import Look, build_look
 from pipeline.queues import BoundedQueue, Policy
@@ -113,13 +85,18 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _THREAD_PREFIX = "kagura-live"
-# The analysis thread and its backlog skipping: pipeline/live_analysis.py (LiveAnalysis).
-# The frame thread, its waits and the frame's timing keys: pipeline/live_frames.py (FrameLoop).
-# Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
-# Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
 
-# ---------------------------------------------------------------------------------------------
-# the session
+
+def _part_attr(part: str, name: str, doc: str | None = None, settable: bool = False) -> Any:
+    """A LiveSession attribute that belongs to one of its parts (`session.<part>.<name>`)."""
+
+    def get(self: Any) -> Any:
+        return getattr(getattr(self, part), name)
+
+    def put(self: Any, value: Any) -> None:
+        setattr(getattr(self, part), name, value)
+
+    return property(get, put if settable else None, doc=doc)
 
 
 class LiveSession:
@@ -220,7 +197,7 @@ class LiveSession:
             source, (w, h), self.fps, lambda msg: self._notify("error", msg)
         )
         self._threads: list[threading.Thread] = []
-        self._source_state = getattr(source, "state", "unknown")
+        self._source_watch = SourceWatch(source, self._notify)
         self.frames = FrameLoop(
             self.fps,
             source,
@@ -231,7 +208,7 @@ class LiveSession:
             self.timings,
             clock=WallClock(self._stop),
             on_frame=lambda frame, look: self._recording.push(frame, look.transparent),
-            on_tick=self._poll_source_state,
+            on_tick=self._source_watch.poll,
             failed=lambda: self.error is not None,
             on_error=self._frames_failed,
             gpu=self._gpu,
@@ -257,53 +234,26 @@ class LiveSession:
     def recording(self) -> bool:
         return self._recording.active
 
-    @property
-    def level_db(self) -> float:
-        """Input level of the last analysis hop (dBFS, after gain), for a level meter."""
-        return self.analysis.level_db
-
-    @property
-    def params(self) -> BoundedQueue[AvatarParams]:
-        """The analysis's newest AvatarParams (LATEST queue; may be replaced before start)."""
-        return self.analysis.out
-
-    @params.setter
-    def params(self, queue: BoundedQueue[AvatarParams]) -> None:
-        self.analysis.out = queue
-
-    @property
-    def frames_produced(self) -> int:
-        return self.frames.frames_produced
-
-    @property
-    def last_frame(self) -> Frame | None:
-        return self.frames.last_frame
-
-    @property
-    def late_mouth(self) -> bool:
-        """False: each frame's idol is drawn whole at its start (for comparison)."""
-        return self.frames.late_mouth
-
-    @late_mouth.setter
-    def late_mouth(self, on: bool) -> None:
-        self.frames.late_mouth = bool(on)
-
-    @property
-    def hops(self) -> int:
-        return self.analysis.hops
-
-    @property
-    def latch_mouth(self) -> bool:
-        """False: the mouth only moves at analysis hops (for comparison)."""
-        return self.analysis.latch_mouth
-
-    @latch_mouth.setter
-    def latch_mouth(self, on: bool) -> None:
-        self.analysis.latch_mouth = bool(on)
+    # a part's attributes, read (and where the app or a bench sets them, set) through it
+    level_db = _part_attr("analysis", "level_db", "Input level of the last hop (dBFS, after gain).")
+    params = _part_attr(
+        "analysis", "out", "The newest AvatarParams (replaceable before start).", True
+    )
+    hops = _part_attr("analysis", "hops")
+    latch_mouth = _part_attr(
+        "analysis", "latch_mouth", "False: the mouth moves at hops only.", True
+    )
+    frames_produced = _part_attr("frames", "frames_produced")
+    last_frame = _part_attr("frames", "last_frame")
+    late_mouth = _part_attr(
+        "frames", "late_mouth", "False: the idol drawn whole at the start.", True
+    )
+    lead_ms = _part_attr("phase_lock", "lead_ms", "The last phase-locked frame's lead (ms).")
+    frame_margin_ns = _part_attr("phase_lock", "frame_margin_ns", "Added to the lead.", True)
 
     @property
     def source_state(self) -> str:
-        return self._source_state
+        return self._source_watch.state
 
     @property
     def recorder(self) -> LiveRecorder | None:
@@ -373,21 +323,18 @@ class LiveSession:
 
     def set_gain(self, db: float) -> None:
         """Input gain before analysis, dB (the recording keeps the raw audio)."""
-        self._set_control("gain_db", float(db))
+        self.analysis.set_control("gain_db", float(db))
 
     def set_noise_gate(self, db: float) -> None:
         """Lip-sync gate: opens `db` above the tracked noise floor (closes 6 dB lower)."""
-        self._set_control("gate_db", float(db))
+        self.analysis.set_control("gate_db", float(db))
 
     def set_smoothing(self, amount: float) -> None:
         """0 = the lip-sync engine's own predictive filter; up to 1 = much steadier (slower)."""
-        self._set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
+        self.analysis.set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
 
     def controls(self) -> dict[str, float]:
         return dict(self.analysis.controls)
-
-    def _set_control(self, key: str, value: float) -> None:
-        self.analysis.set_control(key, value)
 
     def trigger(self, name: str, hold_s: float | None = 0.8) -> None:
         """Show expression `name` (see EXPRESSIONS): blend in over ~150 ms, hold `hold_s`
@@ -452,20 +399,6 @@ class LiveSession:
         PhaseLock.release_delay_ns."""
         return self.phase_lock.release_delay_ns()
 
-    @property
-    def lead_ms(self) -> float | None:
-        """The last lead a phase-locked frame started with (ms)."""
-        return self.phase_lock.lead_ms
-
-    @property
-    def frame_margin_ns(self) -> int:
-        """Added to the predicted frame time (the lead)."""
-        return self.phase_lock.frame_margin_ns
-
-    @frame_margin_ns.setter
-    def frame_margin_ns(self, ns: int) -> None:
-        self.phase_lock.frame_margin_ns = ns
-
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -493,12 +426,3 @@ class LiveSession:
                 self.on_state(state, message)
             except Exception:
                 log.exception("live: on_state callback failed")
-
-    def _poll_source_state(self) -> None:
-        st = getattr(self.source, "state", "unknown")
-        if st != self._source_state:
-            self._source_state = st
-            err = getattr(self.source, "last_error", None)
-            name = getattr(self.source, "device_name", "input")
-            msg = f"{name}: {st}" + (f" ({err})" if err and st == "lost" else "")
-            self._notify(st, msg)

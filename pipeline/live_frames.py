@@ -18,7 +18,14 @@ is redrawn from the newest audio (finish: the cheap part). The frame goes to `ou
 With GPU stages (`gpu`, pipeline/live_gpu.py) this thread issues the frame to the GPU without
 waiting; `publish_loop` (its own thread) waits for each issued frame's "done" event and hands
 it on. At most `max_in_flight` frames are on the GPU: a tick finding it that busy starts no
-frame (`gpu_busy_ticks`).
+frame (`gpu_busy_ticks`). The quality ladder (pipeline/ladder/) changes its rung between
+frames on this thread (`gpu.poll`, from the finished frames' CUDA events).
+
+Every frame carries `timings[AUDIO_AGE]`: ms from the audio its mouth was analysed from (the
+centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample minus
+6 ms — of the last hop, or of the mouth latched after it: LiveLipSync.latch) to the frame's pts
+— through the diffusion stream batch, of the frame whose picture it shows. Audio-to-photon =
+present time − pts + audio_age.
 
 Time: every instant and every wait of this thread goes through `clock` (`WallClock`: the
 monotonic clock, and sleeps that end when the session stops); a test passes simulated time.
