@@ -22,12 +22,17 @@ from pipeline.live_looks import LookSwitcher
 from pipeline.look import build_look
 from pipeline.phase_lock import FRAME_LEARN_AFTER_S, FRAME_MARGIN_NS, START_MARGIN_NS
 from pipeline.queues import BoundedQueue, Policy
+from pipeline.shedding import SHED_AFTER_S, SHED_AGE_S, SHED_MAX_S
 
 RATE = 48_000
 BLOCK_NS = 10_000_000
 REFRESH_NS = 16_666_667
 SIZE = (64, 36)
 MS = 1e6
+
+
+def within(window: tuple[int, int] | None, ns: int) -> bool:
+    return window is not None and window[0] <= ns < window[1]
 
 
 class Source(RingSource):
@@ -49,6 +54,7 @@ class SimulatedTime:
         self.hops = 0
         self.next_block = self.t0 + BLOCK_NS // 2
         self.silent: tuple[int, int] | None = None  # (from, to) ns: the card delivers nothing
+        self.starved: tuple[int, int] | None = None  # (from, to) ns: the analysis hands on nothing
         self.late_wake: tuple[int, int] | None = None  # (at, extra) ns: one sleep ends late
 
     def now_ns(self) -> int:
@@ -64,9 +70,13 @@ class SimulatedTime:
 
     def _advance(self, to_ns: int) -> None:
         while self.next_block <= to_ns:
-            off = self.silent is not None and self.silent[0] <= self.next_block < self.silent[1]
+            off, starved = (
+                within(self.silent, self.next_block),
+                within(self.starved, self.next_block),
+            )
             if not off:
                 self.source.ring.write(np.zeros(RATE * BLOCK_NS // NS_PER_S, np.float32))
+            if not (off or starved):
                 self.out.put(AvatarParams(pts_ns=self.source.pts_ns()))
                 self.hops += 1
             self.next_block += BLOCK_NS
@@ -172,3 +182,31 @@ def test_ticks_without_new_audio_start_no_frame(looks):
     assert not np.any((started > 1001) & (started < 1519))
     assert len(frames) == 50 - 12
     assert np.all(np.diff([f.pts_ns for f in frames]) > 0)
+
+
+def test_ticks_are_shed_only_once_the_analysis_is_lastingly_behind(looks):
+    """The analysis hands on no mouth for 1.5 s while the audio goes on (a starved analysis
+    thread): frames go on until the mouth has been too old for SHED_AFTER_S, then ticks are
+    shed — at most SHED_MAX_S of them in a row, a frame between — and every tick has its frame
+    again as soon as the mouth is fresh."""
+    fps = 25
+    sim = SimulatedTime(end_s=4.0)
+    sim.starved = (sim.t0 + NS_PER_S, sim.t0 + 5 * NS_PER_S // 2)
+    loop, frames = run_loop(sim, looks, fps)
+    period_ms = 1000 / fps
+    started = np.array([f.timings[STARTED] for f in frames]) - sim.t0 / MS
+    ticks = np.arange(round(4000 / period_ms)) * period_ms
+    shed = np.array([not np.any(np.abs(started - t) < 1e-3) for t in ticks])
+    assert shed.sum() == loop.shedder.shed > 0 and loop.stalled_ticks == 0
+    # a tick at t (ms from the start) reads the pts of the block written at t - 5 ms, which
+    # ends at t + 5 ms on the audio clock; the newest mouth ends at 1000 ms: its age at the
+    # tick is t + 5 - 1000 + 6 (the level window's centre), too old past SHED_AGE_S
+    too_old_from = ticks[ticks + 5 - 1000 + 6 > SHED_AGE_S * 1e3][0]
+    first_shed = ticks[np.flatnonzero(shed)[0]]
+    assert first_shed == too_old_from + np.ceil(SHED_AFTER_S * 1e3 / period_ms) * period_ms
+    # from there to the analysis's return at 2500 ms (ticks 1680 .. 2480): runs of SHED_MAX_S
+    # of ticks with one frame after each; from the next tick on, the mouth is fresh again
+    cap = round(SHED_MAX_S * fps)
+    runs = [r for r in "".join("s" if x else "f" for x in shed).split("f") if r]
+    assert runs == ["s" * cap] * 3 and (2480 - first_shed) / period_ms + 1 == 3 * (cap + 1)
+    assert not shed[ticks > 2500].any()
