@@ -288,7 +288,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from app.render_job import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.display_feed import FramePump, live_jitter_buffer
-    from pipeline.live import AUDIO_AGE, LEAD, FilePlayback, LiveSession
+    from pipeline.live import FilePlayback, LiveSession
+    from pipeline.live_frames import AUDIO_AGE, LEAD
 
     if args.fps <= 0 or args.fps > 240:
         raise UsageError(f"--fps {args.fps}: expected 1..240")

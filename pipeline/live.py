@@ -11,59 +11,32 @@
 No Qt here: the desktop app (app/ui/main_window.py) only consumes `output` and calls the
 control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "Threads").
 
-Threads and the queues between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
+Threads, the part that owns each, and the queues between them (docs/ARCHITECTURE.md,
+"Real-time rules", rule 2); this class only builds the parts, starts and stops them, and passes
+the controls on:
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
-    kagura-live-analysis   polls every 1 ms (finding itself over ANALYSIS_MAX_BEHIND_S behind,
-                           it skips to the newest audio, counted); every 10 ms of audio:
-                           gain → low-delay resample
-                           to the profile rate (audio/live_resample.py) →
-                           LiveLipSync + LivePitch → LiveMotion (100 Hz) → AvatarParams;
-                           between hops, after every block, the mouth latched from the
-                           newest audio (LiveLipSync.latch) with the last hop's motion
+    kagura-live-analysis   LiveAnalysis (pipeline/live_analysis.py): every 10 ms of audio →
+                           AvatarParams; a backlog is skipped, not worked through
                            ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
                                params are dropped and counted (expected: 100 Hz → fps)
-    kagura-live-frames     at the display fps — on a free-running timer, or, once the display
-                           says when it ticks (`set_display_timing`), phase-locked: each frame
-                           starts at the tick that will show it minus the predicted frame time
-                           (so it is due and arrived just before that tick; the app's QTimer
-                           tick and the headless bench's simulated one both tell it);
-                           pts = audio clock now (newest sample); a tick finding the
-                           analysis lastingly behind starts no frame (pipeline/shedding.py);
-                           newest params + expression blend → RenderStage → StylizeStage,
-                           the idol in two steps (`late_mouth`, default): the next frame's
-                           idol is drawn ahead — right after a frame is handed on, from the
-                           newest pose (RenderStage.prepare), or, by a render process, beside
-                           this thread, asked for behind the frame before's mouth with its
-                           pose; when that frame starts, only its mouth is redrawn from the
-                           newest audio (finish: the cheap part) — the whole-idol render is off the
-                           path from audio to photon
+    kagura-live-frames     FrameLoop (pipeline/live_frames.py): at each display tick —
+                           free-running or phase-locked to the display (`set_display_timing`,
+                           PhaseLock in pipeline/phase_lock.py) — newest params + expressions
+                           (pipeline/expressions.py) → the look's render → stylize; ticks are
+                           shed for a starved analysis (pipeline/shedding.py)
                            ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
                                presenter did not take in time is dropped and counted
-                           ──► recorder queue BoundedQueue(8, LATEST) when recording
-    kagura-live-recorder   frames + the captured audio (a RingReader from the first
-                           recorded sample) → VideoFileSink (its own encoder thread)
-    kagura-live-look       builds the next preset's render + stylize stages (setup/warm-up
-                           included) and swaps them in with one attribute store: the frame
-                           thread never waits for a build and never shows a half-built look
+                           ──► RecordingSlot (pipeline/live_recorder.py) when recording
+    kagura-live-recorder   LiveRecorder: frames + the captured audio → VideoFileSink
+    kagura-live-look       LookSwitcher (pipeline/live_looks.py): builds the next preset's
+                           stages off the frame thread and swaps them in with one store
+    kagura-live-publish    GPU sessions (`gpu=LiveGpu(...)`, pipeline/live_gpu.py): waits for
+                           each frame the frame thread issued to the GPU and hands it on
 
-GPU stages (`gpu=LiveGpu(...)`, pipeline/live_gpu.py; default: none, the CPU chain above,
-unchanged): the frame thread renders the idol on the CPU and issues upload → stylize →
-diffusion → temporal → upscale → readback on one high-priority CUDA stream without waiting;
-    kagura-live-publish    waits for each issued frame's "done" event and puts it on
-                           `output` / the recorder (at most `max_in_flight` frames on the
-                           GPU: a tick finding the GPU that busy starts no frame and counts
-                           it in `gpu_busy_ticks`)
-The quality ladder (pipeline/ladder/) measures the ladder stages with CUDA events
-and changes the rung between frames on the frame thread; `stats()["quality"]` has the rung
-and the last change. Frames then have the output size (render size × upscale): `size` is the
-output size, `render_size` the idol's.
-
-Every frame carries `timings["audio_age"]`: ms from the audio its mouth was analysed from
-(the centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample
-minus 6 ms — of the last hop, or of the mouth latched after it: LiveLipSync.latch) to the
-frame's pts — through the diffusion stream batch, of the frame whose
-picture it shows. Audio-to-photon = present time − pts + audio_age.
+`stats()`: every part's counters and timings (pipeline/live_stats.py). With GPU stages, frames
+have the output size (render size × upscale): `size` is the output size, `render_size` the
+idol's; the quality ladder's rung is in `stats()["quality"]`.
 
 Clock: every `pts_ns` is the time of the newest source sample when the frame was started
 (samples counted by the ring buffer; never reset). A file played through `FilePlayback` writes
@@ -78,30 +51,26 @@ Images are uint8 (H, W, 4) RGBA, premultiplied alpha (core/frame.py).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from core.avatar import AvatarParams
-from core.clock import NS_PER_S, samples_to_ns
-from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
-from core.stats import Timings, median_p99
+from core.clock import NS_PER_S
+from core.frame import Frame
+from core.stats import Timings
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
-from pipeline.live_recorder import LiveRecorder
-from pipeline.live_source import AudioSource, FilePlayback, MasterClock
+from pipeline.live_analysis import LiveAnalysis
+from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
+from pipeline.live_looks import LookSwitcher
+from pipeline.live_recorder import LiveRecorder, RecordingSlot
+from pipeline.live_source import AudioSource, FilePlayback, MasterClock, SourceWatch
+from pipeline.live_stats import GpuFigures, snapshot
 from pipeline.look import Look, build_look
-from pipeline.phase_lock import PhaseLock
-from pipeline.queues import BoundedQueue, Closed, Policy
-from pipeline.shedding import Shedder
+from pipeline.queues import BoundedQueue, Policy
 
 __all__ = [
     "AUDIO_AGE",
@@ -116,33 +85,18 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _THREAD_PREFIX = "kagura-live"
-AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free here)
-# frame.timings: time.monotonic() at the frame's start, in ms (dotted: not a stage time)
-STARTED = "frame.started"
-LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
-TARGET = "frame.target"  # phase-locked: the display tick this frame was started for (ms)
-LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
-# how often the analysis thread looks for new audio: a short poll shortens the lip-sync lag
-# (hops are analysed sooner after their block arrives)
-ANALYSIS_POLL_S = 0.001
-# A starved analysis thread (CPU overloaded) does not work through a backlog: audio more than
-# ANALYSIS_MAX_BEHIND_S old when it gets to read is skipped, all but the newest ANALYSIS_KEEP_S
-# (a few hops: the analysers' windows refill from the present), and counted in stats()
-# ("audio_skipped_s"). The mouth then follows what is heard now, not what was sung seconds ago
-# in fast-forward; a backlog also means a burst of short-lived allocations that the allocator
-# keeps (docs/BENCHMARKS.md, soak). Not less than a second: audio devices deliver large blocks
-# at once (PulseAudio ~0.4 s when a stream starts), which are new audio, not a backlog — a
-# lower bound skipped most of a played file's first second.
-ANALYSIS_MAX_BEHIND_S = 1.0
-ANALYSIS_KEEP_S = 0.05
-# Shedding frame ticks for a starved analysis: pipeline/shedding.py (Shedder, its constants).
-# Phase-locked frame starts: pipeline/phase_lock.py (PhaseLock, its constants).
-# the idol drawn ahead is copied out of the render process while the frame thread waits for
-# the frame's start, but not later than this before it (room for the copy)
-COLLECT_SPARE_NS = 2_000_000
 
-# ---------------------------------------------------------------------------------------------
-# the session
+
+def _part_attr(part: str, name: str, doc: str | None = None, settable: bool = False) -> Any:
+    """A LiveSession attribute that belongs to one of its parts (`session.<part>.<name>`)."""
+
+    def get(self: Any) -> Any:
+        return getattr(getattr(self, part), name)
+
+    def put(self: Any, value: Any) -> None:
+        setattr(getattr(self, part), name, value)
+
+    return property(get, put if settable else None, doc=doc)
 
 
 class LiveSession:
@@ -197,95 +151,114 @@ class LiveSession:
         self.on_state = on_state
         self.clock = MasterClock(source)
         self.output: BoundedQueue[Frame] = BoundedQueue(output_capacity, Policy.LATEST)
-        self.params: BoundedQueue[AvatarParams] = BoundedQueue(1, Policy.LATEST)
-        self.last_frame: Frame | None = None
+        self._stop = threading.Event()
+        self.timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
+        self.analysis = LiveAnalysis(
+            source,
+            self._stop,
+            self.timings,
+            self._analysis_failed,
+            profile=profile,
+            seed=seed,
+            gain_db=gain_db,
+            gate_db=gate_db,
+            smoothing=smoothing,
+        )
         self.state = "stopped"
         self.error: str | None = None
         share_cores_with_other_stages()
-        self._device = gpu.device if gpu is not None else "cpu"
+        device = gpu.device if gpu is not None else "cpu"
         # GPU sessions draw the idol in a process of their own (render/process.py)
-        self._render_process = bool(getattr(gpu, "render_process", False))
+        render_process = bool(getattr(gpu, "render_process", False))
         # a chain with a model paints from the look without its screen effects
-        self._for_model = gpu is not None and gpu.load_models() is not None
-        self._look = build_look(
+        for_model = gpu is not None and gpu.load_models() is not None
+
+        def build(preset: Any, transparent: bool) -> Look:
+            return build_look(
+                preset, render_size, self.fps, transparent, device, render_process, for_model
+            )
+
+        self.looks = LookSwitcher(
+            build,
             preset,
-            render_size,
-            self.fps,
             transparent,
-            self._device,
-            self._render_process,
-            self._for_model,
+            self.timings,
+            lambda msg: self._notify("error", msg),
+            thread_name=f"{_THREAD_PREFIX}-look",
         )
         self._gpu: Any = None
-        self._gpu_spec = gpu
         if gpu is not None:
-            chain = gpu.build(self._look.preset, render_size, (w, h), self.fps)
-            chain.setup(self._look.stylize)
+            chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
+            chain.setup(self.looks.current.stylize)
             self._gpu = chain
-        self._inflight: BoundedQueue[tuple] = BoundedQueue(
-            max(1, getattr(gpu, "max_in_flight", 1)) + 1, Policy.BLOCK
-        )
-        self.analysis_note: str | None = None  # why the analysis runs reduced, if it does
-        self._look_lock = threading.Lock()
-        self._look_thread: threading.Thread | None = None
-        self._pending_look: tuple[Any, bool] | None = None
-        self.look_switches = 0
-        self.look_errors: list[str] = []
+        self.gpu_figures = GpuFigures(self._gpu)
         self._expr = Expressions()
-        self._controls = {"gain_db": gain_db, "gate_db": gate_db, "smoothing": smoothing}
-        self._controls_version = 1
-        self._recorder: LiveRecorder | None = None
-        self._pending_recorder: tuple[Path, bool] | None = None
-        self._rec_lock = threading.Lock()
-        self._stop = threading.Event()
+        self._recording = RecordingSlot(
+            source, (w, h), self.fps, lambda msg: self._notify("error", msg)
+        )
         self._threads: list[threading.Thread] = []
-        self._timings = Timings()  # the session's own stage times (ms); GPU ones: the ladder's
-        self._lag = deque(maxlen=300)
-        self._level_db = -120.0
-        self._source_state = getattr(source, "state", "unknown")
-        self.frames_produced = 0
-        self.stalled_ticks = 0  # display ticks with no new audio (source stopped / lost)
-        self.late_ticks = 0  # ticks the frame thread started over a period late
-        self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
-        # ticks that start no frame: the analysis lastingly behind (pipeline/shedding.py)
-        self.shedder = Shedder(fps)
-        # the frame thread's scheduler (display timing, lead, learning): its own object, so
-        # it is tested on simulated time (tests/test_live_phase_lock.py)
-        self.phase_lock = PhaseLock(self.fps)
-        self.hops = 0
-        self.latches = 0  # mouth updates between hops (LiveLipSync.latch)
-        self.latch_mouth = True  # False: the mouth only moves at hops (for comparison)
-        # True: each frame's idol is drawn ahead and its mouth redrawn at the frame's start
-        # (render/stage.py); False: drawn whole at the start (for comparison)
-        self.late_mouth = True
-        self.audio_overruns = 0
-        self.analysis_skips = 0  # times the analysis fell ANALYSIS_MAX_BEHIND_S behind
-        self.audio_skipped_s = 0.0  # audio it skipped then (seconds)
+        self._source_watch = SourceWatch(source, self._notify)
+        self.frames = FrameLoop(
+            self.fps,
+            source,
+            self.analysis,
+            self.looks,
+            self._expr,
+            self.output,
+            self.timings,
+            clock=WallClock(self._stop),
+            on_frame=lambda frame, look: self._recording.push(frame, look.transparent),
+            on_tick=self._source_watch.poll,
+            failed=lambda: self.error is not None,
+            on_error=self._frames_failed,
+            gpu=self._gpu,
+            max_in_flight=getattr(gpu, "max_in_flight", 1),
+        )
+        # the frame thread's scheduler (display timing, lead, learning; tested on simulated
+        # time: tests/test_live_phase_lock.py) and its shedding (pipeline/shedding.py)
+        self.phase_lock = self.frames.phase_lock
+        self.shedder = self.frames.shedder
         self.started_at: float | None = None
-        self._start_source: Callable[[], Any] | None = None  # see start()
 
     # -- properties ---------------------------------------------------------------------------
 
     @property
     def preset_name(self) -> str:
-        return self._look.name
+        return self.looks.current.name
 
     @property
     def transparent(self) -> bool:
-        return self._look.transparent
+        return self.looks.current.transparent
 
     @property
     def recording(self) -> bool:
-        return self._recorder is not None or self._pending_recorder is not None
+        return self._recording.active
 
-    @property
-    def level_db(self) -> float:
-        """Input level of the last analysis hop (dBFS, after gain), for a level meter."""
-        return self._level_db
+    # a part's attributes, read (and where the app or a bench sets them, set) through it
+    level_db = _part_attr("analysis", "level_db", "Input level of the last hop (dBFS, after gain).")
+    params = _part_attr(
+        "analysis", "out", "The newest AvatarParams (replaceable before start).", True
+    )
+    hops = _part_attr("analysis", "hops")
+    latch_mouth = _part_attr(
+        "analysis", "latch_mouth", "False: the mouth moves at hops only.", True
+    )
+    frames_produced = _part_attr("frames", "frames_produced")
+    last_frame = _part_attr("frames", "last_frame")
+    late_mouth = _part_attr(
+        "frames", "late_mouth", "False: the idol drawn whole at the start.", True
+    )
+    lead_ms = _part_attr("phase_lock", "lead_ms", "The last phase-locked frame's lead (ms).")
+    frame_margin_ns = _part_attr("phase_lock", "frame_margin_ns", "Added to the lead.", True)
 
     @property
     def source_state(self) -> str:
-        return self._source_state
+        return self._source_watch.state
+
+    @property
+    def recorder(self) -> LiveRecorder | None:
+        """The recording in progress (None before its first frame)."""
+        return self._recording.recorder
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -298,17 +271,17 @@ class LiveSession:
         # a source made with start=False (a file played at real-time pace) begins when the
         # analysis is ready to hear it: building the lip-sync engines takes a good part of a
         # second, and the file's first words must not pass unheard
-        self._start_source = (
+        self.analysis.start_source = (
             start_source
             if start_source is not None and getattr(self.source, "state", "") == "closed"
             else None
         )
         if self._gpu is not None and self._gpu.closed:
             raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
-        parts = [(self._analyse, "analysis"), (self._produce, "frames")]
+        parts = [(self.analysis.run, "analysis"), (self.frames.run, "frames")]
         if self._gpu is not None and self._gpu.cuda:
-            self._inflight = BoundedQueue(self._gpu.max_in_flight + 1, Policy.BLOCK)
-            parts.append((self._publish_loop, "publish"))
+            self.frames.open_inflight(self._gpu.max_in_flight)
+            parts.append((self.frames.publish_loop, "publish"))
         for target, name in parts:
             t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
             self._threads.append(t)
@@ -327,12 +300,9 @@ class LiveSession:
         for t in self._threads:
             t.join(timeout=10)
         self._threads.clear()
-        lt = self._look_thread
-        if lt is not None:
-            lt.join(timeout=30)
+        self.looks.wait(30)
         if self._gpu is not None:
-            self._gpu_status = self._gpu.status()
-            self._gpu_stages = self._gpu.stage_stats()
+            self.gpu_figures.keep()
             self._gpu.close()
         self.output.close()
         if self.close_source:
@@ -353,22 +323,18 @@ class LiveSession:
 
     def set_gain(self, db: float) -> None:
         """Input gain before analysis, dB (the recording keeps the raw audio)."""
-        self._set_control("gain_db", float(db))
+        self.analysis.set_control("gain_db", float(db))
 
     def set_noise_gate(self, db: float) -> None:
         """Lip-sync gate: opens `db` above the tracked noise floor (closes 6 dB lower)."""
-        self._set_control("gate_db", float(db))
+        self.analysis.set_control("gate_db", float(db))
 
     def set_smoothing(self, amount: float) -> None:
         """0 = the lip-sync engine's own predictive filter; up to 1 = much steadier (slower)."""
-        self._set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
+        self.analysis.set_control("smoothing", float(min(max(amount, 0.0), 1.0)))
 
     def controls(self) -> dict[str, float]:
-        return dict(self._controls)
-
-    def _set_control(self, key: str, value: float) -> None:
-        self._controls = {**self._controls, key: value}
-        self._controls_version += 1
+        return dict(self.analysis.controls)
 
     def trigger(self, name: str, hold_s: float | None = 0.8) -> None:
         """Show expression `name` (see EXPRESSIONS): blend in over ~150 ms, hold `hold_s`
@@ -388,60 +354,15 @@ class LiveSession:
         """Switch look without a stall: the new stages are built on a helper thread while the
         current look keeps rendering, then swapped in between two frames. The latest request
         wins when several arrive during one build."""
-        want_t = self.transparent if transparent is None else bool(transparent)
-        with self._look_lock:
-            self._pending_look = (preset, want_t)
-            if self._look_thread is None or not self._look_thread.is_alive():
-                self._look_thread = threading.Thread(
-                    target=self._build_looks, name=f"{_THREAD_PREFIX}-look", daemon=True
-                )
-                self._look_thread.start()
+        self.looks.set_preset(preset, transparent)
 
     def set_transparent(self, on: bool) -> None:
         """Switch between the composited background and a transparent one (alpha frames)."""
-        pending = self._pending_look
-        self.set_preset(pending[0] if pending else self._look.preset, transparent=on)
+        self.looks.set_transparent(on)
 
     def wait_look(self, timeout: float = 30.0) -> bool:
         """Block until no look build is pending (tests, CLI). True if idle."""
-        t = self._look_thread
-        if t is not None:
-            t.join(timeout)
-            return not t.is_alive()
-        return True
-
-    def _build_looks(self) -> None:
-        while True:
-            with self._look_lock:
-                req, self._pending_look = self._pending_look, None
-                if req is None:
-                    return
-            preset, transparent = req
-            cur = self._look
-            same = preset is cur.preset or (isinstance(preset, str) and preset == cur.name)
-            if same and cur.transparent == transparent:
-                continue
-            try:
-                look = build_look(
-                    preset,
-                    self.render_size,
-                    self.fps,
-                    transparent,
-                    self._device,
-                    self._render_process,
-                    self._for_model,
-                )
-            except Exception as exc:
-                msg = f"cannot switch to preset {preset!r}: {exc}"
-                self.look_errors.append(msg)
-                log.warning("live: %s", msg)
-                self._notify("error", msg)
-                continue
-            self._look = look  # the atomic swap
-            self.look_switches += 1
-            self._timings.add("look_build", look.build_ms)
-            log.info("live: preset %s ready in %.0f ms", look.name, look.build_ms)
-            # the frame thread may still be inside old.render/old.stylize; they need no close
+        return self.looks.wait(timeout)
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -449,30 +370,17 @@ class LiveSession:
         """Record frames + the source audio to `path` (.mp4, or .webm — VP9 with alpha when the
         look is transparent). `alpha=True` switches to the transparent look first (the
         recording starts with the first transparent frame); `alpha=False` the opaque one."""
-        path = Path(path)
-        from pipeline.sinks.video_file import check_output_path
-
         want_t = self.transparent if alpha is None else bool(alpha)
-        check_output_path(path, want_t and path.suffix.lower() == ".webm")
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist")
-        with self._rec_lock:
-            if self.recording:
-                raise RuntimeError("already recording")
+
+        def switch_look() -> None:
             if want_t != self.transparent:
                 self.set_transparent(want_t)
-            self._pending_recorder = (path, want_t)
+
+        self._recording.request(Path(path), want_t, switch_look)
 
     def stop_recording(self) -> dict[str, Any]:
         """Finish the file; returns {"path", "frames", "seconds", "repeated", ...}."""
-        with self._rec_lock:
-            rec, self._recorder = self._recorder, None
-            pending, self._pending_recorder = self._pending_recorder, None
-        if rec is None:
-            raise RuntimeError(
-                f"{pending[0]}: the recording had not started yet" if pending else "not recording"
-            )
-        return rec.finish()
+        return self._recording.stop()
 
     # -- display timing -----------------------------------------------------------------------
 
@@ -491,76 +399,11 @@ class LiveSession:
         PhaseLock.release_delay_ns."""
         return self.phase_lock.release_delay_ns()
 
-    @property
-    def lead_ms(self) -> float | None:
-        """The last lead a phase-locked frame started with (ms)."""
-        return self.phase_lock.lead_ms
-
-    @property
-    def frame_margin_ns(self) -> int:
-        """Added to the predicted frame time (the lead)."""
-        return self.phase_lock.frame_margin_ns
-
-    @frame_margin_ns.setter
-    def frame_margin_ns(self, ns: int) -> None:
-        self.phase_lock.frame_margin_ns = ns
-
     # -- stats --------------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        lag = median_p99(self._lag) if self._lag else None
-        rec = self._recorder
-        return {
-            "state": self.state,
-            "source": getattr(self.source, "device_name", None),
-            "source_state": self._source_state,
-            "preset": self.preset_name,
-            "transparent": self.transparent,
-            "frames_produced": self.frames_produced,
-            "output_dropped": self.output.dropped,
-            "params_superseded": self.params.dropped,
-            "stalled_ticks": self.stalled_ticks,
-            "analysis_skips": self.analysis_skips,
-            "audio_skipped_s": round(self.audio_skipped_s, 3),
-            "late_ticks": self.late_ticks,
-            "shed_ticks": self.shedder.shed,
-            "analysis_hops": self.hops,
-            "analysis_latches": self.latches,
-            "audio_overruns": self.audio_overruns,
-            "look_switches": self.look_switches,
-            "lipsync_lag_ms": None if lag is None else round(lag[0], 2),
-            "lipsync_lag_p99_ms": None if lag is None else round(lag[1], 2),
-            "stage_ms": {**self._timings.snapshot(), **self._gpu_stage_stats()},
-            "gpu_busy_ticks": self.gpu_busy_ticks,
-            **self.phase_lock.stats(),  # phase_locked, frame_lead_ms, start_error_ms
-            "quality": self._gpu_quality(),
-            "size": list(self.size),
-            "render_size": list(self.render_size),
-            "analysis_note": self.analysis_note,
-            # things the user must see (e.g. a model that could not be loaded: fallback look)
-            "notices": list(getattr(self._gpu_spec, "notices", None) or []),
-            "recording": None
-            if rec is None
-            else {
-                "path": str(rec.path),
-                "frames": rec.sent,
-                "repeated": rec.repeated,
-            },
-        }
-
-    def _gpu_stage_stats(self) -> dict[str, dict[str, float]]:
-        if self._gpu is None:
-            return {}
-        if self._gpu.closed:  # closed by stop(): the last figures
-            return dict(getattr(self, "_gpu_stages", {}))
-        return self._gpu.stage_stats()
-
-    def _gpu_quality(self) -> dict[str, Any] | None:
-        if self._gpu is None:
-            return None
-        if self._gpu.closed:
-            return getattr(self, "_gpu_status", None)
-        return self._gpu.status()
+        """Every part's counters and timings (pipeline/live_stats.py lists the keys)."""
+        return snapshot(self)
 
     def quality_events(self) -> list[dict[str, Any]]:
         """Every rung change so far (GPU sessions; [] otherwise): time, rungs, reason."""
@@ -568,356 +411,18 @@ class LiveSession:
 
     # -- threads ------------------------------------------------------------------------------
 
+    def _frames_failed(self, message: str) -> None:
+        self.error = message
+        self.state = "error"
+        self._notify("error", message)
+
+    def _analysis_failed(self, message: str) -> None:
+        self.error = message
+        self._notify("error", message)
+
     def _notify(self, state: str, message: str) -> None:
         if self.on_state is not None:
             try:
                 self.on_state(state, message)
             except Exception:
                 log.exception("live: on_state callback failed")
-
-    def _make_engines(self) -> tuple[Any, Any, Any, int]:
-        from audio.calibration import load_user_or_default
-        from audio.live_lipsync import LiveLipSync
-
-        profile = self.profile if self.profile is not None else load_user_or_default()
-        rate = int(profile.sample_rate)
-        lips = LiveLipSync(profile, rate)
-        # Pitch and motion need no librosa (audio.features imports it only for the offline
-        # analysis); if their imports fail anyway, the lip-sync — the mouth — still runs.
-        pitch = motion = None
-        try:
-            from audio.live_pitch import LivePitch
-
-            pitch = LivePitch(rate)
-        except ImportError as exc:
-            self.analysis_note = f"no pitch or motion ({exc})"
-        if pitch is not None:
-            try:
-                from audio.live_motion import LiveMotion
-
-                motion = LiveMotion(seed=self.seed, fps=round(1.0 / lips.hop_s))
-            except ImportError as exc:
-                self.analysis_note = f"no motion ({exc})"
-        if self.analysis_note:
-            log.warning("live analysis: lip-sync only, %s", self.analysis_note)
-        return lips, pitch, motion, rate
-
-    def _apply_controls(self, lips: Any, defaults: dict[str, Any]) -> float:
-        c = self._controls
-        gate = float(min(max(c["gate_db"], 2.0), 40.0))
-        lips.open_db, lips.close_db = gate, max(gate - 6.0, 1.0)
-        k = 1.0 - 0.85 * c["smoothing"]  # filter gains scale down → steadier, slower mouth
-        lips.att = (defaults["att"][0] * k, defaults["att"][1] * k * k)
-        lips.rel = (defaults["rel"][0] * k, defaults["rel"][1] * k * k)
-        return 10.0 ** (c["gain_db"] / 20.0)
-
-    def _analyse(self) -> None:
-        try:
-            self._analyse_loop()
-        except Exception as exc:
-            self.error = f"audio analysis failed: {exc}"
-            log.exception("live analysis")
-            self._notify("error", self.error)
-
-    def _analyse_loop(self) -> None:
-        from audio.live_lipsync import to_avatar_params
-
-        lips, pitch, motion, arate = self._make_engines()
-        apply = None
-        if motion is not None:
-            from audio.live_motion import apply
-        defaults = {"att": lips.att, "rel": lips.rel}
-        version = self._controls_version
-        gain = self._apply_controls(lips, defaults)
-        src = self.source
-        srate = src.sample_rate
-        resampler = None
-        delay_ns = 0
-        if srate != arate:
-            # a short linear-phase FIR, not soxr's HQ stream, which withholds far more output
-            # (audio/live_resample.py)
-            from audio.live_resample import LowDelayResampler
-
-            resampler = LowDelayResampler(srate, arate)
-            delay_ns = round(resampler.delay_s * NS_PER_S)
-        reader = src.reader()
-        if self._start_source is not None:
-            self._start_source()
-            self._start_source = None
-        # A hop is time-stamped from the position of its newest sample in the *input* stream:
-        # output sample j is input sample j*srate/arate of what was pushed, minus the
-        # resampler's group delay (a resampler may also withhold output; this ignores that).
-        # Skipped audio is never pushed: `pushed` and the analysers' stream positions count the
-        # same samples, and `end_pts` (the reader's position) carries the gap to the clock.
-        pushed = 0  # source-rate samples pushed into the resampler so far
-        max_behind = max(1, round(ANALYSIS_MAX_BEHIND_S * srate))
-        keep = round(ANALYSIS_KEEP_S * srate)
-        last_pf = None
-        motion_state = None  # the idle/pitch motion of the last hop
-        while not self._stop.wait(ANALYSIS_POLL_S):
-            if reader.available > max_behind:
-                skipped = reader.skip_to_newest(keep)
-                self.analysis_skips += 1
-                self.audio_skipped_s += skipped / srate
-            x = reader.read()
-            if reader.overruns != self.audio_overruns:
-                self.audio_overruns = reader.overruns
-            if x.shape[0] == 0:
-                continue
-            if version != self._controls_version:
-                version = self._controls_version
-                gain = self._apply_controls(lips, defaults)
-            t0 = time.perf_counter()
-            mono = x[:, 0] if x.shape[1] == 1 else x.mean(axis=1)
-            if gain != 1.0:
-                mono = mono * np.float32(gain)
-            y = resampler.resample_chunk(mono) if resampler is not None else mono
-            y = np.asarray(y, np.float32)
-            pushed += mono.shape[0]
-            end_pts = samples_to_ns(reader.position - 1, srate)  # newest sample pushed
-            pfs = pitch.push(y) if pitch is not None else []
-            lfs = lips.push(y)
-
-            def stamp(lf, pushed=pushed, end_pts=end_pts) -> int:
-                """pts of a lip frame's newest sample, on the source clock."""
-                newest_in = round(lf.t * arate) * srate / arate
-                behind = pushed - 1 - newest_in  # source samples pushed after it
-                return end_pts - round(behind * NS_PER_S / srate) - delay_ns
-
-            for i, lf in enumerate(lfs):
-                pf = pfs[min(i, len(pfs) - 1)] if pfs else last_pf
-                last_pf = pf
-                pts = stamp(lf)
-                level = pf.level_db if pf is not None else lf.level_db
-                voiced = bool(pf.voiced) if pf is not None else not lf.silent
-                f0 = pf.pitch_hz if pf is not None else None
-                params = to_avatar_params(lf, AvatarParams(pts_ns=pts))
-                if motion is not None and apply is not None:
-                    motion_state = motion.update(pts / NS_PER_S, level, voiced, f0)
-                    params = apply(motion_state, params)
-                self.params.put(params)
-                self._level_db = float(lf.level_db)
-                self.hops += 1
-            # The mouth as of the newest audio, between hops (LiveLipSync.latch: a provisional
-            # hop ending now, no state changed): a frame started before the next hop shows
-            # audio at most one block old instead of up to one hop. Head and body keep the
-            # last hop's motion (100 Hz is plenty for them).
-            lf = lips.latch() if self.hops and self.latch_mouth else None
-            if lf is not None:
-                params = to_avatar_params(lf, AvatarParams(pts_ns=stamp(lf)))
-                if motion_state is not None and apply is not None:
-                    params = apply(motion_state, params)
-                self.params.put(params)
-                self.latches += 1
-            if lfs or lf is not None:
-                n = len(lfs) + (lf is not None)
-                self._timings.add("analysis", (time.perf_counter() - t0) * 1000.0 / n)
-
-    def _produce(self) -> None:
-        try:
-            self._produce_loop()
-        except Exception as exc:
-            self.error = f"frame production failed: {exc}"
-            self.state = "error"
-            log.exception("live frames")
-            self._notify("error", self.error)
-        finally:
-            self._inflight.close()  # the publisher drains what is on the GPU, then ends
-
-    def _publish_loop(self) -> None:
-        """GPU sessions: wait for each issued frame's done event (this thread only), publish."""
-        try:
-            while True:
-                try:
-                    frame, done, look, t0 = self._inflight.get()
-                except Closed:
-                    return
-                done.synchronize()  # a blocking-sync event: this thread sleeps meanwhile
-                self._gpu.release()
-                self._publish(frame, look, t0)
-        except Exception as exc:
-            self.error = f"frame publishing failed: {exc}"
-            self.state = "error"
-            log.exception("live publish")
-            self._notify("error", self.error)
-
-    def _publish(self, frame: Frame, look: Look, t0: float) -> None:
-        total = (time.perf_counter() - t0) * 1000.0
-        self._timings.add("render", frame.timings.get("render", 0.0))
-        for key in (MOUTH_TIMING, RENDER_WAIT):  # the late mouth, on the critical path
-            if key in frame.timings:
-                self._timings.add(key, frame.timings[key])
-        if self._gpu is None:
-            self._timings.add("stylize", frame.timings.get("stylize", 0.0))
-        self._timings.add("frame", total)
-        self.phase_lock.note_frame(frame.timings.get(STARTED), total)
-        frame = frame.timed("frame", total)
-        self.frames_produced += 1
-        self.last_frame = frame
-        with contextlib.suppress(Closed):
-            self.output.put(frame)
-        self._record(frame, look)
-
-    def _poll_source_state(self) -> None:
-        st = getattr(self.source, "state", "unknown")
-        if st != self._source_state:
-            self._source_state = st
-            err = getattr(self.source, "last_error", None)
-            name = getattr(self.source, "device_name", "input")
-            msg = f"{name}: {st}" + (f" ({err})" if err and st == "lost" else "")
-            self._notify(st, msg)
-
-    def _produce_loop(self) -> None:
-        period = 1.0 / self.fps
-        params = AvatarParams()
-        fresh = False  # params arrived since the last frame started
-        last_pts = -1
-        index = 0
-        gpu_look = self._look
-        next_t = time.monotonic()
-        target: int | None = None  # phase-locked: the display tick the last frame aimed at
-
-        def newest() -> AvatarParams:
-            nonlocal params, fresh
-            while len(self.params):  # single consumer: never blocks
-                params = self.params.get()
-                fresh = True
-            return params
-
-        while True:
-            look = self._look
-            if self.late_mouth and look.render.prepared_index != index:
-                # the next frame's idol, drawn now from the newest pose (a render process asks
-                # for it in `finish`, beside this thread); its mouth is redrawn when it starts
-                pts = self.source.pts_ns()
-                look.render.prepare(Frame(pts, index, self._posed(newest(), pts)))
-            if self.phase_lock.locked:
-                target = self._wait_phase_locked(look, target)
-                if target is None:
-                    return
-                next_t = time.monotonic() + period  # if the display timing goes away
-            else:
-                target = None
-                next_t = self._wait_free_running(look, next_t, period)
-                if next_t is None:
-                    return
-            started_ms = time.monotonic_ns() / 1e6
-            self._poll_source_state()
-            pts = self.source.pts_ns()
-            if pts <= last_pts:
-                self.stalled_ticks += 1
-                continue
-            last_pts = pts
-            params = newest()
-            # how old the mouth is at the frame's pts, + ~6 ms for the 12 ms level window
-            age = (pts - params.pts_ns) / 1e6 + LEVEL_WINDOW_CENTRE_MS
-            # not before the first hop (the analysis is still building its engines: nothing
-            # to wait for), nor after it failed
-            if self.hops and self.error is None and self.shedder.tick(time.monotonic(), age):
-                continue
-            if fresh or self._lag:
-                self._lag.append(age)
-            fresh = False
-            # no audio analysed yet: the frame's mouth comes from no audio (no age to report)
-            timings = {AUDIO_AGE: age} if self._lag else {}
-            timings[STARTED] = started_ms
-            if target is not None and self.lead_ms is not None:
-                timings[LEAD] = self.lead_ms
-                timings[TARGET] = target / 1e6
-            t0 = time.perf_counter()
-            p = self._posed(params, pts)
-            look = self._look  # one read: this frame is entirely one look
-            gpu = self._gpu
-            if gpu is not None:
-                if look is not gpu_look:  # a new preset: new diffusion constants, refit ladder
-                    gpu.set_preset(look.preset)
-                    gpu_look = look
-                gpu.poll()  # finished frames' CUDA events -> the ladder (no waiting)
-                if gpu.busy():
-                    self.gpu_busy_ticks += 1
-                    continue
-            frame = self._draw_idol(look, Frame(pts, index, p, timings=timings))
-            index += 1
-            if gpu is not None:
-                frame, done = gpu.submit(frame, look.stylize)
-                if done is None:
-                    self._publish(frame, look, t0)
-                else:
-                    self._inflight.put((frame, done, look, t0))
-                continue
-            frame = look.stylize.process(frame)
-            self._publish(frame, look, t0)
-
-    def _posed(self, params: AvatarParams, pts: int) -> AvatarParams:
-        """`params` as of `pts`, with the triggered expressions blended in."""
-        return self._expr.apply(dataclasses.replace(params, pts_ns=pts), pts)
-
-    def _wait_phase_locked(self, look: Look, target: int | None) -> int | None:
-        """Sleep until the start of the frame after the one that targeted `target` (copying
-        the idol drawn ahead out meanwhile); returns the display tick it targets, None when
-        the session stops."""
-        start, target, late = self.phase_lock.next_start_ns(time.monotonic_ns(), target)
-        self.late_ticks += late
-        self._collect_idol(look, start)
-        delay = (start - time.monotonic_ns()) / 1e9
-        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
-            return None
-        self.phase_lock.note_start(time.monotonic_ns(), start)
-        return target
-
-    def _wait_free_running(self, look: Look, next_t: float, period: float) -> float | None:
-        """Sleep until `next_t` (time.monotonic s) on the free-running timer; returns the next
-        frame's time, None when the session stops. More than a period behind: skip, don't
-        catch up."""
-        self._collect_idol(look, round(next_t * NS_PER_S))
-        delay = next_t - time.monotonic()
-        if (delay > 0 and self._stop.wait(delay)) or self._stop.is_set():
-            return None
-        now = time.monotonic()
-        next_t += period
-        if now - next_t > period:
-            self.late_ticks += 1
-            next_t = now + period
-        return next_t
-
-    def _draw_idol(self, look: Look, frame: Frame) -> Frame:
-        """The frame's image and motion. Late mouth: the idol prepared ahead (or, after a look
-        switch, one drawn now) with its mouth from `frame.params`; a render process is asked
-        for the next frame's idol right behind it, from the same pose."""
-        if not self.late_mouth:
-            return look.render.process(frame)
-        if look.render.draws_beside:
-            return look.render.finish(frame, then=frame.params)
-        return look.render.finish(frame)
-
-    def _collect_idol(self, look: Look, start_ns: int) -> None:
-        """While the frame thread waits for a frame's start: copy its idol out of the render
-        process as soon as it is drawn (RenderProcessStage.collect), so the start has only the
-        mouth left — but stop COLLECT_SPARE_NS before the start: the copy must not delay it."""
-        if self.late_mouth and look.render.draws_beside:
-            wait = (start_ns - COLLECT_SPARE_NS - time.monotonic_ns()) / 1e9
-            if wait > 0:
-                look.render.collect(wait)
-
-    def _record(self, frame: Frame, look: Look) -> None:
-        if self._pending_recorder is not None and self._recorder is None:
-            with self._rec_lock:
-                pending = self._pending_recorder
-                if pending is not None and look.transparent == pending[1]:
-                    self._pending_recorder = None
-                    try:
-                        self._recorder = LiveRecorder(
-                            self.source, pending[0], self.size, self.fps, look.transparent
-                        )
-                    except Exception as exc:
-                        msg = f"cannot record to {pending[0]}: {exc}"
-                        self._notify("error", msg)
-        rec = self._recorder
-        if rec is not None:
-            if rec.error is not None:
-                self._notify("error", rec.error)
-                with self._rec_lock:
-                    self._recorder = None
-                rec.abort()
-                return
-            rec.push(frame)

@@ -1,11 +1,12 @@
 """Recording a live session: its frames and the captured audio into a crash-safe video file,
-on a thread of its own."""
+on a thread of its own (`LiveRecorder`); the session's slot for one recording (`RecordingSlot`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,76 @@ class LiveRecorder:
         self.queue.close()
         self._thread.join(timeout=5)
         self.sink.abort()
+
+
+class RecordingSlot:
+    """A live session's one recording: asked for on any thread (`request`), opened on the
+    frame thread with the first frame of the look it wants (transparent or not: a request may
+    switch the look first), fed every frame after (`push`), finished by `stop`.
+    `on_error(message)`: the file could not be opened, or its recorder failed (then dropped)."""
+
+    def __init__(
+        self,
+        source: AudioSource,
+        size: tuple[int, int],
+        fps: int,
+        on_error: Callable[[str], None],
+    ) -> None:
+        self.source, self.size, self.fps = source, size, fps
+        self._on_error = on_error
+        self.recorder: LiveRecorder | None = None
+        self._pending: tuple[Path, bool] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        """Recording, or asked to and waiting for the first frame of its look."""
+        return self.recorder is not None or self._pending is not None
+
+    def request(self, path: Path, transparent: bool, switch_look: Callable[[], None]) -> None:
+        """Record to `path` from the first frame whose look's transparency is `transparent`;
+        `switch_look()` (called under this slot's lock) asks for that look if need be."""
+        from pipeline.sinks.video_file import check_output_path
+
+        check_output_path(path, transparent and path.suffix.lower() == ".webm")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"{path}: the folder {path.parent} does not exist")
+        with self._lock:
+            if self.active:
+                raise RuntimeError("already recording")
+            switch_look()
+            self._pending = (path, transparent)
+
+    def stop(self) -> dict[str, Any]:
+        """Finish the file; returns {"path", "frames", "seconds", "repeated", ...}."""
+        with self._lock:
+            rec, self.recorder = self.recorder, None
+            pending, self._pending = self._pending, None
+        if rec is None:
+            raise RuntimeError(
+                f"{pending[0]}: the recording had not started yet" if pending else "not recording"
+            )
+        return rec.finish()
+
+    def push(self, frame: Frame, transparent: bool) -> None:
+        """The frame thread (or the GPU publisher): a frame of a look with `transparent`."""
+        if self._pending is not None and self.recorder is None:
+            with self._lock:
+                pending = self._pending
+                if pending is not None and transparent == pending[1]:
+                    self._pending = None
+                    try:
+                        self.recorder = LiveRecorder(
+                            self.source, pending[0], self.size, self.fps, transparent
+                        )
+                    except Exception as exc:
+                        self._on_error(f"cannot record to {pending[0]}: {exc}")
+        rec = self.recorder
+        if rec is not None:
+            if rec.error is not None:
+                self._on_error(rec.error)
+                with self._lock:
+                    self.recorder = None
+                rec.abort()
+                return
+            rec.push(frame)

@@ -1,6 +1,7 @@
 """The live session's audio sources: what a source must offer (`AudioSource`: a Capture or
 a FilePlayback), an audio file played at real-time pace into the same ring buffer a microphone
-fills (`FilePlayback`), and the master clock read from it (`MasterClock`)."""
+fills (`FilePlayback`), the master clock read from it (`MasterClock`), and the watch that
+reports its state changes (`SourceWatch`)."""
 
 from __future__ import annotations
 
@@ -277,3 +278,21 @@ class MasterClock:
             now = max(mono + recent[0][1], self._last_now)
             self._last_now = now
             return now
+
+
+class SourceWatch:
+    """A source's state as the session last saw it: `poll()` (the frame thread, every tick)
+    tells `on_state(state, message)` of each change; a lost device's message has its error."""
+
+    def __init__(self, source: Any, on_state: Callable[[str, str], None]) -> None:
+        self.source = source
+        self.on_state = on_state
+        self.state = getattr(source, "state", "unknown")
+
+    def poll(self) -> None:
+        st = getattr(self.source, "state", "unknown")
+        if st != self.state:
+            self.state = st
+            err = getattr(self.source, "last_error", None)
+            name = getattr(self.source, "device_name", "input")
+            self.on_state(st, f"{name}: {st}" + (f" ({err})" if err and st == "lost" else ""))

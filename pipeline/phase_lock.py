@@ -13,7 +13,7 @@ of the recent frame times + `frame_margin_ns`, the presenter's own release delay
 + the wake-up allowance: the frame thread's own wake-up lateness (P99 of the recent start
 errors, at least START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not
 less: every frame that misses its tick is shown a refresh later, and the goal is the P99 of
-audio-to-photon. No thread, no sleep here: `LiveSession` (pipeline/live.py) sleeps until the
+audio-to-photon. No thread, no sleep here: the frame loop (pipeline/live_frames.py) sleeps until the
 start this returns; every time is passed in or read from the injected clock.
 """
 

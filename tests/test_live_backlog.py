@@ -19,7 +19,8 @@ from audio.calibration import default_profile_path, load_profile
 from audio.live_resample import LowDelayResampler
 from audio.ringbuffer import RingBuffer, RingReader, RingSource
 from core.clock import NS_PER_S, samples_to_ns
-from pipeline.live import ANALYSIS_KEEP_S, LiveSession
+from pipeline.live import LiveSession
+from pipeline.live_analysis import ANALYSIS_KEEP_S
 from pipeline.queues import BoundedQueue, Policy
 from pipeline.shedding import SHED_AFTER_S, SHED_HOLD_S, SHED_MAX_S, Shedder
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from core.clock import NS_PER_S
-from pipeline.live import LEAD, STARTED, TARGET, FilePlayback, LiveSession
+from pipeline.live import FilePlayback, LiveSession
+from pipeline.live_frames import LEAD, STARTED, TARGET
 from pipeline.phase_lock import (
     FRAME_LEARN_AFTER_S,
     FRAME_LEARN_MIN,
