@@ -1,7 +1,8 @@
 """Kagura's own model as plain torch modules on CUDA in float16: the same numbers as the
 diffusers/transformers modules (UNet, autoencoder, every preset's prompt), the DiffusionStage
-the same under both loaders eager and through its CUDA graphs, and the cuda load importing
-none of diffusers/transformers/peft. Run on the GPU machine:
+the same under both loaders eager, through its CUDA graphs and with the UNet compiled
+(compile_unet), and the cuda load importing none of diffusers/transformers/peft. Run on the
+GPU machine:
 `pytest -m gpu -s tests/test_kagura_torch_gpu.py`. Every test is skipped without CUDA.
 
 float16 tolerance: two float16 computations of the same float32 function differ by rounding
@@ -130,6 +131,33 @@ def test_the_stage_paints_the_same_frames(loads, preset, graph):
         print(f"{preset} graph={graph} frame {n}: mean |Δ| {diff.mean():.4f}, max {diff.max():.0f}")
         assert diff.mean() < 0.25, f"frame {n}: mean |Δ| {diff.mean():.4f}"
         assert (diff > 2).float().mean() < 1e-3, f"frame {n}"
+
+
+def test_the_compiled_plain_unet_paints_the_same_frames(loads, tmp_path):
+    """compile_unet (torch.compile, fullgraph, then the CUDA graphs): the plain UNet compiles
+    without a graph break and paints what diffusers' graphed UNet paints."""
+    preset = load_preset("cyberpunk")
+    frames = [rendered_frame(p).cuda() for p in PRESETS]
+    outs = []
+    for loader, compiled in (("plain", True), ("diffusers", False)):
+        st = DiffusionStage(
+            loads[loader, "float16"],
+            preset,
+            W,
+            H,
+            device="cuda",
+            cuda_graph=True,
+            compile_unet=compiled,
+            compile_cache=tmp_path if compiled else None,
+        )
+        st.setup()
+        if compiled:
+            print(f"compiled plain UNet: {st.compile_report}")
+        outs.append([st.apply(f) for f in frames])
+    for n, (a, b) in enumerate(zip(*outs, strict=True)):
+        diff = (a.int() - b.int()).abs().float()
+        print(f"compiled frame {n}: mean |Δ| {diff.mean():.4f}, max {diff.max():.0f}")
+        assert diff.mean() < 0.25, f"frame {n}: mean |Δ| {diff.mean():.4f}"
 
 
 PROBE = """
