@@ -168,11 +168,20 @@ def check_unet_config(file: Path, cfg: dict) -> None:
             raise UnsupportedConfig(
                 file, f"{key} = {cfg[key]!r}: the plain-torch loader implements only {kind}"
             )
-    for key in ("layers_per_block", "cross_attention_dim"):
-        if not isinstance(cfg[key], int):
-            raise UnsupportedConfig(file, f"{key} = {cfg[key]!r}: expected one int")
+    _ints(file, cfg, ("in_channels", "out_channels", "layers_per_block", "norm_num_groups"))
+    _ints(file, cfg, ("cross_attention_dim", "addition_embed_type_num_heads"))
     if chans[0] % 2:
         raise UnsupportedConfig(file, "block_out_channels[0] is odd (no sinusoidal embedding)")
+    if cfg["cross_attention_dim"] % cfg["addition_embed_type_num_heads"]:
+        raise UnsupportedConfig(
+            file, "cross_attention_dim is not a multiple of addition_embed_type_num_heads"
+        )
+
+
+def _ints(file: Path, cfg: dict, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
+            raise UnsupportedConfig(file, f"{key} = {cfg[key]!r}: expected one int >= 1")
 
 
 class _Resnet(nn.Module):
@@ -558,6 +567,9 @@ def _config(folder: Path, what: str, weights: str) -> tuple[dict, Path]:
 def load_kagura_torch(
     folder: str | Path, dtype: str | torch.dtype = "float16", device: str | torch.device = "cpu"
 ) -> DiffusionModels:
+    """Kagura's model in `folder` as the plain-torch modules (see the module doc); raises
+    UnsupportedConfig before reading any weight when a config is not the one implemented,
+    ModelError (one line naming the file) when a file is missing, unreadable or foreign."""
     dev = torch.device(device)
     dt = _dtype(dtype, dev)
     root = Path(folder)
@@ -565,16 +577,19 @@ def load_kagura_torch(
         raise ModelError(
             root, "not found (expected a diffusers checkpoint folder with unet/, vae/, ...)"
         )
-    unet_weights, model_weights = "diffusion_pytorch_model.safetensors", "model.safetensors"
+    diffusers_weights, model_weights = "diffusion_pytorch_model.safetensors", "model.safetensors"
     # every config first: an unsupported one costs no weight reading
-    ucfg, ufile = _config(root / "unet", "UNet", unet_weights)
+    ucfg, ufile = _config(root / "unet", "UNet", diffusers_weights)
     if ucfg.get("_class_name") != "UNet2DConditionModel":
         raise UnsupportedConfig(ufile, f"_class_name {ucfg.get('_class_name')!r}")
     check_unet_config(ufile, ucfg)
-    vcfg, vfile = _config(root / "vae", "autoencoder", unet_weights)
+    vcfg, vfile = _config(root / "vae", "autoencoder", diffusers_weights)
     _check(vfile, vcfg, {"_class_name": "KaguraAutoencoder"}, AE_FREE)
     tcfg, tfile = _config(root / "text_encoder", "text encoder", model_weights)
     _check(tfile, tcfg, TEXT_FIXED, TEXT_FREE, TEXT_IGNORED)
+    _ints(tfile, tcfg, tuple(k for k in TEXT_FREE if k != "layer_norm_eps"))
+    if tcfg["hidden_size"] % tcfg["num_attention_heads"]:
+        raise UnsupportedConfig(tfile, "hidden_size is not a multiple of num_attention_heads")
     if int(tcfg["hidden_size"]) != int(ucfg["cross_attention_dim"]):
         raise ModelError(
             root / "text_encoder",
@@ -583,11 +598,21 @@ def load_kagura_torch(
         )
     tok = Tokenizer(root / "tokenizer")
     sched, sched_class = _scheduler_config(root)
-    meta = torch.device("meta")
-    with meta:
-        parts = (UNet(ucfg), Autoencoder(vcfg), TextEncoder(tcfg))
-    unet = _weights(parts[0], root / "unet" / unet_weights, "UNet", dt, dev)
-    vae = _weights(parts[1], root / "vae" / unet_weights, "autoencoder", dt, dev)
+    parts = []
+    with torch.device("meta"):  # shapes only: the weights file fills them
+        for cls, cfg, file in (
+            (UNet, ucfg, ufile),
+            (Autoencoder, vcfg, vfile),
+            (TextEncoder, tcfg, tfile),
+        ):
+            try:
+                parts.append(cls(cfg))
+            except Exception as exc:  # numbers that build no module: diffusers says why
+                raise UnsupportedConfig(
+                    file, f"builds no plain-torch model: {_one_line(exc)}"
+                ) from exc
+    unet = _weights(parts[0], root / "unet" / diffusers_weights, "UNet", dt, dev)
+    vae = _weights(parts[1], root / "vae" / diffusers_weights, "autoencoder", dt, dev)
     te = _weights(parts[2], root / "text_encoder" / model_weights, "text encoder", dt, dev)
     sampler = "lcm" if sched_class == "LCMScheduler" else "turbo"
     return _assemble(
