@@ -23,8 +23,10 @@
 LoRA, an LCMScheduler config, or a UNet with `time_cond_proj_dim`) or "turbo" (plain x0
 prediction, SD-Turbo / ADD). `prediction_type` "epsilon" | "v_prediction" | "sample" (the
 UNet predicts the clean latent, as Kagura's own model does) defaults to the scheduler config's
-(else epsilon). Kagura's own model (pipeline/diffusion/kagura_model.py) loads through the same
-load_models(): its autoencoder class "KaguraAutoencoder" is accepted beside TAESD and the KL VAE.
+(else epsilon). Kagura's own model (pipeline/diffusion/kagura_model.py) also loads through
+load_models() — its autoencoder class "KaguraAutoencoder" is accepted beside TAESD and the KL
+VAE — but load_kagura() reads it as plain torch modules (kagura_torch.py) and comes here only
+for a configuration those do not implement.
 
 Imports: diffusers / transformers / safetensors are imported inside functions, so the package
 imports on machines without them.
