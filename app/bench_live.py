@@ -41,8 +41,8 @@ It reports:
 
 * **audio-to-photon latency** (median / P99 over the frames presented after the warm-up):
       latency = T_flip − t_audio
-  T_flip: the master-clock time (the audio-sample clock, pipeline/live.py MasterClock) of the
-  simulated VSYNC that puts the frame on screen (above: the first VSYNC after the tick that
+  T_flip: the master-clock time (the audio-sample clock, pipeline/live_source.py MasterClock)
+  of the simulated VSYNC that puts the frame on screen (above: the first VSYNC after the tick that
   released it finished; a tick that woke more than a refresh late skips VSYNCs, counted in
   `vsync_missed`). t_audio: the master-clock time of the audio the picture's mouth
   was analysed from — the centre of the 12 ms level window that sets the mouth openness

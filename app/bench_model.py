@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     from core.benchdoc import machine_line, today, write_section
     from pipeline.accel.timing import cuda_times
-    from pipeline.diffusion import DiffusionStage, load_models
-    from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
+    from pipeline.diffusion import DiffusionStage
+    from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS, load_kagura
     from pipeline.reference import make_reference
     from presets.loader import load_preset
 
@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--device cuda: torch sees no CUDA device")
     folder = args.weights or KAGURA_WEIGHTS
     n = args.frames or (300 if cuda else 20)
-    models = load_models(folder, dtype="float16", device=args.device)
+    # the loader the product runs (plain torch for Kagura's own layers)
+    models = load_kagura(dtype="float16", device=args.device, folder=folder)
     frames, raw, specs = _frames(args.device, (w, h), 4)
     lines: list[str] = []
     rows: list[str] = []

@@ -176,13 +176,13 @@ def run(args: argparse.Namespace) -> int:
 
 def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
     """Load the exported weights through the real loader, evaluate, write card, grid, docs."""
-    from pipeline.diffusion import load_models
+    from pipeline.diffusion.kagura_model import load_kagura
     from training import evaluate
     from training.model_card import write_bench_section, write_card
     from training.train import plot_curves, read_log
 
     dtype = "float16" if cfg.device == "cuda" else "float32"
-    models = load_models(export_dir, dtype=dtype, device=cfg.device)
+    models = load_kagura(dtype=dtype, device=cfg.device, folder=export_dir)
     t0 = time.monotonic()
     pics = evaluate.heldout_pictures(models, cfg.size, cfg.device, args.eval_poses)
     metrics = evaluate.heldout_metrics(models, cfg.size, cfg.device, pictures=pics)

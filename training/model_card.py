@@ -78,11 +78,12 @@ def write_card(path: Path, metrics: dict) -> Path:
 Kagura's own latent-diffusion model: paints the built-in idol's fast render in the preset's
 style, live. Trained by `kagura train` on Kagura's own renders only — no downloaded weights, no
 outside images. Architecture and interface: `pipeline/diffusion/kagura_model.py`; training:
-`training/`. Loaded by the diffusion stage like any diffusers checkpoint (this folder).
+`training/`. Loaded by plain torch modules of the same layers (`pipeline/diffusion/kagura_torch.py`: no
+diffusers or transformers at run time), or by diffusers like any checkpoint (this folder).
 
 ## Model
-- Denoiser: diffusers UNet2DConditionModel, 3 levels (64/128/192 channels), self-attention at
-  the bottleneck, input = noisy latent + clean latent of the fast render (8 channels), preset
+- Denoiser: diffusers UNet2DConditionModel, 3 levels (64/128/192 channels), convolutional (no
+  attention: its mid block is UNetMidBlock2D without it), input = noisy latent + clean latent of the fast render (8 channels), preset
   conditioning through a tiny frozen CLIP text tower (the preset prompt) pooled into the time
   embedding; predicts the clean latent ("sample"), DDPM schedule (SD's), 1-2 steps.
 - Autoencoder: KaguraAutoencoder, 8x down, 4 latent channels, no full-resolution convolution;

@@ -1137,9 +1137,11 @@ class MainWindow(QMainWindow):
             "frames_dropped": dropped + int(ss.get("output_dropped", 0) or 0),
             "frames_repeated": repeated,
             "frames_produced": ss.get("frames_produced"),
-            # audio a starved analysis skipped to keep the mouth on the present (pipeline/live.py)
+            # audio a starved analysis skipped to keep the mouth on the present
+            # (pipeline/live_analysis.py)
             "audio_skipped_s": ss.get("audio_skipped_s"),
-            # frames not started so that the starved analysis could catch up (same module)
+            # frames not started so that the starved analysis could catch up
+            # (pipeline/shedding.py)
             "frames_shed": ss.get("shed_ticks"),
             "latency_ms": latency,
             "lipsync_lag_ms": ss.get("lipsync_lag_ms"),
