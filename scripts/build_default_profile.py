@@ -56,6 +56,8 @@ LIVE_CMN_VOICED = True  # only hops heard as a voice move it (a band must not be
 # them keeps English vowels the way the first hears them less well.
 MORE_WITHOUT_LANGS = ("it", "fi", "cs", "ca")
 MORE_N_AUG = 3
+AUG: dict = {}  # augmentation beyond `audio.vowel_net_train.examples`' defaults
+OFFLINE_CVN = False  # offline cepstra divided by the clip's spread too (`audio.vowel_net.clip_cvn`)
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -79,22 +81,33 @@ def build_net(
     base=None,
     live_cmn_voiced: bool = LIVE_CMN_VOICED,
     more_without: tuple[str, ...] = MORE_WITHOUT_LANGS,
+    aug: dict | None = None,
+    offline_cvn: bool | None = None,
+    seed: int = 0,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
     `more_without`: languages whose voices the second offline net is trained without (none: no
-    second net)."""
-    from audio.vowel_net_train import cmn_prior, examples, train, train_offline
+    second net); `seed`: augmentation draws and training (0: the shipped build). `aug`:
+    augmentation settings for `audio.vowel_net_train.examples` (its `warp_range`, `lifter`),
+    the recipe's (`AUG`) when None. `offline_cvn`: the offline cepstra also divided by the
+    clip's spread (`OFFLINE_CVN` when None)."""
+    aug = dict(AUG if aug is None else aug)
+    from audio.vowel_net_train import cmn_prior, cvn_prior, examples, train, train_offline
 
     specs = training_voices(held_out)
     tracks = _tracks(specs)
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
         front, offline_offsets = base.front, base.offline_offsets
+        cvn = base.offline_cvn
+    else:
+        cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
     ex = examples(
-        tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
+        tracks, init, n_aug=n_aug, seed=seed, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
         live_cmn_prior=live_cmn_prior, offline=base is None, live_cmn_voiced=live_cmn_voiced,
+        offline_cvn=cvn, **aug,
     )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
@@ -105,9 +118,10 @@ def build_net(
         + ("; live half retrained (--live-only)" if base is not None else "")
     )
     net = train(
-        ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
+        ex, init, info, epochs=epochs, seed=seed, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, live_cmn_prior=live_cmn_prior,
         offline=None if base is None else base.offline, live_cmn_voiced=live_cmn_voiced,
+        offline_cvn=cvn,
     )  # fmt: skip
     if base is not None:
         net.offline_more = base.offline_more
@@ -115,12 +129,12 @@ def build_net(
         del ex
         sub = [v for v in specs if v.lang not in more_without]
         ex2 = examples(
-            _tracks(sub), init, n_aug=MORE_N_AUG, seed=0, front=front,
+            _tracks(sub), init, n_aug=MORE_N_AUG, seed=seed, front=front,
             live_offsets=live_offsets, live_front=live_front, offline_offsets=offline_offsets,
             band_share=band_share, live_cmn_prior=live_cmn_prior,
-            live_cmn_voiced=live_cmn_voiced,
+            live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, **aug,
         )  # fmt: skip
-        net.offline_more = [train_offline(ex2, epochs=epochs)]
+        net.offline_more = [train_offline(ex2, epochs=epochs, seed=seed)]
         net.info += (
             f"; averaged with a second offline net ({MORE_N_AUG} copies) without the voices "
             f"of {', '.join(more_without)}"
