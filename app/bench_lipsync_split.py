@@ -31,10 +31,14 @@ RECIPES = {
     "warp-wide+lifter": {"aug": {"warp_range": (0.78, 1.3), "lifter": 0.5}},
     "cvn": {"offline_cvn": True},
     "cvn+lifter": {"offline_cvn": True, "aug": {"lifter": 0.5}},
+    "cvn+warp-wide": {"offline_cvn": True, "aug": {"warp_range": (0.78, 1.3)}},
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },
 }
+
+
+LIGHT = {"n_aug": CROSS_AUG, "epochs": CROSS_EPOCHS, "more_without": (), "more_seeds": 0}
 
 
 def split_tracks() -> dict[str, list]:
@@ -94,6 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--shipped", action="store_true", help="score the shipped net")
     ap.add_argument("--recipe", action="append", default=[], choices=sorted(RECIPES))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds")
+    ap.add_argument(
+        "--full", action="store_true", help="recipes trained as the shipped build (not light)"
+    )
     ap.add_argument("--no-band", action="store_true", help="clean speech only")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
@@ -106,9 +113,9 @@ def main(argv=None) -> int:
     mod = _build_mod() if args.recipe else None
     for name in args.recipe:
         for seed in args.seeds:
-            runs.append((f"{name} seed {seed}", lambda name=name, seed=seed: mod.build_net(
-                n_aug=CROSS_AUG, epochs=CROSS_EPOCHS, more_without=(), seed=seed,
-                **RECIPES[name])))  # fmt: skip
+            tag = " full" if args.full else ""
+            runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
+                seed=seed, **({} if args.full else LIGHT), **RECIPES[name])))  # fmt: skip
     for name, make in runs:
         t0 = time.perf_counter()
         net = make()
