@@ -215,3 +215,24 @@ def test_lifter_rows_scale_the_cepstra_only():
         blk = slice(b * HOP_DIM, (b + 1) * HOP_DIM)
         np.testing.assert_allclose(y[:, blk][:, :nc], x[:, blk][:, :nc] * gain, rtol=1e-6)
         np.testing.assert_array_equal(y[:, blk][:, nc:], x[:, blk][:, nc:])
+
+
+def test_validation_voices_are_neither_trained_nor_the_test():
+    """The voices training settings are chosen on (app/bench_lipsync_split) are outside the
+    shipped training and outside the test synthesizer: flite is scored, never chosen on."""
+    import importlib.util
+    from pathlib import Path
+
+    from app.bench_lipsync_split import split_voices
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
+    spec = importlib.util.spec_from_file_location("build_default_profile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sets = split_voices()
+    trained = set(mod.training_voices())
+    assert sets["valid"] and not trained & set(sets["valid"])
+    assert {v.source for v in sets["valid"]} == {"festival"}
+    assert {v.source for v in sets["test"]} == {"flite"} and not trained & set(sets["test"])
+    assert {v.speaker for v in sets["valid"]} == {"kal", "slt"}
+    assert {v.speaker for v in sets["test-other-speakers"]} == {"awb", "rms"}
