@@ -157,7 +157,11 @@ def examples(
             )
         for _ in range(n_aug):
             s = float(np.exp(rng.uniform(*np.log(speed_range))))
-            warp = float(np.exp(rng.uniform(*np.log(warp_range)))) / s ** (1 - formant_follow)
+            k = 1.0 - formant_follow
+            # sqrt where k is 1/2: the draws of the builds before the knob, to the last bit
+            warp = float(np.exp(rng.uniform(*np.log(warp_range)))) / (
+                np.sqrt(s) if k == 0.5 else s**k
+            )
             y = augment.speed(tr.voice, s)
             ph = [(a / s, b / s, c) for a, b, c in tr.phones]
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
