@@ -1,6 +1,7 @@
 """Choosing lip-sync training settings without looking at the test synthesizer.
 
     PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--recipe NAME ...]
+        [--seeds 0 1] [--full] [--no-band] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -11,7 +12,10 @@ where the figures are: two of flite's four speakers are the validation's speaker
 split holds out the synthesizer, not every speaker; flite's awb and rms are reported apart.
 
 Each recipe is trained light (`CROSS_AUG` copies, `CROSS_EPOCHS` epochs, one offline net: a few
-minutes) so recipes compare with each other, not with the shipped net's heavier build.
+minutes) so recipes compare with each other, not with the shipped net's heavier build; with
+`--full` as the shipped build. One build is one draw: compare over seeds (docs/BENCHMARKS.md).
+Validation tracks hold all 12 sentences of each voice, the test's the bench's 4. Prints one
+JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
 """
 
 from __future__ import annotations
