@@ -28,6 +28,10 @@ N_TEXTS = 4  # sentences per voice in the scored tracks
 CROSS_AUG, CROSS_EPOCHS = 2, 6  # the cross-source trainings: a little lighter than the shipped
 
 
+# what each source is to the shipped net (its festival column: ked trained on, kal and slt not)
+_ROLE = {"espeak-ng": " (in training)", "flite": " (test)", "festival": " (ked in training)"}
+
+
 def _engines(net="auto"):
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import live_engine, offline_engine
@@ -102,11 +106,13 @@ def corpus_report(say, cross: bool = True) -> None:
         f"(≥ 0.2 s) with the mouth shut; {N_TEXTS} sentences per voice (espeak-ng: 8 of its 16 "
         "voices; festival: its 4 English ones). Shipped net: trained on espeak-ng and festival "
         "(ked and its Italian, Finnish, Czech and Catalan voices), never on flite nor the "
-        "speakers flite shares with festival (kal, slt)."
+        "speakers flite shares with festival (kal, slt). Training settings are chosen on "
+        "festival's voices of those two speakers (`python -m app.bench_lipsync_split`), never "
+        "on flite: flite is the test."
     )
     say("")
     say("| condition | engine | " + " | ".join(
-        f"{s}{'' if s == 'flite' else ' (in training)'}" for s in SOURCES) + " |")  # fmt: skip
+        f"{s}{_ROLE[s]}" for s in SOURCES) + " |")  # fmt: skip
     say("|---|---|" + "---|" * len(SOURCES))
     conf_flite = None
     conds = [("clean", None), ("band +6 dB", 6.0), ("band 0 dB", 0.0), ("band −3 dB", -3.0)]

@@ -80,6 +80,30 @@ def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
     return f.mfcc - m
 
 
+def clip_spread(x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+    """(n_coefs,) the spread (RMS) of mean-normalised MFCCs `x` of the hops `f` over the
+    clip's sounding hops; with a `prior` (the training's spread) it starts from it, worth
+    `CMN_PRIOR` hops: a short clip of one vowel must not become its own scale."""
+    top = float(np.percentile(f.level_db, 95))
+    act = f.level_db > top - CMN_RANGE_DB
+    sel = np.asarray(x[act] if act.any() else x, np.float64)
+    ss = np.square(sel).sum(axis=0)
+    if prior is None:
+        var = ss / len(sel)
+    else:
+        var = (CMN_PRIOR * np.square(np.asarray(prior, np.float64)) + ss) / (CMN_PRIOR + len(sel))
+    return np.sqrt(np.maximum(var, 1e-6))
+
+
+def clip_cvn(x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+    """Mean-normalised MFCCs `x` divided by their spread (`clip_spread`; offline): a
+    synthesizer or vocoder that smooths (or sharpens) the spectrum scales the cepstra, the
+    high ones most, and this undoes it."""
+    if len(f) == 0:
+        return x
+    return (x / clip_spread(x, f, prior)).astype(np.float32)
+
+
 class RunningCmn:
     """The live mean: one `update` per hop, in order."""
 
@@ -199,18 +223,29 @@ def offline_inputs(
     front: str = "",
     warp: float = 1.0,
     offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    cvn: np.ndarray | None = None,
+    cvn_prior: bool = False,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
     With the separation front-end (`audio.voice_separation`) each hop carries the separated
     voice's hop vector next to the mix's: over a band the net reads the vowel and the voice
-    from what is left of the voice, on clean speech it still has the untouched features."""
-    v = hop_vectors(f, clip_cmn(f, prior))
+    from what is left of the voice, on clean speech it still has the untouched features.
+    `cvn` (the training's spread, `VowelNet.offline_cvn`): the mix's cepstra are also divided
+    by the clip's spread (`clip_cvn`; starting from `cvn` where `cvn_prior`, as in use), the
+    separated voice's by its own."""
+    m = clip_cmn(f, prior)
+    if cvn is not None:
+        m = clip_cvn(m, f, cvn if cvn_prior else None)
+    v = hop_vectors(f, m)
     if front == FRONT_SEPARATION:
         from audio.voice_separation import voice_residual
 
         fs = mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS, warp=warp)
-        v = np.concatenate([v, hop_vectors(fs, clip_cmn(fs))], axis=1)
+        ms = clip_cmn(fs)
+        if cvn is not None:
+            ms = clip_cvn(ms, fs)
+        v = np.concatenate([v, hop_vectors(fs, ms)], axis=1)
     return stack(v, offsets)
 
 
@@ -280,6 +315,9 @@ class VowelNet:
     # more offline nets on the same inputs, trained on other corpora: their probabilities and
     # `offline`'s are averaged (offline only: the live hop pays for one net)
     offline_more: list[Mlp] = field(default_factory=list)
+    # the training clips' cepstral spread (n_coefs,): where set, the offline net's cepstra are
+    # also divided by the clip's own spread (`clip_cvn`); None: mean normalisation only
+    offline_cvn: np.ndarray | None = None
 
     def offline_probs(
         self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
@@ -289,7 +327,8 @@ class VowelNet:
         where the live net has a front-end)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets)
+        x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets,
+                           cvn=self.offline_cvn, cvn_prior=True)  # fmt: skip
         pv, pw = self.offline.predict(x)
         for m in self.offline_more:
             pv2, pw2 = m.predict(x)
@@ -320,6 +359,8 @@ class VowelNet:
             "live_cmn_voiced": np.asarray(self.live_cmn_voiced),
             "cmn_init": self.cmn_init.astype(np.float32),
         }
+        if self.offline_cvn is not None:
+            arrays["offline_cvn"] = np.asarray(self.offline_cvn, np.float32)
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
         for name, m in (("live", self.live), ("offline", self.offline), *more):
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
@@ -368,9 +409,15 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         if not 1 <= prior <= CMN_TAU:
             raise ValueError(f"{path}: live_cmn_prior must be 1..{CMN_TAU} hops (got {prior})")
         voiced = bool(z["live_cmn_voiced"]) if "live_cmn_voiced" in z else False
+        cvn = z["offline_cvn"].astype(np.float64) if "offline_cvn" in z else None
+        if cvn is not None and (cvn.shape != cmn.shape or not np.all(cvn > 0)):
+            raise ValueError(
+                f"{path}: offline_cvn must be {cmn.shape[0]} positive spreads (got {cvn.shape})"
+            )
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
-                        live_cmn_voiced=voiced, offline_more=nets[2:])  # fmt: skip
+                        live_cmn_voiced=voiced, offline_more=nets[2:],
+                        offline_cvn=cvn)  # fmt: skip
 
 
 TEMPLATE_WEIGHT = 0.5

@@ -21,12 +21,14 @@ from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
 from audio.vowel_net import (
     CMN_PRIOR,
+    HOP_DIM,
     LIVE_OFFSETS,
     NET_SETTINGS,
     OFFLINE_OFFSETS,
     Mlp,
     VowelNet,
     clip_cmn,
+    clip_spread,
     live_inputs,
     offline_inputs,
 )
@@ -34,6 +36,8 @@ from audio.vowel_net import (
 __all__ = ["Examples", "cmn_prior", "examples", "train", "train_offline"]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
+SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
+WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 
 
 @dataclass
@@ -49,9 +53,20 @@ class Examples:
                           ("live", "offline", "voice", "vowel")))  # fmt: skip
 
 
+def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """Input rows with every stacked hop vector's cepstrum scaled by `gain` (n_coefs,): sharper
+    (> 1) or flatter (< 1) spectral peaks, as another synthesizer's or vocoder's formant
+    bandwidths. Every hop vector of both nets starts with its n_coefs cepstra (HOP_DIM wide
+    blocks: the mix's and, with a front-end, the separated voice's)."""
+    nc = NET_SETTINGS.n_coefs
+    y = x.reshape(len(x), -1, HOP_DIM)
+    y[:, :, :nc] *= gain.astype(np.float32)
+    return y.reshape(x.shape)
+
+
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
-    live_voiced=False,
+    live_voiced=False, gain=None, cvn=None,
 ) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
@@ -60,14 +75,27 @@ def _one(
     # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
     # heard a voice in)
     voiced = np.r_[False, lab[:-1] != "-"] if live_voiced else None
-    return Examples(
-        live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced),
-        offline_inputs(audio, SR, f, None, front, warp, off_offsets)
+    live = live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced)
+    off = (
+        offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn)
         if offline
-        else np.zeros((len(f), 0), np.float32),
-        (lab != "-").astype(np.float32),
-        vowel,
+        else np.zeros((len(f), 0), np.float32)
     )
+    if gain is not None:
+        live = lifter_rows(live, gain)
+        # a normalised spread undoes a cepstral gain: the offline rows keep theirs
+        off = lifter_rows(off, gain) if offline and cvn is None else off
+    return Examples(live, off, (lab != "-").astype(np.float32), vowel)
+
+
+def cvn_prior(tracks: list[Track]) -> np.ndarray:
+    """The clean tracks' mean cepstral spread over their sounding hops: where the offline
+    spread starts in use (`VowelNet.offline_cvn`)."""
+    out = []
+    for tr in tracks:
+        f = mfcc_frames(tr.voice, SR, NET_SETTINGS)
+        out.append(clip_spread(clip_cmn(f), f))
+    return np.mean(out, axis=0)
 
 
 def cmn_prior(tracks: list[Track]) -> np.ndarray:
@@ -93,10 +121,22 @@ def examples(
     live_cmn_prior: int = CMN_PRIOR,
     offline: bool = True,
     live_cmn_voiced: bool = False,
+    warp_range: tuple[float, float] = WARP_RANGE,
+    lifter: float = 0.0,
+    offline_cvn: np.ndarray | None = None,
+    speed_range: tuple[float, float] = SPEED_RANGE,
+    formant_follow: float = 0.5,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
-    inputs left empty when not `offline`: a live-only training skips the costly separation)."""
+    inputs left empty when not `offline`: a live-only training skips the costly separation).
+    `speed_range`: playing faster or slower (pitch, formants and tempo); of its formant shift
+    the share `formant_follow` is kept (0: pitch alone), on top of which `warp_range` shifts
+    the formants alone (vocal-tract length); `lifter`: the spread
+    (natural log) of the cepstral gain's tilt, 0 for none (`lifter_rows`); `offline_cvn`: the
+    offline rows' cepstra divided by each clip's spread (`audio.vowel_net.clip_cvn`)."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
+    cvn = offline_cvn
+    ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
     rng = np.random.default_rng(seed)
     parts = []
     for tr in tracks:
@@ -112,11 +152,16 @@ def examples(
                     live_front,
                     offline_offsets,
                     *more,
+                    cvn=cvn,
                 )
             )
         for _ in range(n_aug):
-            s = float(np.exp(rng.uniform(np.log(0.85), np.log(1.5))))
-            warp = float(np.exp(rng.uniform(np.log(0.85), np.log(1.2)))) / np.sqrt(s)
+            s = float(np.exp(rng.uniform(*np.log(speed_range))))
+            k = 1.0 - formant_follow
+            # sqrt where k is 1/2: the draws of the builds before the knob, to the last bit
+            warp = float(np.exp(rng.uniform(*np.log(warp_range)))) / (
+                np.sqrt(s) if k == 0.5 else s**k
+            )
             y = augment.speed(tr.voice, s)
             ph = [(a / s, b / s, c) for a, b, c in tr.phones]
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
@@ -127,9 +172,12 @@ def examples(
                 y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
+            # drawn last, so a recipe without it keeps every other draw
+            gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
             parts.append(
-                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets, *more)
-            )
+                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
+                     *more, gain=gain, cvn=cvn)
+            )  # fmt: skip
     return Examples.concat(parts)
 
 
@@ -210,9 +258,11 @@ def train(
     live_cmn_prior: int = CMN_PRIOR,
     offline: Mlp | None = None,
     live_cmn_voiced: bool = False,
+    offline_cvn: np.ndarray | None = None,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same); with
-    `offline` given, that offline net is kept and only the live one is trained."""
+    `offline` given, that offline net is kept and only the live one is trained. `offline_cvn`: the
+    spread the examples' offline rows were normalised by (`examples`), stored with the net."""
     import torch
 
     threads = torch.get_num_threads()
@@ -230,4 +280,5 @@ def train(
     return VowelNet(live, off, info, cmn, front=front, live_offsets=offs, live_front=live_front,
                     offline_offsets=tuple(offline_offsets),
                     live_cmn_prior=int(live_cmn_prior),
-                    live_cmn_voiced=bool(live_cmn_voiced))  # fmt: skip
+                    live_cmn_voiced=bool(live_cmn_voiced),
+                    offline_cvn=offline_cvn)  # fmt: skip

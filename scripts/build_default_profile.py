@@ -56,6 +56,12 @@ LIVE_CMN_VOICED = True  # only hops heard as a voice move it (a band must not be
 # them keeps English vowels the way the first hears them less well.
 MORE_WITHOUT_LANGS = ("it", "fi", "cs", "ca")
 MORE_N_AUG = 3
+AUG: dict = {}  # augmentation beyond `audio.vowel_net_train.examples`' defaults
+# Tried on the validation voices (`app/bench_lipsync_split.py`, never flite) and not kept
+# (docs/BENCHMARKS.md): offline nets of other training seeds averaged in, and the offline
+# cepstra also divided by the clip's spread (`audio.vowel_net.clip_cvn`).
+MORE_SEEDS = 0
+OFFLINE_CVN = False
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -79,22 +85,36 @@ def build_net(
     base=None,
     live_cmn_voiced: bool = LIVE_CMN_VOICED,
     more_without: tuple[str, ...] = MORE_WITHOUT_LANGS,
+    aug: dict | None = None,
+    offline_cvn: bool | None = None,
+    seed: int = 0,
+    more_seeds: int | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
     `more_without`: languages whose voices the second offline net is trained without (none: no
-    second net)."""
-    from audio.vowel_net_train import cmn_prior, examples, train, train_offline
+    second net); `seed`: augmentation draws and training (0: the shipped build). `aug`:
+    augmentation settings for `audio.vowel_net_train.examples` (its `warp_range`, `lifter`),
+    the recipe's (`AUG`) when None. `offline_cvn`: the offline cepstra also divided by the
+    clip's spread (`OFFLINE_CVN` when None). `more_seeds`: offline nets of other training
+    seeds averaged in (`MORE_SEEDS` when None)."""
+    more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
+    aug = dict(AUG if aug is None else aug)
+    from audio.vowel_net_train import cmn_prior, cvn_prior, examples, train, train_offline
 
     specs = training_voices(held_out)
     tracks = _tracks(specs)
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
         front, offline_offsets = base.front, base.offline_offsets
+        cvn = base.offline_cvn
+    else:
+        cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
     ex = examples(
-        tracks, init, n_aug=n_aug, seed=0, front=front, live_offsets=live_offsets,
+        tracks, init, n_aug=n_aug, seed=seed, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
         live_cmn_prior=live_cmn_prior, offline=base is None, live_cmn_voiced=live_cmn_voiced,
+        offline_cvn=cvn, **aug,
     )  # fmt: skip
     names = ", ".join(v.name for v in specs)
     info = (
@@ -102,25 +122,36 @@ def build_net(
         f"{names}; held out: {held_out}; front-ends: offline {front or 'none'}, live "
         f"{live_front or 'none'}; live mean start {live_cmn_prior} hops"
         + (", moved by voiced hops only" if live_cmn_voiced else "")
+        + ("; offline cepstra normalised by the clip's spread" if cvn is not None else "")
+        + (f"; augmentation {aug}" if aug else "")
+        + (f"; seed {seed}" if seed else "")
         + ("; live half retrained (--live-only)" if base is not None else "")
     )
     net = train(
-        ex, init, info, epochs=epochs, front=front, live_offsets=live_offsets,
+        ex, init, info, epochs=epochs, seed=seed, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, live_cmn_prior=live_cmn_prior,
         offline=None if base is None else base.offline, live_cmn_voiced=live_cmn_voiced,
+        offline_cvn=cvn,
     )  # fmt: skip
     if base is not None:
         net.offline_more = base.offline_more
-    elif more_without:
+    else:
+        # more offline nets on the same examples, other training seeds: averaged, their own
+        # mistakes on an unheard voice partly cancel
+        for k in range(more_seeds):
+            net.offline_more.append(train_offline(ex, epochs=epochs, seed=seed + 100 * (k + 1)))
+        if more_seeds:
+            net.info += f"; averaged with {more_seeds} more offline net(s), other seeds"
+    if base is None and more_without:
         del ex
         sub = [v for v in specs if v.lang not in more_without]
         ex2 = examples(
-            _tracks(sub), init, n_aug=MORE_N_AUG, seed=0, front=front,
+            _tracks(sub), init, n_aug=MORE_N_AUG, seed=seed, front=front,
             live_offsets=live_offsets, live_front=live_front, offline_offsets=offline_offsets,
             band_share=band_share, live_cmn_prior=live_cmn_prior,
-            live_cmn_voiced=live_cmn_voiced,
+            live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, **aug,
         )  # fmt: skip
-        net.offline_more = [train_offline(ex2, epochs=epochs)]
+        net.offline_more.append(train_offline(ex2, epochs=epochs, seed=seed))
         net.info += (
             f"; averaged with a second offline net ({MORE_N_AUG} copies) without the voices "
             f"of {', '.join(more_without)}"

@@ -162,3 +162,77 @@ def test_offline_nets_averaged_and_kept_in_the_file(tmp_path):
     assert len(back.offline_more) == 1
     w16 = b.layers[0][0].astype(np.float16).astype(np.float32)  # the file keeps float16
     np.testing.assert_array_equal(back.offline_more[0].layers[0][0], w16)
+
+
+def test_clip_spread_undoes_a_cepstral_gain_and_survives_the_file(tmp_path):
+    """Divided by the clip's spread, cepstra scaled per coefficient (a smoother or sharper
+    spectrum) read the same; a short clip keeps near the training's spread; files keep it."""
+    from audio.vowel_net import clip_cmn, clip_cvn, clip_spread
+
+    y = _signal()
+    f = mfcc_frames(y, SR, NET_SETTINGS)
+    x = clip_cmn(f)
+    gain = np.exp(np.linspace(0.0, -0.7, NET_SETTINGS.n_coefs)).astype(np.float32)
+    np.testing.assert_allclose(clip_cvn(x * gain, f), clip_cvn(x, f), rtol=1e-4, atol=1e-5)
+    prior = np.full(NET_SETTINGS.n_coefs, 5.0)
+    fs = mfcc_frames(y[: 6 * 160 + 400], SR, NET_SETTINGS)
+    assert len(fs) < 10
+    own, sp = clip_spread(clip_cmn(fs), fs), clip_spread(clip_cmn(fs), fs, prior)
+    assert np.all(np.abs(sp - 5.0) < 0.2 * np.abs(own - 5.0)), (own, sp)
+    rng = np.random.default_rng(4)
+    net = VowelNet(_mlp(HOP_DIM * 2, rng), _mlp(HOP_DIM * 3, rng), "test",
+                   np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0),
+                   offline_offsets=(-2, 0, 2), offline_cvn=prior)  # fmt: skip
+    path = tmp_path / "net.npz"
+    net.save(path)
+    np.testing.assert_array_equal(load_net(path).offline_cvn, prior)
+    _, _, pw = net.offline_probs(y, SR)
+    _, _, pw0 = VowelNet(net.live, net.offline, "test", net.cmn_init, live_offsets=(-1, 0),
+                         offline_offsets=(-2, 0, 2)).offline_probs(y, SR)  # fmt: skip
+    assert np.abs(pw - pw0).max() > 1e-3  # the spread reaches the net's input
+    with np.load(path) as z:
+        arrays = dict(z)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **{**arrays, "offline_cvn": -prior})
+    with pytest.raises(ValueError, match=r"bad\.npz.*offline_cvn must be 20 positive"):
+        load_net(bad)
+    del arrays["offline_cvn"]
+    np.savez(bad, **arrays)
+    assert load_net(bad).offline_cvn is None  # files from before: mean normalisation only
+
+
+def test_lifter_rows_scale_the_cepstra_only():
+    """The training's cepstral-gain augmentation touches each stacked hop vector's cepstra and
+    nothing else (periodicity, flatness, the front-end's kept energy)."""
+    from audio.vowel_net_train import lifter_rows
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((7, HOP_DIM * 4)).astype(np.float32)
+    gain = np.linspace(1.0, 0.5, NET_SETTINGS.n_coefs)
+    y = lifter_rows(x.copy(), gain)
+    nc = NET_SETTINGS.n_coefs
+    for b in range(4):
+        blk = slice(b * HOP_DIM, (b + 1) * HOP_DIM)
+        np.testing.assert_allclose(y[:, blk][:, :nc], x[:, blk][:, :nc] * gain, rtol=1e-6)
+        np.testing.assert_array_equal(y[:, blk][:, nc:], x[:, blk][:, nc:])
+
+
+def test_validation_voices_are_neither_trained_nor_the_test():
+    """The voices training settings are chosen on (app/bench_lipsync_split) are outside the
+    shipped training and outside the test synthesizer: flite is scored, never chosen on."""
+    import importlib.util
+    from pathlib import Path
+
+    from app.bench_lipsync_split import split_voices
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
+    spec = importlib.util.spec_from_file_location("build_default_profile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    sets = split_voices()
+    trained = set(mod.training_voices())
+    assert sets["valid"] and not trained & set(sets["valid"])
+    assert {v.source for v in sets["valid"]} == {"festival"}
+    assert {v.source for v in sets["test"]} == {"flite"} and not trained & set(sets["test"])
+    assert {v.speaker for v in sets["valid"]} == {"kal", "slt"}
+    assert {v.speaker for v in sets["test-other-speakers"]} == {"awb", "rms"}

@@ -1,0 +1,151 @@
+"""Choosing lip-sync training settings without looking at the test synthesizer.
+
+    PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--recipe NAME ...]
+        [--seeds 0 1] [--full] [--no-band] [--log FILE]
+
+The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
+slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
+therefore unheard voices too, of a synthesizer whose other voices are in training: they are
+the **validation** set, where recipes are compared and chosen. Flite stays the **test**: it is
+scored for every recipe (so the report is complete) but never used to choose. The caveat, said
+where the figures are: two of flite's four speakers are the validation's speakers, so the
+split holds out the synthesizer, not every speaker; flite's awb and rms are reported apart.
+
+Each recipe is trained light (`CROSS_AUG` copies, `CROSS_EPOCHS` epochs, one offline net: a few
+minutes) so recipes compare with each other, not with the shipped net's heavier build; with
+`--full` as the shipped build. One build is one draw: compare over seeds (docs/BENCHMARKS.md).
+Validation tracks hold all 12 sentences of each voice, the test's the bench's 4. Prints one
+JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded
+
+# name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
+# "base" is the recipe as it is
+RECIPES = {
+    "base": {},
+    "warp-wide": {"aug": {"warp_range": (0.78, 1.3)}},
+    "lifter": {"aug": {"lifter": 0.5}},
+    "warp-wide+lifter": {"aug": {"warp_range": (0.78, 1.3), "lifter": 0.5}},
+    "cvn": {"offline_cvn": True},
+    "cvn+lifter": {"offline_cvn": True, "aug": {"lifter": 0.5}},
+    "cvn+warp-wide": {"offline_cvn": True, "aug": {"warp_range": (0.78, 1.3)}},
+    "pitch-free": {
+        "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
+    },
+}
+
+
+LIGHT = {"n_aug": CROSS_AUG, "epochs": CROSS_EPOCHS, "more_without": (), "more_seeds": 0}
+
+
+def split_voices() -> dict[str, list]:
+    """validation: festival's voices of flite's speakers; test: flite, and its voices of the
+    speakers that the validation does not have."""
+    from audio.speech_corpus import voices
+
+    flite = voices("flite")
+    spk = {v.speaker for v in flite}
+    valid = [v for v in voices("festival") if v.speaker in spk]
+    vspk = {v.speaker for v in valid}
+    return {
+        "valid": valid,
+        "test": flite,
+        "test-other-speakers": [v for v in flite if v.speaker not in vspk],
+    }
+
+
+def split_tracks() -> dict[str, list]:
+    """`split_voices` as tracks: the validation voices never train, so all their sentences
+    (steadier figures); the test as the bench scores it (`N_TEXTS` sentences)."""
+    from audio.lipsync_eval import speech_track
+
+    return {
+        name: [speech_track(v, None if name == "valid" else N_TEXTS) for v in vs]
+        for name, vs in split_voices().items()
+    }
+
+
+def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
+    from audio.calibration import default_profile_path, load_profile
+    from audio.lipsync_eval import evaluate, live_engine, offline_engine
+    from audio.live_lipsync import LiveLipSync
+    from audio.offline_lipsync import MfccLipSync
+
+    prof = load_profile(default_profile_path())
+    eng = {
+        "offline": offline_engine(MfccLipSync(prof, net=net)),
+        "live": live_engine(lambda: LiveLipSync(prof, 16000, net=net)),
+    }
+    out = {}
+    for sname, trs in sets.items():
+        conds = [("clean", trs)]
+        if band and sname != "test-other-speakers":
+            conds.append(("band 0 dB", _banded(trs, 0.0)))
+        for cname, tr in conds:
+            for ename, e in eng.items():
+                s = evaluate(e, tr)
+                out[f"{sname} {cname} {ename}"] = f"{s.balanced:.1%} / {s.closed_share:.0%}"
+    return out
+
+
+def _build_mod():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
+    spec = importlib.util.spec_from_file_location("build_default_profile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shipped", action="store_true", help="score the shipped net")
+    ap.add_argument("--recipe", action="append", default=[], choices=sorted(RECIPES))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds")
+    ap.add_argument(
+        "--full", action="store_true", help="recipes trained as the shipped build (not light)"
+    )
+    ap.add_argument("--no-band", action="store_true", help="clean speech only")
+    ap.add_argument("--log", help="append each result as a JSON line to this file")
+    args = ap.parse_args(argv)
+    sets = split_tracks()
+    runs = []
+    if args.shipped:
+        from audio.vowel_net import load_net
+
+        runs.append(("shipped", lambda: load_net()))
+    mod = _build_mod() if args.recipe else None
+    for name in args.recipe:
+        for seed in args.seeds:
+            tag = " full" if args.full else ""
+            runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
+                seed=seed, **({} if args.full else LIGHT), **RECIPES[name])))  # fmt: skip
+    for name, make in runs:
+        t0 = time.perf_counter()
+        net = make()
+        t1 = time.perf_counter()
+        res = score_net(net, sets, band=not args.no_band)
+        row = {
+            "recipe": name,
+            "train_s": round(t1 - t0),
+            "score_s": round(time.perf_counter() - t1),
+        }
+        row.update(res)
+        print(json.dumps(row, ensure_ascii=False), flush=True)
+        if args.log:
+            with open(args.log, "a") as fh:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
