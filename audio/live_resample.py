@@ -16,7 +16,7 @@ into it); tests/test_live_resample.py checks that the vowel accuracy and the ope
 live lip-sync match soxr HQ's.
 
 Output sample j (counted from the first one) is the signal at input instant j · src / dst
-minus `delay_s` — the caller time-stamps hops with that (pipeline/live.py).
+minus `delay_s` — the caller time-stamps hops with that (pipeline/live_analysis.py).
 """
 
 from __future__ import annotations
