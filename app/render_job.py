@@ -427,7 +427,7 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
     if req.temporal_on:
         from pipeline.temporal import TemporalStage
 
-        stages.append(TemporalStage(device=req.device))
+        stages.append(TemporalStage.for_preset(preset, device=req.device))
     if req.upscale != 1:
         stages.append(
             upscale_stage(

@@ -275,7 +275,9 @@ class GpuChain:
         if spec.temporal:
             from pipeline.temporal import TemporalStage
 
-            self.temporal = TemporalLadder(TemporalStage(device=spec.device, max_batch=1))
+            self.temporal = TemporalLadder(
+                TemporalStage.for_preset(self._preset, device=spec.device, max_batch=1)
+            )
             self.stages.append(self.temporal)
         sizes_vary = any(tuple(r.latent) != tuple(self.out_size) for r in plan.rungs)
         if spec.upscale > 1 or sizes_vary:
@@ -353,6 +355,8 @@ class GpuChain:
         """A new look's preset (frame thread): refit the ladder to its steps, new diffusion
         constants from the next frame."""
         self._preset = preset
+        if self.temporal is not None:
+            self.temporal.stage.use_preset(preset)
         if self.diffusion is None:
             return
         d = preset.diffusion

@@ -5,6 +5,7 @@ A preset is data only. Who reads which part:
     background      -> render/backgrounds.py (drawn behind the idol unless output is transparent)
     post            -> pipeline/stylize/ (the procedural post-process, in torch)
     diffusion       -> the latent-diffusion stage (prompt, strength, steps, seed)
+    temporal        -> the temporal stage (how much history, how far from part boundaries)
 """
 
 from __future__ import annotations
@@ -105,6 +106,16 @@ class Diffusion(Strict):
     guidance: float = Field(0.0, ge=0.0, le=20.0)
 
 
+class Temporal(Strict):
+    """The temporal stage's settings for this look (pipeline/temporal/stage.py): a flat, clean
+    look shows a history misplaced at a part boundary sooner than a textured one does."""
+
+    blend: float = Field(0.7, ge=0.0, lt=1.0, description="history weight")
+    guard: int = Field(
+        4, ge=0, le=16, description="px around part boundaries where no history is used"
+    )
+
+
 class Preset(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     title: str
@@ -114,3 +125,4 @@ class Preset(Strict):
     background: Background
     post: PostProcess
     diffusion: Diffusion
+    temporal: Temporal = Temporal()

@@ -199,3 +199,37 @@ def test_sharpness_of_a_clean_clip_is_kept():
     # the unsmoothed correction (the stage before) lost more than that: the check can fail
     old = run_stage(TemporalStage(blend=0.7, clamp_margin=None, smooth=1), clean, motions)
     assert laplacian_rms(old) / laplacian_rms(clean) < ratio - 0.03
+
+
+def test_the_preset_sets_blend_and_guard_and_a_switch_changes_them():
+    """[temporal] of a preset reaches the stage: a pixel 6 px from a part boundary (a jump in
+    the motion field) blends history with the default guard of 4 and not with a guard of 8;
+    `use_preset` switches a running stage."""
+    from presets.loader import load_preset
+
+    h, w = 32, 48
+    motion = torch.zeros(h, w, 2)
+    motion[:, 24:, 0] = 1.0  # the right part moves one pixel: a boundary at x = 24
+    prev = torch.full((h, w, 4), 255, dtype=torch.uint8)
+    prev[..., :3] = 110
+    # columns of 120 and 100: the neighbourhood clamp lets the history's 110 through, and the
+    # difference is within colour tolerance: history is blended wherever it is allowed
+    cur = prev.clone()
+    cur[:, 0::2, :3] = 120
+    cur[:, 1::2, :3] = 100
+    base = load_preset("cyberpunk")
+    wide = base.model_copy(update={"temporal": base.temporal.model_copy(update={"guard": 8})})
+    assert base.temporal.guard == 4 and base.temporal.blend == 0.7
+
+    def out_at(stage: TemporalStage, x: int) -> int:
+        stage.reset()
+        stage.apply(prev, motion, 0)
+        return int(stage.apply(cur, motion, 1)[h // 2, x, 0])
+
+    stage = TemporalStage.for_preset(base)
+    assert (stage.blend, stage.guard) == (0.7, 4)
+    assert out_at(stage, 24 - 6) < 116  # history blended in (110 weighs 0.7)
+    assert out_at(stage, 24 - 2) == 120  # inside the guard: the current frame alone
+    stage.use_preset(wide)
+    assert stage.guard == 8 and out_at(stage, 24 - 6) == 120
+    assert out_at(stage, 24 - 12) < 116

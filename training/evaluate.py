@@ -178,7 +178,7 @@ def clip_flicker(models, size, device, frames: int = 240) -> dict:
         painted = paint(models, inp[..., :3].permute(0, 3, 1, 2), name, device)
         alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
         model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
-        temporal = TemporalStage(device=device)
+        temporal = TemporalStage.for_preset(p, device=device)
         temporal.reset()
         smoothed = torch.stack([temporal.apply(model[i], motion[i], i) for i in range(n)]).to(
             device

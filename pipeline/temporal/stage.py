@@ -3,6 +3,9 @@
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
                   interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
                   max_batch=4)
+    TemporalStage.for_preset(preset, device, **kw): blend and guard from the preset's
+        [temporal] section (what render, live and the model's evaluation use); use_preset(p)
+        switches them on a running stage.
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
             *output*, also inside one batch); images stay on `device`.
@@ -219,6 +222,22 @@ class TemporalStage(BaseStage):
             self.resets += 1
         self._history = None
         self._last_index = None
+
+    @classmethod
+    def for_preset(cls, preset, device: str = "cpu", **kw) -> TemporalStage:
+        """The stage with `preset.temporal`'s settings (presets/schema.py Temporal); a preset
+        without that section (None, a caller's own object) gets the defaults."""
+        t = getattr(preset, "temporal", None)
+        if t is None:
+            return cls(device=device, **kw)
+        return cls(blend=t.blend, device=device, guard=t.guard, **kw)
+
+    def use_preset(self, preset) -> None:
+        """A new look: its history weight and part-boundary guard from the next frame (the
+        history itself carries over; a preset switch resets it anyway in the live chain)."""
+        t = getattr(preset, "temporal", None)
+        if t is not None:
+            self.blend, self.guard = float(t.blend), int(t.guard)
 
     def set_enabled(self, on: bool) -> None:
         if not on:
