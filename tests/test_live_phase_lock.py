@@ -87,14 +87,11 @@ def test_phase_locked_frames_start_at_their_tick_minus_the_lead(tmp_path):
         assert late_ms.min() > -0.01  # a sleep never ends before its deadline
         assert np.median(late_ms) < 1.0
         assert stats["phase_locked"]
-        # the lead: the release delay (above every frame time here) + the wake-up allowance
-        # (the P99 of the recent start errors, at least START_MARGIN)
-        wake = stats["frame_lead_ms"] - RELEASE_DELAY_NS / 1e6
-        assert (
-            START_MARGIN_NS / 1e6
-            <= wake
-            <= max(START_MARGIN_NS / 1e6, 2 * stats["start_error_ms"]["p99"]) + 0.5
-        )
+        # the lead covers the presenter's release delay and the wake-up allowance (at least
+        # START_MARGIN); how much more is the predicted frame time, which a busy machine
+        # stretches past the release delay (72.7 ms once in CI) — the formula itself is tested
+        # on simulated time (below, and tests/test_live_frames.py)
+        assert (t[LEAD] >= (RELEASE_DELAY_NS + START_MARGIN_NS) / 1e6 - 1e-6).all()
         assert stats["start_error_ms"]["median"] < 1.0
 
 
