@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine (the device tool), from the repo root: after changes to the runtime, check
 # that everything GPU-side still works and what the user runs still performs — every GPU test,
-# the live path at 60 fps, the GPU chain per stage, the offline 1080p render, and the real `kagura render` from the shell
-# cold and warm; then the shipped weights are evaluated again as they are (model card, metrics:
-# the temporal figures follow the temporal stage's defaults). Figures go into
+# the live path at 60 fps, the GPU chain per stage, the offline 1080p render, and the real
+# `kagura render` from the shell cold and warm; then the shipped weights are evaluated again as
+# they are (model card, metrics: the temporal figures follow each preset's [temporal] settings). Figures go into
 # $OUT/BENCHMARKS.md (a copy of docs/BENCHMARKS.md), the model card and metrics into
 # $OUT/card.tar, logs into $OUT/validate.log.
 #   bash scripts/gpu_validate.sh [1|2]

@@ -51,6 +51,7 @@ from pipeline.diffusion.models import (
     _one_line,
     _read_config,
     _scheduler_config,
+    check_text_width,
 )
 
 __all__ = [
@@ -590,12 +591,7 @@ def load_kagura_torch(
     _ints(tfile, tcfg, tuple(k for k in TEXT_FREE if k != "layer_norm_eps"))
     if tcfg["hidden_size"] % tcfg["num_attention_heads"]:
         raise UnsupportedConfig(tfile, "hidden_size is not a multiple of num_attention_heads")
-    if int(tcfg["hidden_size"]) != int(ucfg["cross_attention_dim"]):
-        raise ModelError(
-            root / "text_encoder",
-            f"text encoder width {tcfg['hidden_size']} does not match the UNet's "
-            f"cross_attention_dim {ucfg['cross_attention_dim']} (parts of different models?)",
-        )
+    check_text_width(root / "text_encoder", tcfg["hidden_size"], ucfg["cross_attention_dim"])
     tok = Tokenizer(root / "tokenizer")
     sched, sched_class = _scheduler_config(root)
     parts = []

@@ -279,6 +279,17 @@ def _check_class(folder: Path, config: dict, what: str, classes: tuple[str, ...]
     return name
 
 
+def check_text_width(te_dir: Path, hidden_size, cross_attention_dim) -> None:
+    """The text encoder's width must be what the UNet attends to: a ModelError naming the
+    text encoder's folder otherwise (parts of different models)."""
+    if int(hidden_size) != int(cross_attention_dim):
+        raise ModelError(
+            te_dir,
+            f"text encoder width {hidden_size} does not match the UNet's "
+            f"cross_attention_dim {cross_attention_dim} (parts of different models?)",
+        )
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
 
@@ -491,12 +502,7 @@ def load_models(
     v = load_vae(vae_dir, dt, dev)
     te = load_text_encoder(te_dir, dt, dev)
     tok = load_tokenizer(tok_dir)
-    if int(te.config.hidden_size) != int(u.config.cross_attention_dim):
-        raise ModelError(
-            te_dir,
-            f"text encoder width {te.config.hidden_size} does not match the UNet's "
-            f"cross_attention_dim {u.config.cross_attention_dim} (parts of different models?)",
-        )
+    check_text_width(te_dir, te.config.hidden_size, u.config.cross_attention_dim)
     if sampler is None:
         lcm = (
             lora is not None

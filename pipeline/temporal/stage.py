@@ -225,16 +225,15 @@ class TemporalStage(BaseStage):
 
     @classmethod
     def for_preset(cls, preset, device: str = "cpu", **kw) -> TemporalStage:
-        """The stage with `preset.temporal`'s settings (presets/schema.py Temporal); a preset
-        without that section (None, a caller's own object) gets the defaults."""
-        t = getattr(preset, "temporal", None)
-        if t is None:
-            return cls(device=device, **kw)
-        return cls(blend=t.blend, device=device, guard=t.guard, **kw)
+        """The stage with `preset.temporal`'s settings (presets/schema.py Temporal)."""
+        stage = cls(device=device, **kw)
+        stage.use_preset(preset)
+        return stage
 
     def use_preset(self, preset) -> None:
-        """A new look: its history weight and part-boundary guard from the next frame (the
-        history itself carries over; a preset switch resets it anyway in the live chain)."""
+        """A look's history weight and part-boundary guard, from the next frame on (the history
+        itself carries over); a preset without that section (None, a caller's own object)
+        leaves them as they are."""
         t = getattr(preset, "temporal", None)
         if t is not None:
             self.blend, self.guard = float(t.blend), int(t.guard)
