@@ -164,6 +164,7 @@ class LiveSession:
             gate_db=gate_db,
             smoothing=smoothing,
         )
+        self.analysis.prepare()  # not in `start`: the first frames would wait for it
         self.state = "stopped"
         self.error: str | None = None
         share_cores_with_other_stages()
@@ -268,9 +269,9 @@ class LiveSession:
         self._stop.clear()
         self.started_at = self.phase_lock.start()
         start_source = getattr(self.source, "start", None)
-        # a source made with start=False (a file played at real-time pace) begins when the
-        # analysis is ready to hear it: building the lip-sync engines takes a good part of a
-        # second, and the file's first words must not pass unheard
+        # a source made with start=False (a file played at real-time pace) begins at the
+        # analysis's first read, so the file's first words do not pass unheard (the engines
+        # are built in the constructor: when that failed, they are built first, then read)
         self.analysis.start_source = (
             start_source
             if start_source is not None and getattr(self.source, "state", "") == "closed"

@@ -86,6 +86,7 @@ class LiveAnalysis:
         self.audio_overruns = 0
         self.skips = 0  # times the analysis fell ANALYSIS_MAX_BEHIND_S behind
         self.skipped_s = 0.0  # audio it skipped then (seconds)
+        self._engines: tuple[Any, Any, Any, int] | None = None  # built ahead by `prepare`
 
     def set_control(self, key: str, value: float) -> None:
         """Any thread: one dict store; the analysis picks it up before its next block."""
@@ -100,6 +101,22 @@ class LiveAnalysis:
             self.error = f"audio analysis failed: {exc}"
             log.exception("live analysis")
             self._on_error(self.error)
+
+    def prepare(self) -> None:
+        """Build the engines now, before `run` (LiveSession's constructor calls it). Their
+        imports and the profile take a good part of a second, and built in `run` they held
+        the first frames back: a played file starts once they are ready, so every tick until
+        then had no new audio. A failure here is left for `run`, which reports it."""
+        if self._engines is None:
+            try:
+                self._engines = self._make_engines()
+            except Exception:
+                log.debug("live analysis: engines not built ahead", exc_info=True)
+
+    @property
+    def ready(self) -> bool:
+        """The engines are built and wait for `run`."""
+        return self._engines is not None
 
     def _make_engines(self) -> tuple[Any, Any, Any, int]:
         from audio.calibration import load_user_or_default
@@ -140,7 +157,9 @@ class LiveAnalysis:
     def _loop(self) -> None:
         from audio.live_lipsync import to_avatar_params
 
-        lips, pitch, motion, arate = self._make_engines()
+        # the prepared engines serve one run; a second `run` starts from new ones
+        engines, self._engines = self._engines, None
+        lips, pitch, motion, arate = engines or self._make_engines()
         apply = None
         if motion is not None:
             from audio.live_motion import apply
@@ -173,11 +192,15 @@ class LiveAnalysis:
         last_pf = None
         motion_state = None  # the idle/pitch motion of the last hop
         while not self._stop.wait(ANALYSIS_POLL_S):
-            if reader.available > max_behind:
+            # read no more than was checked: a block landing after the check waits for the
+            # next one (read at once, a stall's backlog would be analysed)
+            unread = reader.available
+            if unread > max_behind:
                 skipped = reader.skip_to_newest(keep)
                 self.skips += 1
                 self.skipped_s += skipped / srate
-            x = reader.read()
+                unread = min(reader.available, keep)
+            x = reader.read(max_frames=unread)
             if reader.overruns != self.audio_overruns:
                 self.audio_overruns = reader.overruns
             if x.shape[0] == 0:
