@@ -450,7 +450,7 @@ def _command(args: argparse.Namespace, cfg: dict, n: int, m: int) -> str:
 
 
 def _chain(cfg: dict, m: int) -> str:
-    from pipeline.diffusion.kagura_model import KAGURA
+    from pipeline.model_factory import KAGURA
 
     req = _request({**cfg, "encoders": 1, "render_workers": m}, Path("x.mp4"))
     render, out = req.sizes() if req.gpu_stages else ((req.width, req.height),) * 2

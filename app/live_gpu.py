@@ -94,7 +94,7 @@ def build_live_gpu(
                 4, device, in_size, cuda_graph=graphs, random_ok=random_ok
             )
         )
-    from pipeline.diffusion.kagura_model import KAGURA
+    from pipeline.model_factory import KAGURA
 
     if args.diffusion == KAGURA:
         label = "Kagura's own model"

@@ -320,16 +320,16 @@ def _parse_side_pair(text: str, option: str) -> tuple[int, int]:
 
 
 def _kagura() -> str:
-    """What `--diffusion kagura` names. Imported on use: pipeline.diffusion imports torch, and
-    `kagura --help` or a CPU render's argument checks must not wait for it."""
-    from pipeline.diffusion.kagura_model import KAGURA
+    """What `--diffusion kagura` names (torch-free: `kagura --help`, the argument checks and
+    the audio analysis process's start must not wait for torch)."""
+    from pipeline.model_factory import KAGURA
 
     return KAGURA
 
 
 def diffusion_arg(text: str) -> Path | str:
     """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder."""
-    kagura = _kagura()  # given --diffusion, the render needs torch anyway
+    kagura = _kagura()
     return kagura if text == kagura else Path(text)
 
 

@@ -90,7 +90,11 @@ class BaseStage:
 
 
 class Sink(Protocol):
-    """End of the chain: consumes frames, produces a file or a display."""
+    """End of the chain: consumes frames, produces a file or a display.
+
+    A sink may also have `launch(ctx)`: `Graph.run` calls it before any stage's `setup`, to
+    launch slow work that needs nothing from the stages (encoder processes starting up), so
+    it runs while the stages set up; `setup` then waits for it."""
 
     name: str
     needs: Spec

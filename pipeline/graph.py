@@ -137,6 +137,9 @@ class Graph:
 
         prepared: list = []
         try:
+            launch = getattr(self.sink, "launch", None)
+            if callable(launch):  # its processes start up while the stages set up
+                launch(ctx)
             for part in [*self.stages, self.sink]:
                 part.setup(ctx)
                 prepared.append(part)

@@ -20,6 +20,11 @@ from pathlib import Path
 
 from core.errors import UsageError
 
+# what `--diffusion kagura` (and the cuda default) names: the shipped weights. Here, not in
+# pipeline.diffusion (torch): a render's argument checks name it before torch is imported,
+# and the audio analysis process starts only while torch is not yet in this process
+KAGURA = "kagura"
+
 
 def notice(text: str) -> None:
     print(f"kagura: {text}", file=sys.stderr)
@@ -89,7 +94,7 @@ def load_diffusion_models(
     be loaded (a notice says why, on stderr and to `on_notice`, and the caller goes on with the
     procedural look)."""
     from pipeline.diffusion import ModelError, load_models, random_weights
-    from pipeline.diffusion.kagura_model import KAGURA, load_kagura
+    from pipeline.diffusion.kagura_model import load_kagura
 
     if diffusion == KAGURA:
         try:

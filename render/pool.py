@@ -98,12 +98,15 @@ def _slot_layout(width: int, height: int) -> tuple[int, int]:
 
 
 def _render_main(
-    index, track, width, height, palette, line, avatar, mapping, tasks: Connection, out
+    index, offline, width, height, palette, line, avatar, mapping, tasks: Connection, out
 ):
     """Entry point of a render process (spawned).
 
-    Offline (a `track`): tasks are (frame, slot, rig matrices, previous matrices) — the pool's
-    main process steps the one rig. Live (`track` None, render.process): tasks are
+    Offline: tasks are (frame, slot, params, rig matrices, previous matrices) — the pool's main
+    process steps the one rig. The frame's params travel with its task, not the whole track
+    with the spawn: a spawn's arguments go down a pipe, and over the pipe's 64 KiB the parent
+    waits for the child's interpreter to start reading (a song's track is larger). Live
+    (render.process): tasks are
     ("base", frame, slot, params) — the whole idol into `slot`, this worker's renderer stepping
     its own rig — and ("mouth", frame, offset, params) — the late mouth
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
@@ -116,7 +119,7 @@ def _render_main(
         from render.avatar_source import as_spec
 
         renderer = as_spec(avatar).make_renderer(width, height, palette, line)
-        if track is not None:
+        if offline:
             rig = renderer.rig = _GivenRig()
         image_bytes, slot_bytes = _slot_layout(width, height)
         base_rgba = None  # live: the worker's copy of the frame the next mouth goes on
@@ -135,7 +138,7 @@ def _render_main(
                 renderer.with_motion = False
                 continue
             t0 = time.perf_counter()
-            if track is None and msg[0] == "mouth":
+            if not offline and msg[0] == "mouth":
                 _, frame, offset, params = msg
                 x0, y0, x1, y1 = box = renderer.redraw_mouth(base_rgba, params)
                 dst = mapping.array(offset, (y1 - y0, x1 - x0, 4), np.uint8)
@@ -143,24 +146,24 @@ def _render_main(
                 del dst
                 out.send(("mouth", frame, box, (time.perf_counter() - t0) * 1e3))
                 continue
-            if track is None:
+            if not offline:
                 _, frame, slot, params = msg
             else:
-                frame, slot, mats, prev = msg
+                frame, slot, params, mats, prev = msg
                 rig.next = mats
                 # the previous frame's pixel matrices, as IdolRenderer.render computes them
                 renderer.prev = None if prev is None else renderer.view[None] @ prev
             base = slot * slot_bytes
             img = mapping.array(base, (height, width, 4), np.uint8)
             mot = mapping.array(base + image_bytes, (height, width, 2), np.float32)
-            if track is None:  # the worker keeps its own copy for the mouths to come
+            if not offline:  # the worker keeps its own copy for the mouths to come
                 out_frame = renderer.render_base(params)
                 base_rgba = out_frame.rgba
                 img[...] = base_rgba
             elif hasattr(renderer, "render_into"):  # straight into the slot, no copy
-                out_frame = renderer.render_into(track[frame], img)
+                out_frame = renderer.render_into(params, img)
             else:
-                out_frame = renderer.render(track[frame])
+                out_frame = renderer.render(params)
                 img[...] = out_frame.rgba
             if out_frame.motion is not None:
                 mot[...] = out_frame.motion
@@ -285,7 +288,7 @@ class PooledRenderStage(BaseStage):
     def _start(self) -> None:
         ctx = spawn_context()
         for k in range(self.workers):
-            args = (k, self.track, self.width, self.height, self.palette, self.line, self.avatar)
+            args = (k, True, self.width, self.height, self.palette, self.line, self.avatar)
             proc, task_w, res_r = start_worker(
                 ctx, _render_main, (*args, self._arena.handle), f"kagura-render-{k}"
             )
@@ -314,10 +317,11 @@ class PooledRenderStage(BaseStage):
         while self._next < limit:
             j = self._next
             # the rig steps through the track in order, exactly as IdolRenderer.render does
-            mats = self._rig.matrices(self.track[j].clamped())
+            params = self.track[j]
+            mats = self._rig.matrices(params.clamped())
             k = int(np.argmin(self._outstanding))
             try:
-                self._tasks[k].send((j, j % self.in_flight, mats, self._prev_mats))
+                self._tasks[k].send((j, j % self.in_flight, params, mats, self._prev_mats))
             except OSError:
                 self._raise_dead(k, j)
             self._outstanding[k] += 1

@@ -194,7 +194,7 @@ class RenderProcessStage(BaseStage):
         # the mouth's box (at most a whole image)
         self._box_at = LIVE_SLOTS * slot_bytes
         self._arena = SharedArena(self._box_at + image_bytes, "kagura-live-render")
-        args = (0, None, self.width, self.height, self.palette, self.line, self.avatar)
+        args = (0, False, self.width, self.height, self.palette, self.line, self.avatar)
         args = (*args, self._arena.handle)
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"

@@ -80,16 +80,21 @@ def test_every_command_still_parses_when_all_are_filled():
     assert (args.bench, args.repeats) == ("e2e", 1)
 
 
-def test_a_refused_render_is_reported_without_importing_torch(tmp_path):
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_refused_render_is_reported_without_importing_torch(tmp_path, device):
     """The one-line error of a render refused before any work (an existing output, no -y)
-    does not wait for torch: the error types are looked up only where they were imported."""
+    does not wait for torch: the error types are looked up only where they were imported.
+    On cuda the request names Kagura's model by default; naming it imports no torch either,
+    so the audio analysis process can start before torch is imported (app/early_analysis.py)."""
     out = tmp_path / "out.mp4"
     out.write_bytes(b"an earlier render")
+    argv = ["render", "SONG", "-o", str(out), "--quiet", "--device", device]
     action = (
         "from app.cli import main\n"
         "from audio.demo_song import demo_song_path\n"
+        f"argv = [str(demo_song_path()) if a == 'SONG' else a for a in {argv!r}]\n"
         "with contextlib.redirect_stderr(io.StringIO()) as err:\n"
-        f"    code = main(['render', str(demo_song_path()), '-o', {str(out)!r}, '--quiet'])\n"
+        "    code = main(argv)\n"
         "assert code == 2, code\n"
         "assert err.getvalue().startswith('kagura: error: '), err.getvalue()"
     )

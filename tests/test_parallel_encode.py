@@ -210,6 +210,52 @@ def test_encoder_crash_is_one_clear_error_and_leaves_nothing(tmp_path):
     assert all(p.exitcode is not None for p in sink._procs)  # every worker is gone
 
 
+class SeesEncoders(BaseStage):
+    """Records, in its own setup, which encoder processes are already running; optionally
+    fails there (a stage set-up error, e.g. a model that does not load)."""
+
+    name = "sees_encoders"
+    needs = spec("image")
+
+    def __init__(self, sink: SegmentedVideoSink, fail: bool = False):
+        self.sink, self.fail, self.seen = sink, fail, None
+
+    def setup(self, ctx: Context) -> None:
+        self.seen = [p.is_alive() for p in self.sink._procs]
+        if self.fail:
+            raise RuntimeError("this stage could not set up")
+
+    def process(self, frame: Frame) -> Frame:
+        return frame
+
+
+def test_encoders_start_up_while_the_stages_set_up(tmp_path):
+    """Graph.run launches the sink's encoder processes before the stages' setup (they import
+    and open libx264 meanwhile) and waits for them only in the sink's own setup."""
+    path = tmp_path / "early.mp4"
+    n = 30
+    sink = SegmentedVideoSink(path, W, H, FPS, tone(n * SR // FPS), SR, encoders=2, gop_frames=6)
+    sees = SeesEncoders(sink)
+    Graph(Numbered(n), spec("params", "image", size=(W, H)), [sees], sink).run(
+        Context(W, H, FPS, SR)
+    )
+    assert sees.seen == [True, True]
+    assert probe(path).video_frames == n
+
+
+def test_a_stage_that_fails_to_set_up_after_the_launch_leaves_nothing(tmp_path):
+    path = tmp_path / "never.mp4"
+    n = 30
+    sink = SegmentedVideoSink(path, W, H, FPS, tone(n * SR // FPS), SR, encoders=2, gop_frames=6)
+    sees = SeesEncoders(sink, fail=True)
+    graph = Graph(Numbered(n), spec("params", "image", size=(W, H)), [sees], sink)
+    with pytest.raises(RuntimeError, match="could not set up"):
+        graph.run(Context(W, H, FPS, SR))
+    assert sees.seen == [True, True]  # launched, then stopped
+    assert os.listdir(tmp_path) == []  # no file, no partial, no claim left behind
+    assert all(p.exitcode is not None for p in sink._procs)
+
+
 def test_bad_paths_and_settings(tmp_path):
     with pytest.raises(ValueError, match=r"MP4.*only"):
         SegmentedVideoSink(tmp_path / "a.webm", W, H, FPS, None, SR)

@@ -52,6 +52,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from pipeline.model_factory import KAGURA  # re-exported: its torch-free home
+
 __all__ = [
     "KAGURA",
     "KAGURA_AE_CONFIG",
@@ -293,9 +295,6 @@ def build_kagura(seed: int = 0):
         random=False,
         label="Kagura model (untrained)",
     )
-
-
-KAGURA = "kagura"  # what `--diffusion kagura` (and the cuda default) names: the shipped weights
 
 
 def load_kagura(

@@ -410,15 +410,30 @@ class SegmentedVideoSink(EncodedFileSink):
         self._os_error: OSError | None = None
         self._params: bytes | None = None
         self._last_dts: int | None = None
-        self._state = "new"  # new → open → done | aborted
+        self._state = "new"  # new → launched → open → done | aborted
 
     # ------------------------------------------------------------------ life cycle
 
-    def setup(self, ctx: Context) -> None:
+    def launch(self, ctx: Context) -> None:
+        """Claim the output and launch the encoder processes, without waiting for them (see
+        core.stage.Sink); `setup` waits. Called by `setup` when nobody called it."""
+        if self._state != "new":
+            raise RuntimeError(f"{self.path}: launch() on a sink that is {self._state}")
         self._check_setup(ctx)
         self._claim()
         try:
-            self._start_workers()
+            self._spawn_workers()
+        except BaseException:
+            self._teardown()
+            self._release_partial(0)
+            raise
+        self._state = "launched"
+
+    def setup(self, ctx: Context) -> None:
+        if self._state == "new":
+            self.launch(ctx)
+        try:
+            self._wait_workers()
             self._open_container()
         except BaseException:
             self._teardown()
@@ -517,7 +532,7 @@ class SegmentedVideoSink(EncodedFileSink):
 
     # ------------------------------------------------------------------ workers
 
-    def _start_workers(self) -> None:
+    def _spawn_workers(self) -> None:
         ctx = spawn_context()
         slot_bytes = page_round(self.width * self.height * 4)
         self._arena = SharedArena(slot_bytes * self.slots * self.encoders, "kagura-encode")
@@ -554,6 +569,8 @@ class SegmentedVideoSink(EncodedFileSink):
             self._recv.append(out_r)
             self._free.append(free)
             self._next_slot.append(0)
+
+    def _wait_workers(self) -> None:
         # wait until every encoder has opened libx264: bad settings fail here, not at frame 1
         late = EncoderWorkerError(f"{self.path}: encoders did not start in time")
         wait_started(set(range(self.encoders)), self.start_timeout_s, self._collect_ready, late)
