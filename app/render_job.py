@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,6 +365,7 @@ def check_gpu_choice(
 
         if not torch.cuda.is_available():
             raise UsageError(NO_CUDA)
+        _start_cuda_init(torch)
     if diffusion is not None and diffusion != _kagura():
         from pipeline.diffusion import ModelError
 
@@ -373,6 +375,18 @@ def check_gpu_choice(
                 diffusion,
                 f"{what} (expected a diffusers checkpoint folder with unet/, vae/, ...)",
             )
+
+
+def _start_cuda_init(torch) -> None:
+    """Create the CUDA context on a thread of its own: the driver's part of it runs without the
+    GIL, beside this thread's imports and decoding; the first CUDA call here waits for it
+    (torch's lazy-init lock). A failure is left for that call to raise."""
+
+    def init() -> None:
+        with contextlib.suppress(Exception):
+            torch.cuda.init()
+
+    threading.Thread(target=init, name="kagura-cuda-init", daemon=True).start()
 
 
 def check_gpu_options(req: RenderRequest) -> None:
