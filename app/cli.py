@@ -432,19 +432,22 @@ def _render(args: argparse.Namespace, audio: Path) -> int:
 
     # the audio analysis runs on another core while torch, the models and the stages load
     # here; started once the request is known to be possible (a refused one starts no
-    # process), on cuda before check_request, which imports torch there
-    analysis = None
+    # process). On cuda the audio is decoded and handed to it before the GPU checks, which
+    # import torch: it is analysed meanwhile
+    analysis = early = None
     try:
         req = render_request(args, audio)
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
-        if req.device != "cpu":
-            analysis = start_analysis()
-        render_job.check_request(req)
-        if analysis is None:
-            analysis = start_analysis()
+        gpu = req.device != "cpu"
+        render_job.check_request(req, gpu=not gpu)
+        analysis = start_analysis()
+        if gpu:
+            if analysis is not None:
+                early = render_job.TrackInProgress(req, analysis.analyze)
+            render_job.check_gpu_options(req)
         mark("checked")
         graph, ctx, total = render_job.build_graph(
-            req, analyze=analysis.analyze if analysis is not None else None
+            req, analyze=analysis.analyze if analysis is not None else None, early=early
         )
     finally:
         if analysis is not None:

@@ -193,8 +193,9 @@ def resolve_workers(req: RenderRequest, frames: int) -> tuple[int, int]:
     return encoders, workers
 
 
-def check_request(req: RenderRequest) -> None:
-    """Fail fast, before any decoding or rendering, on arguments that cannot work."""
+def check_request(req: RenderRequest, gpu: bool = True) -> None:
+    """Fail fast, before any decoding or rendering, on arguments that cannot work. `gpu=False`:
+    all but the GPU options (`check_gpu_options`, which imports torch on cuda)."""
     from pipeline.sinks.video_file import check_output_path
 
     try:
@@ -210,7 +211,8 @@ def check_request(req: RenderRequest) -> None:
         raise UsageError(f"--start {req.start_s}: expected a time in seconds >= 0")
     if req.seconds is not None and req.seconds <= 0:
         raise UsageError(f"--seconds {req.seconds}: expected a duration in seconds > 0")
-    check_gpu_options(req)
+    if gpu:
+        check_gpu_options(req)
     check_workers(req)
     if not req.output.parent.is_dir():
         try:
@@ -497,30 +499,54 @@ def decode_for_render(req: RenderRequest):
     return encodable_rate(clip)
 
 
-def build_graph(
-    req: RenderRequest, sink_factory: Callable | None = None, analyze: Callable | None = None
-) -> tuple[Graph, Context, int]:
-    """Decode, analyse and assemble; returns the graph, its context and the frame count.
-    `analyze`: in place of `analyze_clip`, same arguments (the CLI's runs in its own process,
-    app/early_analysis.py)."""
-    from presets.loader import load_preset
+class TrackInProgress:
+    """`req`'s audio, decoded now, and its AvatarTrack being made elsewhere: `analyze` (same
+    arguments as `analyze_clip`; the CLI's runs in its own process, app/early_analysis.py) is
+    handed the clip at once, so it works on another core while this process imports torch,
+    loads the model and builds the stages (a thread here only waits on the pipe)."""
 
-    if analyze is not None:
-        # the analysis runs elsewhere: hand it the clip first, so that it works on another
-        # core while this process imports torch, loads the model and builds the stages (a
-        # thread only waits on the pipe)
+    def __init__(self, req: RenderRequest, analyze: Callable) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        clip = decode_for_render(req)
-        pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
-        pending = pool.submit(analyze, clip, req.fps, seed=req.seed)
+        self.clip = decode_for_render(req)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
+        self._pending = self._pool.submit(analyze, self.clip, req.fps, seed=req.seed)
+
+    def track(self):
+        try:
+            return self._pending.result()
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def drop(self) -> None:
+        """Not waiting for it (a bad preset or checkpoint): the caller ends the analysis
+        process, which frees the thread."""
+        self._pool.shutdown(wait=False)
+
+
+def build_graph(
+    req: RenderRequest,
+    sink_factory: Callable | None = None,
+    analyze: Callable | None = None,
+    early: TrackInProgress | None = None,
+) -> tuple[Graph, Context, int]:
+    """Decode, analyse and assemble; returns the graph, its context and the frame count.
+    `analyze`: in place of `analyze_clip`, same arguments; `early`: the decoding and the
+    analysis already under way (`TrackInProgress`)."""
+    from presets.loader import load_preset
+
+    if early is None and analyze is not None:
+        early = TrackInProgress(req, analyze)
+    if early is not None:
+        clip = early.clip
         try:
             share_cores_with_other_stages()
             preset = load_preset(req.preset)
             models = diffusion_models(req) if req.diffusion_on else None
-            track = pending.result()
-        finally:  # on a bad preset or checkpoint the caller ends the analysis process, which
-            pool.shutdown(wait=False)  # frees the thread
+        except BaseException:
+            early.drop()
+            raise
+        track = early.track()
     else:
         share_cores_with_other_stages()
         preset = load_preset(req.preset)
