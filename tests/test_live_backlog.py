@@ -17,39 +17,15 @@ import pytest
 
 from audio.calibration import default_profile_path, load_profile
 from audio.live_resample import LowDelayResampler
-from audio.ringbuffer import RingBuffer, RingReader, RingSource
+from audio.ringbuffer import RingBuffer, RingReader
 from core.clock import NS_PER_S, samples_to_ns
 from pipeline.live import LiveSession
 from pipeline.live_analysis import ANALYSIS_KEEP_S
 from pipeline.queues import BoundedQueue, Policy
 from pipeline.shedding import SHED_AFTER_S, SHED_HOLD_S, SHED_MAX_S, Shedder
+from tests.written_audio import RATE, WrittenAudio
 
-RATE = 48_000  # not the profile's rate: the resampler's delay is in the clock mapping too
 HOP_NS = 10_000_000
-
-
-class WrittenAudio(RingSource):
-    """Mono audio the test writes; each write is published in one step."""
-
-    def __init__(self, seconds: float = 10.0) -> None:
-        n = int(seconds * RATE)
-        self.sample_rate = RATE
-        self.ring = RingBuffer(n, 1, max_block=n)
-        self.state = "running"
-        self._stop = threading.Event()
-        self._thread = None
-        self.read_from = threading.Event()  # set when the analysis has its reader
-
-    def reader(self, position=None):
-        r = super().reader(position)
-        self.read_from.set()
-        return r
-
-    def start(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.state = "closed"
 
 
 class SeenParams(BoundedQueue):

@@ -12,7 +12,7 @@ import numpy as np
 
 from audio.calibration import default_profile_path, load_profile
 from pipeline.live import LiveSession
-from tests.test_live_backlog import RATE, WrittenAudio
+from tests.written_audio import RATE, WrittenAudio
 
 
 class StartedOnce(WrittenAudio):
