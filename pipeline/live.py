@@ -69,7 +69,7 @@ from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder, RecordingSlot
 from pipeline.live_source import AudioSource, FilePlayback, MasterClock, SourceWatch
 from pipeline.live_stats import GpuFigures, snapshot
-from pipeline.look import Look, build_look
+from pipeline.look import Look, build_look, launch_render_process
 from pipeline.queues import BoundedQueue, Policy
 
 __all__ = [
@@ -164,29 +164,44 @@ class LiveSession:
             gate_db=gate_db,
             smoothing=smoothing,
         )
-        self.analysis.prepare()  # not in `start`: the first frames would wait for it
-        self.state = "stopped"
-        self.error: str | None = None
-        share_cores_with_other_stages()
-        device = gpu.device if gpu is not None else "cpu"
-        # GPU sessions draw the idol in a process of their own (render/process.py)
         render_process = bool(getattr(gpu, "render_process", False))
-        # a chain with a model paints from the look without its screen effects
-        for_model = gpu is not None and gpu.load_models() is not None
+        # GPU sessions draw the idol in a process of their own (render/process.py): started
+        # first, it gets ready while the engines below are built and the models load
+        first_render = launch_render_process(preset, render_size) if render_process else None
+        launched = [first_render] if first_render is not None else []
+        try:
+            self.analysis.prepare()  # not in `start`: the first frames would wait for it
+            self.state = "stopped"
+            self.error: str | None = None
+            share_cores_with_other_stages()
+            device = gpu.device if gpu is not None else "cpu"
+            # a chain with a model paints from the look without its screen effects
+            for_model = gpu is not None and gpu.load_models() is not None
 
-        def build(preset: Any, transparent: bool) -> Look:
-            return build_look(
-                preset, render_size, self.fps, transparent, device, render_process, for_model
+            def build(preset: Any, transparent: bool) -> Look:
+                render = launched.pop() if launched else None  # the first look's, started above
+                return build_look(
+                    preset,
+                    render_size,
+                    self.fps,
+                    transparent,
+                    device,
+                    render_process,
+                    for_model,
+                    render=render,
+                )
+
+            self.looks = LookSwitcher(
+                build,
+                preset,
+                transparent,
+                self.timings,
+                lambda msg: self._notify("error", msg),
+                thread_name=f"{_THREAD_PREFIX}-look",
             )
-
-        self.looks = LookSwitcher(
-            build,
-            preset,
-            transparent,
-            self.timings,
-            lambda msg: self._notify("error", msg),
-            thread_name=f"{_THREAD_PREFIX}-look",
-        )
+        finally:  # not used: the first look was never built (a bad preset, a broken model)
+            for unused in launched:
+                unused.close()
         self._gpu: Any = None
         if gpu is not None:
             chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)

@@ -30,6 +30,18 @@ class Look:
                 stage.close()
 
 
+def launch_render_process(preset: Any, size: tuple[int, int]) -> Any:
+    """The render process of `preset`'s look at `size`, started now and not waited for
+    (RenderProcessStage.launch); `build_look(..., render=it)` makes the look with it."""
+    from presets.loader import load_preset
+    from render.process import RenderProcessStage
+
+    p = load_preset(preset) if isinstance(preset, str) else preset
+    stage = RenderProcessStage(size[0], size[1], p.palette, p.line)
+    stage.launch()
+    return stage
+
+
 def build_look(
     preset: Any,
     size: tuple[int, int],
@@ -38,13 +50,15 @@ def build_look(
     device: str = "cpu",
     render_process: bool = False,
     for_model: bool = False,
+    render: Any = None,
 ) -> Look:
     """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
     `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
     warm-up frame goes through stylize on the GPU). `render_process`: the idol is drawn by a
     worker process of its own (render/process.py: same pixels, no GIL shared with the
     session's other threads) instead of on the frame thread. `for_model`: Kagura's model
-    paints the look (pipeline.stylize.model_input: its screen effects off)."""
+    paints the look (pipeline.stylize.model_input: its screen effects off). `render`: the
+    render stage, made (and perhaps launched) by the caller for this preset and size."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.process import RenderProcessStage
@@ -55,8 +69,9 @@ def build_look(
     p = load_preset(preset) if isinstance(preset, str) else preset
     w, h = size
     ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
-    make = RenderProcessStage if render_process else RenderStage
-    render = make(w, h, p.palette, p.line)
+    if render is None:
+        make = RenderProcessStage if render_process else RenderStage
+        render = make(w, h, p.palette, p.line)
     stylize = StylizeStage(p, w, h, transparent=transparent, for_model=for_model)
     try:
         render.setup(ctx)

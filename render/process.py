@@ -90,23 +90,46 @@ class RenderProcessStage(BaseStage):
         self._prepared: int | None = None  # the frame the worker was asked to draw
         self._collected: tuple | None = None  # (frame, image, motion, ms): copied out early
         self._box_at = 0  # where the worker writes the mouth's box in the arena
+        self._launched = False  # the worker is started, and not yet known to be ready
 
     def setup(self, ctx: Context) -> None:
         import torch
 
         self.pin = ctx.extras.get("device") == "cuda" and torch.cuda.is_available()
         self._prepared = self._collected = None
+        if self._launched:
+            self._await_launched()
+            return
         if self._proc is not None:
             try:
                 self._task.send("reset")  # the rig and the motion history start afresh
             except OSError:
                 self._raise_dead(None)
             return
+        self.launch()
+        self._await_launched()
+
+    def launch(self) -> None:
+        """Start the worker without waiting for it: its imports and its idol take a good part
+        of a second, which a caller with other work (the live session's set-up) lets pass
+        meanwhile; `setup` then waits for it."""
+        if self._proc is not None:
+            return
         try:
-            self._start()
+            self._spawn()
         except BaseException:
             self.close()
             raise
+        self._launched = True
+
+    def _await_launched(self) -> None:
+        late = RenderWorkerError("render process: did not start in time")
+        try:
+            wait_started({0}, self.start_timeout_s, self._await_ready, late)
+        except BaseException:
+            self.close()
+            raise
+        self._launched = False
 
     def close(self) -> None:
         if self._task is not None:
@@ -115,6 +138,7 @@ class RenderProcessStage(BaseStage):
         conns = [c for c in (self._task, self._result) if c is not None]
         stop_processes([self._proc] if self._proc is not None else [], conns, grace_s=2.0)
         self._proc, self._task, self._result = None, None, None
+        self._launched = False
         if self._arena is not None:
             self._arena.close()
             self._arena = None
@@ -188,7 +212,7 @@ class RenderProcessStage(BaseStage):
 
     # ------------------------------------------------------------------ the worker
 
-    def _start(self) -> None:
+    def _spawn(self) -> None:
         image_bytes, slot_bytes = _slot_layout(self.width, self.height)
         # a slot per frame in flight (one copied out while the next is drawn), then room for
         # the mouth's box (at most a whole image)
@@ -199,8 +223,6 @@ class RenderProcessStage(BaseStage):
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"
         )
-        late = RenderWorkerError("render process: did not start in time")
-        wait_started({0}, self.start_timeout_s, self._await_ready, late)
 
     def _await_ready(self, waiting: set[int]) -> None:
         msg = self._receive(timeout=1.0)

@@ -183,3 +183,49 @@ def test_a_live_look_can_draw_in_its_own_process():
         look.close()
     proc.join(5.0)
     assert not proc.is_alive()
+
+
+def test_a_launched_worker_is_waited_for_by_setup_and_draws_the_same(preset):
+    """launch() starts the worker and returns before it is ready (the live session's set-up
+    goes on meanwhile); setup() waits for it; frames are the in-process ones."""
+    frames = list(track_frames(synthetic_track(4, FPS, seed=5)))
+    ctx = Context(W, H, FPS, 48000, mode="live")
+    here = RenderStage(W, H, preset.palette, preset.line)
+    there = RenderProcessStage(W, H, preset.palette, preset.line)
+    here.setup(ctx)
+    there.launch()
+    try:
+        assert there._proc.is_alive()
+        there.launch()  # once only
+        pid = there._proc.pid
+        there.setup(ctx)
+        assert there._proc.pid == pid
+        for f in frames:
+            assert np.array_equal(here.process(f).image.numpy(), there.process(f).image.numpy())
+    finally:
+        there.close()
+
+
+def test_a_launched_worker_never_set_up_is_stopped_by_close(preset):
+    stage = RenderProcessStage(W, H, preset.palette, preset.line)
+    stage.launch()
+    proc = stage._proc
+    stage.close()
+    proc.join(5.0)
+    assert not proc.is_alive()
+
+
+def test_a_look_made_with_a_launched_render_process():
+    """What a GPU live session does for its first look: the render process is started before
+    the session's other set-up, then the look is built with it."""
+    from pipeline.look import build_look, launch_render_process
+
+    early = launch_render_process("studio", (W, H))
+    look = build_look("studio", (W, H), FPS, False, render_process=True, render=early)
+    try:
+        assert look.render is early and early._proc.is_alive()
+        f = look.render.process(next(iter(track_frames(synthetic_track(1, FPS)))))
+        assert f.image.shape == (H, W, 4)
+    finally:
+        look.close()
+    assert early._proc is None
