@@ -2,7 +2,7 @@
 
 Prompts for A I U E O (and an optional hum for N), records each for `--seconds`, shows how
 confidently the new profile recognises each recording, and saves it to your profile
-(``platformdirs.user_config_dir("kagura")/lipsync-profile.json``, or ``--profile``); an existing
+(``core.paths.profile_file()``, or ``--profile``); an existing
 profile is first copied to a timestamped backup beside it.
 
 Recording goes through ``audio.capture.record`` — the same device choice, rate negotiation and

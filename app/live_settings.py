@@ -30,7 +30,7 @@ from pipeline.sinks.output import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-SETTINGS_FILE = "live_app.json"
+SETTINGS_FILE = "live_app.json"  # = core.paths.SETTINGS_FILE
 SECRET_FILE = "obs_password"
 KEYRING_SERVICE = "kagura-obs-websocket"
 MAX_TEXT = 4096  # a name, a path or a host longer than this is damage, not a setting
@@ -83,12 +83,9 @@ DEFAULTS: dict[str, Any] = {**LiveSettingsModel().model_dump(), "obs_password": 
 
 
 def config_dir() -> Path:
-    env = os.environ.get("KAGURA_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
+    from core.paths import config_dir as folder  # the one directory rule
 
-    return Path(platformdirs.user_config_dir("kagura"))
+    return folder()
 
 
 def _short(value: Any) -> str:
