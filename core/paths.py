@@ -7,6 +7,8 @@
     cache_dir(kind)     ($KAGURA_CACHE_DIR, else platformdirs.user_cache_dir("kagura"))/kind
                         numba, inductor, looks, the lip-sync corpus, ...: safe to delete
     weights_dir(shipped) $KAGURA_WEIGHTS_DIR, else the shipped weights folder (Kagura's model)
+    recordings_dir()    platformdirs.user_videos_dir()/Kagura (the live app's default; the
+                        window's record_dir setting overrides it)
 
 Each variable names the folder itself (not a parent), so a test or a portable install moves
 one kind of file with one variable; KAGURA_CONFIG_DIR moves the settings, the profile and the
@@ -76,3 +78,10 @@ def weights_dir(shipped: Path) -> Path:
     """Kagura's model weights: $KAGURA_WEIGHTS_DIR (e.g. `kagura train --export`), else
     `shipped`, the folder that comes with the code."""
     return _env(WEIGHTS_ENV) or shipped
+
+
+def recordings_dir() -> Path:
+    """Where the live app records to unless its settings name a folder."""
+    import platformdirs
+
+    return Path(platformdirs.user_videos_dir()) / "Kagura"
