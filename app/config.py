@@ -161,8 +161,9 @@ def resolve_sizes(
 
 
 def _kagura() -> str:
-    """What `--diffusion kagura` names (imported on use: pipeline.diffusion imports torch)."""
-    from pipeline.diffusion.kagura_model import KAGURA
+    """What `--diffusion kagura` names (torch-free: the argument checks, and the audio analysis
+    process's start on cuda, must not wait for torch)."""
+    from pipeline.model_factory import KAGURA
 
     return KAGURA
 

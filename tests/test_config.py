@@ -297,3 +297,21 @@ def test_one_folder_rule_for_settings_profile_presets_and_caches(tmp_path, monke
     assert paths.weights_dir(shipped) == shipped
     monkeypatch.setenv("KAGURA_WEIGHTS_DIR", str(tmp_path / "retrained"))
     assert paths.weights_dir(shipped) == tmp_path / "retrained"
+
+
+def test_the_default_look_per_device_is_resolved_once(tmp_path):
+    """On cuda the render and live configs carry Kagura's own model unless told otherwise (the
+    namespace keeps what was typed); `bench offline` asks for no default model."""
+    from pipeline.model_factory import KAGURA
+
+    out = str(tmp_path / "x.mp4")
+    args = _parse("render", "a.wav", "-o", out, "--device", "cuda")
+    assert render_config(args).gpu.diffusion == KAGURA and args.diffusion is None
+    assert render_config(args, default_model=False).gpu.diffusion is None
+    no = render_config(_parse("render", "a.wav", "-o", out, "--device", "cuda", "--no-diffusion"))
+    assert no.gpu.diffusion is None and not no.gpu.diffusion_on
+    rand = live_config(_parse("live", "--device", "cuda", "--diffusion-random", "tiny"))
+    assert rand.gpu.diffusion is None and rand.gpu.diffusion_random == "tiny"
+    assert live_config(_parse("live", "--device", "cuda")).gpu.diffusion == KAGURA
+    cpu = render_config(_parse("render", "a.wav", "-o", out))
+    assert cpu.gpu.diffusion is None and not cpu.gpu.requested
