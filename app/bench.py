@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.render_job import parse_size
+from app.config import parse_size
 from core.benchdoc import machine_line, today, write_section
 
 GOAL_FPS = 30.0

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.render_job import parse_size
+from app.config import parse_size
 from core.benchdoc import machine_line, today, write_section
 from core.stats import median_p99
 

@@ -39,7 +39,7 @@ from app.errors import UsageError
 from core.stats import median_p99, percentile
 
 COMMANDS = ("render", "demo", "live")
-CACHE_VARS = ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+CACHE_VARS = ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "KAGURA_CACHE_DIR")
 SONG = Path(__file__).resolve().parents[1] / "audio" / "assets" / "demo_song.ogg"
 # the phases of a run, each from the previous event to this one
 PHASES = (

@@ -175,10 +175,10 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     return b
 
 
-def _run_app(platform: str, args: argparse.Namespace, song: Path) -> dict:
+def _run_app(platform: str, args: argparse.Namespace, size: str, song: Path) -> dict:
     cmd = [
         sys.executable, "-m", "app.cli", "live", "--audio-file", str(song), "--no-play-out",
-        "--quit-after", f"{args.seconds:g}", "--size", args.size, "--preset", args.preset,
+        "--quit-after", f"{args.seconds:g}", "--size", size, "--preset", args.preset,
     ]  # fmt: skip
     env = {**os.environ, "KAGURA_CONFIG_DIR": tempfile.mkdtemp(prefix="kagura-bench-")}
     if platform == "xvfb":
@@ -210,8 +210,10 @@ def run(args: argparse.Namespace) -> int:
         return run_headless(args)
     if _gpu_options_given(args):
         raise UsageError("bench live: the GPU options need --headless")
-    if args.size is None:
-        args.size = "960x540"
+    size = args.size or "960x540"
+    from app.config import parse_size
+
+    parse_size(size)  # the one size rule, before any run
     from audio.demo_song import demo_song_path
 
     song = demo_song_path()
@@ -219,15 +221,15 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for platform in platforms:
         print(f"bench live: {platform} …", file=sys.stderr)
-        rows.append((platform, _run_app(platform, args, song)))
-    cmd = f"kagura bench live --seconds {args.seconds:g} --size {args.size} --preset {args.preset}"
+        rows.append((platform, _run_app(platform, args, size, song)))
+    cmd = f"kagura bench live --seconds {args.seconds:g} --size {size} --preset {args.preset}"
     lines = [
         "## Desktop app, live path on the CPU",
         "",
         f"- date: {today()}",
         f"- machine: {machine_line()}",
         f"- command: `{cmd}`",
-        f"- input: the demo song played through the live path at real-time pace ({args.size}, 30 fps, "
+        f"- input: the demo song played through the live path at real-time pace ({size}, 30 fps, "
         f"preset {args.preset}, procedural stages on the CPU, no GPU); each run includes start-up",
         f"- goal: UI thread under {UI_GOAL_MS:g} ms per displayed frame",
         "",
@@ -283,9 +285,9 @@ def measure_headless(args: argparse.Namespace) -> dict:
     import math
     import time
 
+    from app.config import live_gpu_config, parse_size
     from app.e2e_trace import mark
     from app.live_gpu import build_live_gpu
-    from app.render_job import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import FilePlayback, LiveSession
@@ -298,7 +300,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
         raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
-    gpu = build_live_gpu(args, args.device, size, preset=args.preset)
+    gpu = build_live_gpu(live_gpu_config(args), size)
     src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
     t_setup = time.perf_counter()
     session = LiveSession(src, args.preset, size=size or (960, 540), fps=args.fps, gpu=gpu)

@@ -57,21 +57,20 @@ def _frames(device: str, size: tuple[int, int], n: int):
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from app.config import parse_size
     from core.benchdoc import machine_line, today, write_section
+    from core.paths import weights_dir
     from pipeline.accel.timing import cuda_times
     from pipeline.diffusion import DiffusionStage
     from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS, load_kagura
     from pipeline.reference import make_reference
     from presets.loader import load_preset
 
-    try:
-        w, h = (int(v) for v in args.size.lower().split("x"))
-    except ValueError:
-        raise UsageError(f"--size {args.size!r}: expected WIDTHxHEIGHT") from None
+    w, h = parse_size(args.size)  # the one size rule of every command
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no CUDA device")
-    folder = args.weights or KAGURA_WEIGHTS
+    folder = args.weights or weights_dir(KAGURA_WEIGHTS)
     n = args.frames or (300 if cuda else 20)
     # the loader the product runs (plain torch for Kagura's own layers)
     models = load_kagura(dtype="float16", device=args.device, folder=folder)

@@ -299,39 +299,32 @@ def add_parser(bench_subparsers, add_render_options) -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> tuple[dict, int, int]:
+    from app.config import render_config
     from app.errors import UsageError
-    from app.render_job import (
-        PARALLEL_MIN_SECONDS,
-        check_request,
-        parse_workers,
-        resolve_sizes,
-        resolve_workers,
-    )
+    from app.render_job import PARALLEL_MIN_SECONDS, check_request, resolve_workers
 
     if args.seconds is None or args.seconds <= 0:
         raise UsageError(f"--seconds {args.seconds}: expected a duration in seconds > 0")
-    diffusion_on = args.diffusion is not None or args.diffusion_random is not None
-    (width, height), render_size = resolve_sizes(
-        args.size, args.diffusion_size, args.upscale, args.device, diffusion_on
-    )
+    # `kagura render`'s config, except that no diffusion runs unless asked (the chain timed is
+    # the one on the command line)
+    req = render_config(args, audio=SONG, output=Path("x.mp4"), default_model=False).request()
     cfg = {
-        "preset": args.preset,
-        "width": width,
-        "height": height,
-        "fps": args.fps,
-        "seconds": args.seconds,
-        "seed": args.seed,
-        "device": args.device,
-        "diffusion": str(args.diffusion) if args.diffusion else None,
-        "diffusion_random": args.diffusion_random,
-        "render_size": list(render_size) if render_size else None,
-        "upscale": args.upscale,
-        "temporal": args.temporal,
-        "cuda_graphs": args.cuda_graphs,
-        "x264_preset": args.x264_preset,
+        "preset": req.preset,
+        "width": req.width,
+        "height": req.height,
+        "fps": req.fps,
+        "seconds": req.seconds,
+        "seed": req.seed,
+        "device": req.device,
+        "diffusion": str(req.diffusion) if req.diffusion else None,
+        "diffusion_random": req.diffusion_random,
+        "render_size": list(req.render_size) if req.render_size else None,
+        "upscale": req.upscale,
+        "temporal": req.temporal,
+        "cuda_graphs": req.cuda_graphs,
+        "x264_preset": req.x264_preset,
     }
-    encoders = parse_workers(args.encoders, "--encoders")
-    workers = parse_workers(args.render_workers, "--render-workers")
+    encoders, workers = req.encoders, req.render_workers
     probe = _request({**cfg, "encoders": encoders, "render_workers": workers}, Path("x.mp4"))
     check_request(probe)
     # "auto" as a long render would resolve it on this machine; at least 2 encoders to compare

@@ -112,8 +112,8 @@ def _pct(values: list[float], q: float) -> float | None:
 def measure(args: argparse.Namespace) -> dict:
     import json
 
+    from app.config import live_gpu_config, parse_size
     from app.live_gpu import build_live_gpu
-    from app.render_job import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.live import FilePlayback, LiveSession
 
@@ -122,7 +122,7 @@ def measure(args: argparse.Namespace) -> dict:
     if not 1 <= args.fps <= 240:
         raise UsageError(f"--fps {args.fps}: expected 1..240")
     size = parse_size(args.size) if args.size else None
-    gpu = build_live_gpu(args, args.device, size, preset=args.preset)
+    gpu = build_live_gpu(live_gpu_config(args), size)
     src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
     session = LiveSession(src, args.preset, size=size or (960, 540), fps=args.fps, gpu=gpu)
     switch = sys.getswitchinterval()

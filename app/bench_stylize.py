@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import torch
 
-from app.render_job import parse_size
+from app.config import parse_size
 from core.avatar import AvatarParams
 from core.benchdoc import machine_line, today, write_section
 from core.stage import Context

@@ -18,7 +18,7 @@
                                                   the desktop app (live stage, OBS routes);
                                                   GPU stages + quality ladder when asked
     kagura lipsync AUDIO --json OUT [--live]      mouth openness and vowel weights as JSON
-    kagura calibrate [--device NAME]              record your vowels into a lip-sync profile
+    kagura calibrate [--mic NAME]                 record your vowels into a lip-sync profile
     kagura devices                                list audio input devices
     kagura bench render [...]                     offline render speed per preset → docs/BENCHMARKS.md
     kagura bench stylize [--device cuda] [...]    the preset post-process alone, CPU or GPU
@@ -120,7 +120,7 @@ def _add_render_options(p: argparse.ArgumentParser, x264_preset: str = "veryfast
     # --size: None here means "not given" (1280x720, or the diffusion size × --upscale)
     p.set_defaults(size=None)
     add_gpu_options(p)
-    from app.render_job import MAX_WORKERS, X264_PRESETS
+    from app.config import MAX_WORKERS, X264_PRESETS
 
     g = p.add_argument_group("parallel offline work (auto: one of each below 8 cores)")
     g.add_argument(
@@ -369,58 +369,24 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
 def render_request(args: argparse.Namespace, audio: Path):
     """The RenderRequest `kagura render` makes of its parsed options (not yet checked:
     app.render_job.check_output_safety / check_request do that)."""
-    from app.render_job import RenderRequest, default_diffusion, parse_workers, resolve_sizes
+    from app.config import render_config
 
-    args.diffusion = default_diffusion(args)
-    diffusion_on = args.diffusion is not None or args.diffusion_random is not None
-    (width, height), render_size = resolve_sizes(
-        args.size, args.diffusion_size, args.upscale, args.device, diffusion_on
-    )
-    return RenderRequest(
-        audio=audio,
-        output=args.output,
-        preset=args.preset,
-        width=width,
-        height=height,
-        fps=args.fps,
-        start_s=args.start,
-        seconds=args.seconds,
-        transparent=args.transparent,
-        seed=args.seed,
-        device=args.device,
-        diffusion=args.diffusion,
-        diffusion_random=args.diffusion_random,
-        render_size=render_size,
-        upscale=args.upscale,
-        temporal=args.temporal,
-        cuda_graphs=args.cuda_graphs,
-        encoders=parse_workers(args.encoders, "--encoders"),
-        render_workers=parse_workers(args.render_workers, "--render-workers"),
-        x264_preset=args.x264_preset,
-        overwrite=args.overwrite,
-        avatar=_avatar(args),
-    )
+    return render_config(args, audio=audio).request()
 
 
-def _avatar(args: argparse.Namespace):
-    """The `--avatar` source, loaded and checked before any work starts."""
-    from render.avatar_source import avatar_spec
-
-    return avatar_spec(getattr(args, "avatar", None))
-
-
-def _run_render(args: argparse.Namespace, audio: Path) -> int:
+def _run_render(cfg) -> int:
+    """Render `cfg` (an app.config.RenderConfig)."""
     from pipeline.cpu_memory import pause_gc_for_setup, resume_gc
 
-    if getattr(args, "device", "cpu") == "cpu":  # the GPU path's setup stays as it was
+    if cfg.gpu.device == "cpu":  # the GPU path's setup stays as it was
         pause_gc_for_setup()  # on again at the first frame (Graph.run), or here after an error
     try:
-        return _render(args, audio)
+        return _render(cfg)
     finally:
         resume_gc()
 
 
-def _render(args: argparse.Namespace, audio: Path) -> int:
+def _render(cfg) -> int:
     from app import render_job
     from app.e2e_trace import FrameMarks, mark
     from app.early_analysis import AnalysisProcess, worth_a_process
@@ -436,7 +402,7 @@ def _render(args: argparse.Namespace, audio: Path) -> int:
     # import torch: it is analysed meanwhile
     analysis = early = None
     try:
-        req = render_request(args, audio)
+        req = cfg.request()
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
         gpu = req.device != "cpu"
         render_job.check_request(req, gpu=not gpu)
@@ -454,7 +420,7 @@ def _render(args: argparse.Namespace, audio: Path) -> int:
             analysis.close()
     mark("graph built")
     try:
-        with RenderProgress(total, quiet=args.quiet, label=req.output.name) as progress:
+        with RenderProgress(total, quiet=cfg.quiet, label=req.output.name) as progress:
             frames = FrameMarks(progress.on_frame)
             graph.run(ctx, on_frame=frames)
             frames.close()
@@ -472,23 +438,24 @@ def _render(args: argparse.Namespace, audio: Path) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    return _run_render(args, args.audio)
+    from app.config import render_config
+
+    return _run_render(render_config(args))
 
 
 DEMO_OUT = Path("out/demo.mp4")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from app.config import render_config
     from audio.demo_song import demo_song_path
 
-    if args.output is None:  # Kagura's own default file: a second run has nothing to do
-        args.output = DEMO_OUT
-        if DEMO_OUT.exists() and not args.overwrite:
-            print(
-                f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr
-            )
-            return 0
-    return _run_render(args, demo_song_path())
+    # Kagura's own default file: a second run has nothing to do
+    if args.output is None and DEMO_OUT.exists() and not args.overwrite:
+        print(f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr)
+        return 0
+    cfg = render_config(args, audio=demo_song_path(), output=args.output or DEMO_OUT)
+    return _run_render(cfg)
 
 
 def cmd_still(args: argparse.Namespace) -> int:

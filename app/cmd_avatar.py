@@ -65,7 +65,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from app.render_job import parse_size
+    from app.config import parse_size
     from render.avatar_doc import load_avatar
     from render.avatar_report import found_lines
     from render.layered_rig import LayeredRig

@@ -1,12 +1,13 @@
-"""`kagura calibrate [--device NAME] [--seconds 2] [--profile PATH]`: record your vowels.
+"""`kagura calibrate [--mic NAME] [--seconds 2] [--profile PATH]`: record your vowels.
 
 Prompts for A I U E O (and an optional hum for N), records each for `--seconds`, shows how
 confidently the new profile recognises each recording, and saves it to your profile
-(``platformdirs.user_config_dir("kagura")/lipsync-profile.json``, or ``--profile``); an existing
+(``core.paths.profile_file()``, or ``--profile``); an existing
 profile is first copied to a timestamped backup beside it.
 
 Recording goes through ``audio.capture.record`` — the same device choice, rate negotiation and
-errors as live capture.
+errors as live capture. The microphone is `--mic`, as in `kagura live` (`--device` means the
+compute device everywhere; `--device NAME` here still works, with a deprecation notice).
 """
 
 from __future__ import annotations
@@ -29,10 +30,23 @@ PROMPTS = {
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("calibrate", help="record your vowels for live lip-sync")
-    p.add_argument("--device", default=None, help="input device name or index (default: system)")
+    p.add_argument("--mic", default=None, help="microphone: name or index (default: system)")
+    p.add_argument("--device", default=None, help="deprecated spelling of --mic")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per vowel (default 2)")
     p.add_argument("--profile", type=Path, default=None, help="where to save (default: yours)")
     return p
+
+
+def microphone(args: argparse.Namespace) -> str | None:
+    """--mic; the older `--device NAME` still picks the microphone, with a one-line notice."""
+    mic, old = getattr(args, "mic", None), getattr(args, "device", None)
+    if old is not None:
+        print(
+            f"kagura calibrate: --device {old!r} for the microphone is deprecated; "
+            f"use --mic {old!r}",
+            file=sys.stderr,
+        )
+    return mic if mic is not None else old
 
 
 def _recorder():
@@ -55,6 +69,7 @@ def run(args: argparse.Namespace, ask=input, say=print) -> int:
 
     if not (0.5 <= args.seconds <= 30):
         raise UsageError(f"--seconds must be between 0.5 and 30, got {args.seconds}")
+    mic = microphone(args)
     record = _recorder()
     recs: dict[str, np.ndarray] = {}
     sr = 16000
@@ -62,7 +77,7 @@ def run(args: argparse.Namespace, ask=input, say=print) -> int:
         answer = ask(f"[{v}] Hold {prompt} for {args.seconds:g} s. Enter to start: ")
         if v == "N" and answer.strip().lower().startswith("s"):
             continue
-        x, sr_v = record(args.seconds, args.device)
+        x, sr_v = record(args.seconds, mic)
         if sr_v != sr:  # profiles are made at the live engine's 16 kHz
             x = resample_mono(x, sr_v, sr)
         peak = float(np.max(np.abs(x))) if len(x) else 0.0

@@ -20,8 +20,14 @@ GPU stages (app/live_gpu.py, pipeline/live_gpu.py): any of `--device cuda`, `--d
 upscale into the live session, with the quality ladder holding the frame rate (`--budget-ms`,
 default 0.8 × the frame period). Without them the session is the CPU chain, as before.
 `--size` is then the OUTPUT size (render size × --upscale; default: 640x360 painted on cuda,
-× --upscale). `--device NAME` other than cpu/cuda still selects a microphone (the older
-spelling of `--mic`).
+× --upscale); it follows the one size rule of every command (app.config.parse_size).
+`--device` is the compute device; the microphone is `--mic` (`--device NAME` other than
+cpu/cuda still picks one, with a one-line deprecation notice: the older spelling).
+
+The options are layered over the app's settings (app/config.py `live_config`): a flag wins,
+else the value remembered in live_app.json (preset, microphone), else the default; a
+remembered preset that no longer exists falls back to studio with a notice in the window's
+banner; the preset it starts with (flag, remembered or default) is refused if broken.
 """
 
 from __future__ import annotations
@@ -34,16 +40,6 @@ import sys
 from pathlib import Path
 
 
-def _size(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected WxH like 960x540, got {text!r}") from None
-    if w <= 0 or h <= 0 or w % 2 or h % 2:
-        raise argparse.ArgumentTypeError(f"size {text} must be positive and even")
-    return w, h
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("live", help="open the live desktop app (microphone or audio file)")
     p.add_argument("--audio-file", type=Path, help="play this file through the live path")
@@ -51,11 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--mic", help="microphone: name substring or index (default: last used)")
     p.add_argument(
         "--device",
-        help="cpu | cuda: where the stages run (cpu); any other value: the microphone (= --mic)",
+        metavar="cpu|cuda",
+        help="where the stages run (cpu); the microphone is --mic (--device NAME still picks "
+        "one, with a deprecation notice)",
     )
     p.add_argument(
         "--size",
-        type=_size,
         default=None,
         help="frame size WxH (960x540; with GPU stages the output size = render × --upscale)",
     )
@@ -87,13 +84,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_gpu_options(p, device=False)
     p.set_defaults(func=run)
     return p
-
-
-def split_device(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(compute device, microphone) from --device / --mic."""
-    if args.device in ("cpu", "cuda"):
-        return args.device, args.mic
-    return "cpu", args.mic or args.device
 
 
 UI_SWITCH_INTERVAL_S = 0.0005
@@ -143,20 +133,6 @@ def stop_on_signals(stop):
             signal.signal(sig, h)
 
 
-def _remembered_preset() -> str | None:
-    """The preset the app will start with when --preset is not given: the one in
-    live_app.json if that is a preset that exists (the window falls back to the first one
-    otherwise). Read as is; a damaged file is the window's to heal and report."""
-    from app.live_settings import SETTINGS_FILE, config_dir
-    from presets.loader import available_names
-
-    try:
-        name = json.loads((config_dir() / SETTINGS_FILE).read_text(encoding="utf-8"))["preset"]
-    except (OSError, ValueError, KeyError, TypeError):
-        name = "studio"
-    return name if isinstance(name, str) and name in available_names() else None
-
-
 def run(args: argparse.Namespace) -> int:
     if args.audio_file is not None:
         problem = audio_file_problem(args.audio_file)
@@ -174,34 +150,40 @@ def run(args: argparse.Namespace) -> int:
     if args.fps <= 0 or args.fps > 240:
         print(f"kagura live: --fps must be 1..240, got {args.fps}", file=sys.stderr)
         return 2
-    preset = args.preset or _remembered_preset()
-    if preset:  # a broken preset is refused here, as `render` refuses it, not shown as a blank
-        from presets.loader import PresetError, load_preset
-
-        try:
-            load_preset(preset)
-        except PresetError as exc:
-            print(f"kagura live: {exc}", file=sys.stderr)
-            return 2
-    compute, mic = split_device(args)
+    from app.config import LIVE_SIZE, live_config
     from app.errors import UsageError
+    from app.live_settings import Settings
+    from presets.loader import PresetError, load_preset
 
-    if getattr(args, "avatar", None) is not None:
+    # defaults ← live_app.json ← the flags (app/config.py); the window gets the same Settings,
+    # so what was healed in the file, or a remembered preset that is gone, is in its banner
+    settings = Settings()
+    try:
+        cfg = live_config(args, settings, notices=settings.notices)
+    except UsageError as exc:
+        print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    try:  # the preset it starts with: a broken one is refused, as `render` refuses it
+        load_preset(cfg.preset)
+    except PresetError as exc:
+        print(f"kagura live: {exc}", file=sys.stderr)
+        return 2
+    if cfg.avatar is not None:
         from render.avatar_source import avatar_spec, set_default_avatar
 
         try:  # the live sessions' render stages are built without an avatar: they take this
-            set_default_avatar(avatar_spec(args.avatar))
+            set_default_avatar(avatar_spec(cfg.avatar))
         except UsageError as exc:
             print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
     from app.live_gpu import build_live_gpu
 
     try:
-        gpu = build_live_gpu(args, compute, args.size, preset=args.preset or "studio")
+        gpu = build_live_gpu(cfg.gpu, cfg.size)
     except (UsageError, ValueError) as exc:
         print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    size = args.size or (960, 540)
+    size = cfg.size or LIVE_SIZE
     if gpu is not None:
         size = gpu.sizes(size)[1]
     try:
@@ -223,13 +205,13 @@ def run(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication(["kagura"])
     app.setApplicationName("Kagura")
     opts = LiveOptions(
-        audio_file=str(args.audio_file) if args.audio_file else None,
-        preset=args.preset,
-        device=mic,
+        audio_file=str(cfg.audio_file) if cfg.audio_file else None,
+        preset=cfg.preset,
+        device=cfg.mic,
         size=size,
-        fps=args.fps,
-        play_out=False if args.no_play_out else None,
-        avatar=str(args.avatar) if getattr(args, "avatar", None) is not None else None,
+        fps=cfg.fps,
+        play_out=cfg.play_out,
+        avatar=str(cfg.avatar) if cfg.avatar is not None else None,
         gpu=gpu,
     )
     win = None
@@ -237,11 +219,11 @@ def run(args: argparse.Namespace) -> int:
     def finish() -> None:
         if win is None:
             return
-        if args.screenshot is not None:
-            args.screenshot.parent.mkdir(parents=True, exist_ok=True)
-            ok = win.grab().save(str(args.screenshot))
+        if cfg.screenshot is not None:
+            cfg.screenshot.parent.mkdir(parents=True, exist_ok=True)
+            ok = win.grab().save(str(cfg.screenshot))
             if not ok:
-                print(f"kagura live: cannot write {args.screenshot}", file=sys.stderr)
+                print(f"kagura live: cannot write {cfg.screenshot}", file=sys.stderr)
         win.close()
         # every window (the see-through stage window, dialogs), then the event loop itself
         app.closeAllWindows()
@@ -249,12 +231,12 @@ def run(args: argparse.Namespace) -> int:
 
     # from here on Ctrl+C / SIGTERM close the app cleanly (queued: run once the loop runs)
     with stop_on_signals(lambda: QTimer.singleShot(0, finish)):
-        win = MainWindow(opts)
+        win = MainWindow(opts, settings)
         win.show()
-        if args.stage_window:
+        if cfg.stage_window:
             win.open_stage_window()
-        if args.quit_after is not None:
-            _quit_after_first_frame(win, args.quit_after, finish)
+        if cfg.quit_after is not None:
+            _quit_after_first_frame(win, cfg.quit_after, finish)
         app.exec()
     win.shutdown()
     result = win.run_stats()

@@ -1,6 +1,9 @@
 """The live app's settings file, `live_app.json`, that heals instead of blocking the start.
 
-Every field is validated by the pydantic schema `LiveSettingsModel` on its own: a field with a
+The file carries `version` (SETTINGS_VERSION; none: a file from before versions). One from a
+newer Kagura is read for the fields this one knows, with a notice, and kept as `.bad` before
+it is written back in this version's schema. Every field is validated by the pydantic schema
+`LiveSettingsModel` on its own: a field with a
 wrong type, a value out of range, NaN or infinity falls back to its default, and the notice
 says which field and why (shown in the window's banner). The file as it was found is kept as
 `live_app.json.bad` (`.bad-2`, …) next to it, and the healed settings are written back, so the
@@ -30,10 +33,12 @@ from pipeline.sinks.output import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-SETTINGS_FILE = "live_app.json"
+SETTINGS_FILE = "live_app.json"  # = core.paths.SETTINGS_FILE
 SECRET_FILE = "obs_password"
 KEYRING_SERVICE = "kagura-obs-websocket"
 MAX_TEXT = 4096  # a name, a path or a host longer than this is damage, not a setting
+# the schema's version, written into the file; a file without one is from before versions (1)
+SETTINGS_VERSION = 1
 
 
 class LiveSettingsModel(BaseModel):
@@ -41,6 +46,7 @@ class LiveSettingsModel(BaseModel):
 
     model_config = ConfigDict(validate_assignment=True, extra="ignore", allow_inf_nan=False)
 
+    version: Literal[1] = SETTINGS_VERSION  # which schema wrote the file (see Settings._load)
     preset: str = Field("studio", min_length=1, max_length=256)
     device: str | int | None = None  # input device name (or index), None = the default input
     gain_db: float = Field(0.0, ge=-20.0, le=30.0)  # the Gain slider's range
@@ -83,12 +89,9 @@ DEFAULTS: dict[str, Any] = {**LiveSettingsModel().model_dump(), "obs_password": 
 
 
 def config_dir() -> Path:
-    env = os.environ.get("KAGURA_CONFIG_DIR")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
+    from core.paths import config_dir as folder  # the one directory rule
 
-    return Path(platformdirs.user_config_dir("kagura"))
+    return folder()
 
 
 def _short(value: Any) -> str:
@@ -229,8 +232,16 @@ class Settings:
             self._heal(raw, [f"{self.path} holds {type(data).__name__}, expected an object"])
             return
         bad: list[str] = []
+        version = data.get("version", SETTINGS_VERSION)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            bad.append(f"version={_short(version)} (expected a whole number >= 1; using 1)")
+        elif version > SETTINGS_VERSION:  # kept as .bad, so the newer Kagura's file is not lost
+            bad.append(
+                f"{self.path.name} was written by a newer Kagura (settings version {version}; "
+                f"this one reads version {SETTINGS_VERSION}): the fields it knows are used"
+            )
         for key in LiveSettingsModel.model_fields:
-            if key not in data:
+            if key not in data or key == "version":
                 continue
             try:
                 setattr(self.model, key, data[key])

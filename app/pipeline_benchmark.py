@@ -23,7 +23,7 @@ with the wall clock (in the app it runs on the frame thread or its own process, 
 Compiled UNet (`--compile-unet [--compile-cache DIR]`): a third chain, "CUDA graphs + compiled
 UNet" — the same chain with `LiveGpu(compile_unet=True)`: every DiffusionStage of the ladder
 compiles its UNet with torch.compile (inductor, default mode) before its capture, inductor's
-caches in DIR (default platformdirs.user_cache_dir("kagura")/inductor). Its setup time includes
+caches in DIR (default core.paths.cache_dir("inductor")). Its setup time includes
 the compile; each run appends that compile time (the top rung's stage) and whether it was a
 cache hit to DIR/kagura_bench_compile.jsonl, and the section lists those runs — run the command
 twice with the same DIR to see the cold (first) against the warm (cached) start.
@@ -360,11 +360,11 @@ def run_offline(s: Setup, frames: int, batch: int) -> OfflineResult:
 
 
 def _sizes(args) -> tuple[tuple[int, int], tuple[int, int], int]:
-    from app.render_job import parse_size
+    from app.config import parse_size
 
     tiny = args.random_weights == "tiny"
     size = parse_size(args.size or (TINY_SIZES if tiny else FULL_SIZES)[0])
-    out = parse_size(args.out_size or (TINY_SIZES if tiny else FULL_SIZES)[1])
+    out = parse_size(args.out_size or (TINY_SIZES if tiny else FULL_SIZES)[1], "--out-size")
     if size[0] % 8 or size[1] % 8:
         raise SystemExit(
             f"bench pipeline: --size {size[0]}x{size[1]}: both sides must be multiples of 8 "
@@ -437,7 +437,7 @@ def _ms(x: float) -> str:
     return f"{x:.2f}" if math.isfinite(x) else "–"
 
 
-def compile_log(cache: Path, res: LiveResult, args) -> list[dict]:
+def compile_log(cache: Path, res: LiveResult, args, size: tuple[int, int]) -> list[dict]:
     """Append this run's compile (seconds, cache hit, chain setup) to the cache folder's log;
     return every entry logged there (oldest first)."""
     rep = res.compile_report
@@ -445,7 +445,7 @@ def compile_log(cache: Path, res: LiveResult, args) -> list[dict]:
     entry = {
         "date": today(),
         "pid": os.getpid(),
-        "size": "x".join(map(str, args.size_pair)),
+        "size": "x".join(map(str, size)),
         "steps": args.steps,
         "chain_setup_s": round(res.setup_s, 2),
         **rep.as_dict(),
@@ -660,7 +660,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"bench pipeline: --offline with --model: {exc}", file=sys.stderr)
             return 2
     s, what, sr_what = build_setup(args)
-    args.size_pair = s.size
     compiled, history = None, None
     print(f"bench pipeline: weights: {what}; upscale: {sr_what}", file=sys.stderr)
     cuda = s.device.type == "cuda"
@@ -682,7 +681,7 @@ def run(args: argparse.Namespace) -> int:
             )
             print(f"bench pipeline: {compiled.compile_report}", file=sys.stderr)
             print(f"compiled: e2e median/P99 {stats(compiled.e2e_ms)}", file=sys.stderr)
-            history = compile_log(compiled.compile_report.cache_dir, compiled, args)
+            history = compile_log(compiled.compile_report.cache_dir, compiled, args, s.size)
         torch.cuda.synchronize()
     else:
         eager, graphs = run_live(s, args.frames, cuda_graph=False), None

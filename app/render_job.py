@@ -28,13 +28,20 @@ it), `assemble_graph` (the graph from an AvatarTrack), `diffusion_models`, the c
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.config import (  # the option rules, one place for every command (app/config.py)
+    DIFFUSION_KINDS,
+    MAX_WORKERS,
+    UPSCALES,
+    X264_PRESETS,
+    graphs_on,
+    temporal_on,
+)
 from app.errors import UsageError
 from core.stage import Context, spec
 from pipeline.cpu_threads import share_cores_with_other_stages
@@ -43,23 +50,7 @@ from pipeline.graph import Graph
 from pipeline.model_factory import load_diffusion_models, notice, upscale_stage
 from pipeline.sources import TRACK_GIVES, track_frames
 
-MAX_SIDE = 7680
-DIFFUSION_KINDS = ("sd-turbo", "tiny")
-UPSCALES = (1, 2, 3, 4)
-CUDA_DIFFUSION_SIZE = (640, 360)  # the default diffusion size on cuda
 NO_CUDA = "CUDA is not available: torch sees no GPU; use --device cpu"
-X264_PRESETS = (
-    "ultrafast",
-    "superfast",
-    "veryfast",
-    "faster",
-    "fast",
-    "medium",
-    "slow",
-    "slower",
-    "veryslow",
-)
-MAX_WORKERS = 64
 PARALLEL_MIN_SECONDS = 10.0  # "auto" stays at one encoder / one renderer for shorter clips
 
 
@@ -113,42 +104,6 @@ class RenderRequest:
         out = (self.width, self.height)
         render = self.render_size or (self.width // self.upscale, self.height // self.upscale)
         return render, out
-
-
-def temporal_on(temporal: bool | None, diffusion_on: bool) -> bool:
-    """--[no-]temporal: None (neither given) means on exactly when diffusion is on."""
-    return diffusion_on if temporal is None else temporal
-
-
-def graphs_on(device: str, cuda_graphs: bool | None) -> bool:
-    """--[no-]cuda-graphs: on for cuda unless --no-cuda-graphs; never on the CPU."""
-    return device == "cuda" and (cuda_graphs is None or cuda_graphs)
-
-
-def parse_size(text: str) -> tuple[int, int]:
-    """'1280x720' → (1280, 720); even sides (4:2:0 video needs them), 64..7680."""
-    parts = text.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise UsageError(f"--size {text!r}: expected WIDTHxHEIGHT, e.g. 1280x720")
-    width, height = int(parts[0]), int(parts[1])
-    for side in (width, height):
-        if not 64 <= side <= MAX_SIDE or side % 2:
-            raise UsageError(
-                f"--size {text!r}: each side must be an even number of pixels from 64 to {MAX_SIDE}"
-            )
-    return width, height
-
-
-def parse_workers(text: str, option: str) -> int | None:
-    """'auto' → None; '4' → 4 (1..MAX_WORKERS); anything else is a one-line UsageError."""
-    value = str(text).strip().lower()
-    if value == "auto":
-        return None
-    if not value.isdigit() or not 1 <= int(value) <= MAX_WORKERS:
-        raise UsageError(
-            f"{option} {text!r}: expected auto or a whole number from 1 to {MAX_WORKERS}"
-        )
-    return int(value)
 
 
 def check_workers(req: RenderRequest) -> None:
@@ -262,66 +217,6 @@ def note_kept(exc: BaseException, graph: Graph) -> None:
             exc.kagura_kept = kept
 
 
-def resolve_sizes(
-    size: str | None,
-    diffusion_size: str | None,
-    upscale: int,
-    device: str,
-    diffusion_on: bool,
-) -> tuple[tuple[int, int], tuple[int, int] | None]:
-    """(output size, render size or None) from the command-line texts.
-
-    The rule: output size = render size × upscale, exactly. The render size is the diffusion
-    size when given; else --size / upscale; else (no --size) 640x360 for diffusion on cuda and
-    1280x720 / upscale otherwise. The output size is --size when given, else render × upscale.
-    """
-    if upscale not in UPSCALES:
-        raise UsageError(f"--upscale {upscale}: expected 1, 2, 3 or 4")
-    if diffusion_size is not None and not diffusion_on:
-        raise UsageError("--diffusion-size needs --diffusion PATH or --diffusion-random KIND")
-    render = None
-    if diffusion_size is not None:
-        render = _parse_side_pair(diffusion_size, "--diffusion-size")
-    elif size is None and diffusion_on and device == "cuda":
-        render = CUDA_DIFFUSION_SIZE
-    if size is not None:
-        out = parse_size(size)
-    elif render is not None:
-        out = (render[0] * upscale, render[1] * upscale)
-    else:
-        out = (1280, 720)
-    if render is None and upscale != 1:
-        if out[0] % upscale or out[1] % upscale:
-            raise UsageError(
-                f"--size {out[0]}x{out[1]}: must be the render size × --upscale {upscale} "
-                f"(both sides divisible by {upscale})"
-            )
-        render = (out[0] // upscale, out[1] // upscale)
-    if render is None and diffusion_on:
-        render = out
-    if render is not None:
-        r = render
-        if (r[0] * upscale, r[1] * upscale) != out:
-            raise UsageError(
-                f"--size {out[0]}x{out[1]}: must be the render size {r[0]}x{r[1]} × --upscale "
-                f"{upscale} = {r[0] * upscale}x{r[1] * upscale}"
-            )
-        for side in r:
-            if not 64 <= side <= MAX_SIDE or side % 2:
-                raise UsageError(
-                    f"render size {r[0]}x{r[1]} (--size / --upscale): each side must be an even "
-                    f"number of pixels from 64 to {MAX_SIDE}"
-                )
-    return out, render
-
-
-def _parse_side_pair(text: str, option: str) -> tuple[int, int]:
-    try:
-        return parse_size(text)
-    except UsageError as exc:
-        raise UsageError(str(exc).replace("--size", option, 1)) from None
-
-
 def _kagura() -> str:
     """What `--diffusion kagura` names (torch-free: `kagura --help`, the argument checks and
     the audio analysis process's start must not wait for torch)."""
@@ -334,16 +229,6 @@ def diffusion_arg(text: str) -> Path | str:
     """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder."""
     kagura = _kagura()
     return kagura if text == kagura else Path(text)
-
-
-def default_diffusion(args: argparse.Namespace, device: str | None = None) -> Path | str | None:
-    """--diffusion as given; else Kagura's own model on cuda (unless --no-diffusion or
-    --diffusion-random), else none: on the CPU the procedural look is the default."""
-    if getattr(args, "no_diffusion", False):
-        return None
-    if args.diffusion is not None or args.diffusion_random is not None:
-        return args.diffusion
-    return _kagura() if (device or args.device) == "cuda" else None
 
 
 def check_gpu_choice(

@@ -13,8 +13,8 @@ or loudness still finds a near template. "N" (a closed-mouth hum) is optional.
 `load_profile` rejects foreign, corrupt or future-version files with a one-line `ProfileError`;
 `save_profile` copies an existing profile to a timestamped backup beside it before it writes, and
 writes atomically (temp file + rename), so a crash or a bad calibration never loses the old one.
-The user's profile lives at ``platformdirs.user_config_dir("kagura")/lipsync-profile.json``
-(``KAGURA_CONFIG_DIR`` overrides the folder); `audio/profiles/default.json` ships with the repo.
+The user's profile lives at ``core.paths.profile_file()``: ``lipsync-profile.json`` in the
+user config folder (``KAGURA_CONFIG_DIR`` overrides the folder); `audio/profiles/default.json` ships with the repo.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ __all__ = [
 
 FORMAT = "kagura-lipsync-profile"
 VERSION = 1
-PROFILE_NAME = "lipsync-profile.json"
+PROFILE_NAME = "lipsync-profile.json"  # = core.paths.PROFILE_FILE
 DEFAULT_PROFILE = Path(__file__).resolve().parent / "profiles" / "default.json"
 
 
@@ -215,12 +215,9 @@ def save_profile(profile: Profile, path: str | os.PathLike) -> Path | None:
 
 
 def user_profile_path() -> Path:
-    folder = os.environ.get("KAGURA_CONFIG_DIR")
-    if not folder:
-        import platformdirs
+    from core.paths import profile_file  # the one directory rule (core/paths.py)
 
-        folder = platformdirs.user_config_dir("kagura")
-    return Path(folder) / PROFILE_NAME
+    return profile_file()
 
 
 def default_profile_path() -> Path:

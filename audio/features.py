@@ -50,12 +50,10 @@ NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 
 def numba_cache_dir() -> str:
     """Where numba keeps librosa's compiled functions: $NUMBA_CACHE_DIR, else Kagura's user
-    cache dir (platformdirs) — writable for every user, unlike a system site-packages."""
-    import platformdirs
+    cache dir (core/paths.py) — writable for every user, unlike a system site-packages."""
+    from core.paths import cache_dir
 
-    return os.environ.get(NUMBA_CACHE_ENV) or os.path.join(
-        platformdirs.user_cache_dir("kagura"), "numba"
-    )
+    return os.environ.get(NUMBA_CACHE_ENV) or str(cache_dir("numba"))
 
 
 def import_librosa():

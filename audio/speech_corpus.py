@@ -398,12 +398,9 @@ def available(source: str) -> bool:
 
 
 def cache_dir() -> Path:
-    folder = os.environ.get("KAGURA_CACHE_DIR")
-    if not folder:
-        import platformdirs
+    from core.paths import cache_dir as kagura_cache  # KAGURA_CACHE_DIR or the user cache
 
-        folder = platformdirs.user_cache_dir("kagura")
-    return Path(folder) / f"lipsync-corpus-v{CORPUS_VERSION}"
+    return kagura_cache(f"lipsync-corpus-v{CORPUS_VERSION}")
 
 
 def _key(spec: VoiceSpec, text: str) -> str:

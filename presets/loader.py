@@ -4,9 +4,9 @@ Where presets come from, in order of precedence (**a user preset wins** over a b
 with the same name, so a user can tune `studio` by copying it into their folder):
 
 1. user presets: ``<user config dir>/presets/*.toml``, where the user config dir is
-   ``platformdirs.user_config_dir("kagura")`` — or the folder named by the environment
-   variable ``KAGURA_PRESETS_DIR`` (used instead of ``<user config dir>/presets`` when set;
-   tests and portable installs use it);
+   ``core.paths.config_dir()`` (``KAGURA_CONFIG_DIR``, else ``platformdirs.user_config_dir``)
+   — or the folder named by the environment variable ``KAGURA_PRESETS_DIR`` (used instead of
+   ``<user config dir>/presets`` when set; tests and portable installs use it);
 2. built-in presets: ``presets/*.toml`` next to this module.
 
 A user preset that is broken is refused, never quietly replaced: `load_preset` raises (a
@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ValidationError
 
 from presets.schema import Preset
@@ -70,11 +69,10 @@ class PresetInfo:
 
 
 def user_presets_dir() -> Path:
-    """The folder of user presets (it need not exist)."""
-    env = os.environ.get(ENV_USER_DIR)
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_config_dir("kagura")) / "presets"
+    """The folder of user presets (it need not exist): core.paths.presets_dir()."""
+    from core.paths import presets_dir
+
+    return presets_dir()
 
 
 def _scan(folder: Path) -> dict[str, Path]:

@@ -1,7 +1,7 @@
 """Arrays that are slow to draw and always the same for the same inputs, kept between runs.
 
     cached_array(kind, key, make, shape, dtype, keep=KEEP, sources=()) -> np.ndarray
-        the array `make()` returns, read from platformdirs.user_cache_dir("kagura")/KIND/ when
+        the array `make()` returns, read from core.paths.cache_dir(KIND) when
         an earlier run stored it under `key` (a string naming every input and the libraries
         that compute it) and the same `sources` (the files of the code that computes it, their
         contents part of the key), else drawn and stored there. Where a source cannot be read,
@@ -35,9 +35,9 @@ KEEP = 32  # files per kind
 
 
 def cache_dir(kind: str) -> Path:
-    import platformdirs
+    from core import paths  # the one directory rule
 
-    return Path(platformdirs.user_cache_dir("kagura")) / kind
+    return paths.cache_dir(kind)
 
 
 def cached_array(

@@ -54,7 +54,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from app.bench_soak import FrameConsumer, _pct, open_files, rss_bytes
-    from app.render_job import parse_size
+    from app.config import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.live import FilePlayback, LiveSession
 

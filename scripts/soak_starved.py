@@ -59,7 +59,7 @@ def main() -> int:
     phases = [p.split(":") for p in args.phases.split(",")]
 
     from app.bench_soak import _pct
-    from app.render_job import parse_size
+    from app.config import parse_size
     from audio.demo_song import demo_song_path
     from pipeline.live import FilePlayback, LiveSession
 

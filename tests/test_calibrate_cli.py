@@ -55,7 +55,7 @@ def test_calibrate_through_a_null_sink(pulse, vowel_wavs, tmp_path, monkeypatch)
         players.append(pulse.play(wavs[vowel]))
         return ""
 
-    args = argparse.Namespace(device="pulse", seconds=2.0, profile=None)
+    args = argparse.Namespace(mic="pulse", seconds=2.0, profile=None)
     said: list[str] = []
     assert (
         cmd_calibrate.run(args, ask=ask, say=lambda *a, **k: said.append(" ".join(map(str, a))))
@@ -84,7 +84,7 @@ def test_calibrate_through_a_null_sink(pulse, vowel_wavs, tmp_path, monkeypatch)
 
 def test_calibrate_without_the_device(pulse, tmp_path, monkeypatch):
     monkeypatch.setenv("KAGURA_CONFIG_DIR", str(tmp_path / "config"))
-    args = argparse.Namespace(device="no-such-microphone", seconds=1.0, profile=None)
+    args = argparse.Namespace(mic="no-such-microphone", seconds=1.0, profile=None)
     with pytest.raises(CaptureError, match="no-such-microphone"):
         cmd_calibrate.run(args, ask=lambda prompt: "", say=lambda *a, **k: None)
     assert not user_profile_path().exists()

@@ -319,6 +319,7 @@ def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):
     session hands to the window (which shows it in its banner)."""
     import argparse
 
+    from app.config import live_gpu_config
     from app.live_gpu import add_gpu_options, build_live_gpu
 
     (saved / "unet" / "config.json").write_text("{not json")
@@ -327,7 +328,7 @@ def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):
     parser.add_argument("--device", default="cpu")
     add_gpu_options(parser, device=False)
     args = parser.parse_args(["--diffusion", "kagura", "--diffusion-size", "128x72"])
-    gpu = build_live_gpu(args, "cpu", None)
+    gpu = build_live_gpu(live_gpu_config(args), None)
     assert gpu.load_models() is None
     assert len(gpu.notices) == 1 and "could not be loaded" in gpu.notices[0]
     assert str(saved / "unet") in gpu.notices[0]

@@ -11,12 +11,13 @@ from app.errors import UsageError
 
 
 def _build(*argv: str, size=None):
+    from app.config import live_gpu_config
     from app.live_gpu import add_gpu_options, build_live_gpu
 
     parser = argparse.ArgumentParser()
     add_gpu_options(parser)
     args = parser.parse_args(list(argv))
-    return build_live_gpu(args, args.device, size)
+    return build_live_gpu(live_gpu_config(args), size)
 
 
 def test_no_gpu_option_is_the_cpu_chain():

@@ -20,8 +20,8 @@ Presenter: `app.present` (Qt / Vulkan presenters, written alongside) is used whe
 widget presenter; until then `PreviewWidget` below (QPainter on a QImage wrapping the frame's
 memory) stands in with the same `present(rgba)` surface.
 
-Settings: JSON in `platformdirs.user_config_dir("kagura")/live_app.json` (the folder named by
-KAGURA_CONFIG_DIR instead, when set), written on every change and restored on the next start;
+Settings: JSON in `core.paths.settings_file()` (live_app.json in the user config folder, or in
+KAGURA_CONFIG_DIR when set), written on every change and restored on the next start;
 checked field by field and healed at load (`app.live_settings`), the OBS password kept apart.
 """
 
@@ -965,9 +965,9 @@ class MainWindow(QMainWindow):
         d = self.settings["record_dir"]
         if d:
             return Path(d).expanduser()
-        import platformdirs
+        from core.paths import recordings_dir
 
-        return Path(platformdirs.user_videos_dir()) / "Kagura"
+        return recordings_dir()
 
     def toggle_recording(self) -> None:
         if self.session is None:

@@ -1,6 +1,6 @@
 """torch.compile for the diffusion UNet, with inductor's caches on disk.
 
-    default_compile_cache() -> Path   platformdirs.user_cache_dir("kagura")/inductor
+    default_compile_cache() -> Path   core.paths.cache_dir("inductor")
     use_compile_cache(path) -> Path   points inductor (TORCHINDUCTOR_CACHE_DIR) and triton
                                       (TRITON_CACHE_DIR, <path>/triton) at `path` and turns on
                                       the FX graph cache and the AOTAutograd cache
@@ -51,9 +51,9 @@ class CompileError(RuntimeError):
 
 
 def default_compile_cache() -> Path:
-    import platformdirs
+    from core.paths import cache_dir
 
-    return Path(platformdirs.user_cache_dir("kagura")) / "inductor"
+    return cache_dir("inductor")
 
 
 def use_compile_cache(path: Path | str | None) -> Path:

@@ -44,7 +44,6 @@ neither for the shipped weights.
 from __future__ import annotations
 
 import functools
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -309,7 +308,9 @@ def load_kagura(
     from pipeline.diffusion.models import ModelError
 
     if folder is None:  # KAGURA_WEIGHTS_DIR: e.g. weights retrained by `kagura train --export`
-        folder = os.environ.get("KAGURA_WEIGHTS_DIR") or KAGURA_WEIGHTS
+        from core.paths import weights_dir
+
+        folder = weights_dir(KAGURA_WEIGHTS)
     root = Path(folder)
     try:
         models = load_kagura_torch(root, dtype=dtype, device=device)

@@ -90,7 +90,7 @@ fullgraph=True, dynamic=False) and called once for every shape the graphs will u
 stream-batch size k <= max_steps, and the CFG batch when allow_cfg), so the captured graphs
 replay inductor's fused kernels (H200, SD-Turbo-size UNet: 9.1 ms graphed -> 5.1 ms compiled
 then graphed). Inductor's FX-graph, AOTAutograd and triton caches live in `compile_cache`
-(default platformdirs.user_cache_dir("kagura")/inductor): the first start pays the compile
+(default core.paths.cache_dir("inductor")): the first start pays the compile
 (~70 s on the H200), later starts load it. `compile_report` says how long it took and whether
 it was a cache hit. A failed compile raises CompileError with the reason — never a silent
 eager fallback. compile_unet needs device="cuda" and cuda_graph=True: on the CPU (or without
