@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from audio.backings import TRAIN_STYLES
 from audio.calibration import (
     DEFAULT_PROFILE,
     TRAIN_VOICES,
@@ -56,7 +57,10 @@ LIVE_CMN_VOICED = True  # only hops heard as a voice move it (a band must not be
 # them keeps English vowels the way the first hears them less well.
 MORE_WITHOUT_LANGS = ("it", "fi", "cs", "ca")
 MORE_N_AUG = 3
-AUG: dict = {}  # augmentation beyond `audio.vowel_net_train.examples`' defaults
+# augmentation beyond `audio.vowel_net_train.examples`' defaults: the band underneath drawn
+# from backings of several styles (`audio.backings`), its validation style never (issue 15:
+# trained over one band alone, the net heard a voice in most of another song's instrumental)
+AUG: dict = {"backings": TRAIN_STYLES}
 # Tried on the validation voices (`app/bench_lipsync_split.py`, never flite) and not kept
 # (docs/BENCHMARKS.md): offline nets of other training seeds averaged in, and the offline
 # cepstra also divided by the clip's spread (`audio.vowel_net.clip_cvn`).
