@@ -7,7 +7,8 @@
    `audio.calibration.TRAIN_VOICES` (`audio.calibration.HELDOUT_VOICES` are never used), and the
    name of the network file, which makes the default engines take their vowels from it.
 2. ``vowel_net.npz``: `audio.vowel_net.VowelNet` trained (`audio.vowel_net_train`) on the
-   sentences of `TRAIN_SOURCES` with augmentation. The whole flite synthesizer — and the
+   sentences of `TRAIN_SOURCES` with augmentation (the band underneath drawn from the
+   training styles of `audio.backings`; its validation style and the demo song never). The whole flite synthesizer — and the
    speakers it shares with festival (kal, slt) — is held out, and the training voices' vowels
    are also sung (`audio.singing`) at 100 Hz-1 kHz, so `kagura bench lipsync` and the
    tests measure the shipped net on a synthesizer and speakers it never heard. Its offline
