@@ -11,8 +11,10 @@ balanced vowel accuracy over A I U E O and the share of pauses with the mouth sh
 * **Cross-source**: the same recipe trained once per source with that whole synthesizer (and
   its speakers) held out, tested on it (`--no-cross` skips the three trainings).
 * The template engine of before this network (`net=None`), for comparison.
-* A band underneath at +6 / 0 / -3 dB (band seeds not used in training), and the demo song's
-  backing (another band generator, never trained on) at 0 dB.
+* A band underneath at +6 / 0 / -3 dB (band seeds not used in training), a backing of the
+  style the training never draws (`audio.backings.VALID_STYLE`: where settings are chosen)
+  and the demo song's backing (another generator, never trained nor tuned on: the test) at
+  0 dB.
 * Singing: flite's vowels sung at 150-400, 400-700 and 700-1000 Hz.
 """
 
@@ -22,6 +24,7 @@ import time
 
 import numpy as np
 
+from audio.backings import VALID_STYLE
 from core.avatar import VOWELS
 
 N_TEXTS = 4  # sentences per voice in the scored tracks
@@ -63,6 +66,13 @@ def _banded(tracks, vbr: float):
     from audio.lipsync_eval import with_band
 
     return [with_band(t, vbr, seed=9000 + i) for i, t in enumerate(tracks)]
+
+
+def _styled(tracks, vbr: float, style: str = VALID_STYLE):
+    """A backing of one `audio.backings` style under each track (seeds as `_banded`'s)."""
+    from audio.lipsync_eval import with_backing
+
+    return [with_backing(t, vbr, style, seed=9000 + i) for i, t in enumerate(tracks)]
 
 
 def _demo_backing(tracks, vbr: float):
@@ -130,6 +140,10 @@ def corpus_report(say, cross: bool = True) -> None:
             for ename, e in old.items():
                 cells = [_fmt(evaluate(e, tracks[s])) for s in SOURCES]
                 say(f"| clean | {ename}, templates (before) | " + " | ".join(cells) + " |")
+    styled = _styled(tracks["flite"], 0.0)
+    for ename, e in eng.items():
+        say(f"| {VALID_STYLE} backing 0 dB (style never trained on) | {ename} | – | "
+            f"{_fmt(evaluate(e, styled))} | – |")  # fmt: skip
     demo = _demo_backing(tracks["flite"], 0.0)
     for ename, e in eng.items():
         say(f"| demo-song backing 0 dB | {ename} | – | {_fmt(evaluate(e, demo))} | – |")

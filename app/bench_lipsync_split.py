@@ -14,7 +14,9 @@ split holds out the synthesizer, not every speaker; flite's awb and rms are repo
 Each recipe is trained light (`CROSS_AUG` copies, `CROSS_EPOCHS` epochs, one offline net: a few
 minutes) so recipes compare with each other, not with the shipped net's heavier build; with
 `--full` as the shipped build. One build is one draw: compare over seeds (docs/BENCHMARKS.md).
-Validation tracks hold all 12 sentences of each voice, the test's the bench's 4. Prints one
+Validation tracks hold all 12 sentences of each voice, the test's the bench's 4. Over a band
+the same split holds for backings: the validation style (`audio.backings.VALID_STYLE`) is
+never drawn in training; the demo song's backing is the test (`kagura bench lipsync`). Prints one
 JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
 """
 
@@ -24,7 +26,8 @@ import argparse
 import json
 import time
 
-from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded
+from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
+from audio.backings import VALID_STYLE
 
 # name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
 # "base" is the recipe as it is
@@ -88,6 +91,7 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
         conds = [("clean", trs)]
         if band and sname != "test-other-speakers":
             conds.append(("band 0 dB", _banded(trs, 0.0)))
+            conds.append((f"{VALID_STYLE} 0 dB", _styled(trs, 0.0)))
         for cname, tr in conds:
             for ename, e in eng.items():
                 s = evaluate(e, tr)

@@ -97,6 +97,14 @@ def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:
     return Track(f"{track.name} +band {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
 
 
+def with_backing(track: Track, vbr_db: float, style: str, seed: int = 0) -> Track:
+    """`with_band` with a backing of one `audio.backings` style."""
+    from audio.backings import backing
+
+    y = augment.mix_at(track.voice, backing(len(track.voice) / SR + 0.1, seed, style), vbr_db)
+    return Track(f"{track.name} +{style} {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
+
+
 # --- engines ----------------------------------------------------------------------------------
 
 

@@ -108,7 +108,7 @@ class LiveLipSync:
     # the net's p(voice): under VOICE_OFF for VOICE_OFF_S closes the gate; the gate opens on a
     # rise above the floor unless p(voice) is under VOICE_OFF, or on the net alone above
     # VOICE_SURE; VOWEL_ALPHA: how far each hop moves the shown vowel to the classified one
-    VOICE_OFF = 0.5
+    VOICE_OFF = 0.65  # chosen on the never-trained backing style (docs/BENCHMARKS.md)
     VOICE_OFF_S = 0.02
     VOICE_SURE = 0.85
     VOWEL_ALPHA = 0.6

@@ -39,7 +39,14 @@ N_IDX = VOWELS.index("N")
 
 
 class MfccLipSync:
-    VOICE_LO = 0.45  # p(voice) under this shuts the mouth; 1 - VOICE_LO and above opens it
+    # p(voice) under VOICE_LO shuts the mouth, VOICE_HI and above opens it; the live net's
+    # share in p(voice) (`VowelNet.offline_probs`); the running median over it (hops). Chosen
+    # on the backing style the net never trained on (`audio.backings.VALID_STYLE`, festival's
+    # validation voices): a band's melody reads as a weak voice, a voice as a sure one
+    VOICE_LO = 0.65
+    VOICE_HI = 0.75
+    LIVE_WEIGHT = 0.25
+    VOICE_MEDIAN = 15
 
     def __init__(
         self,
@@ -125,10 +132,10 @@ class MfccLipSync:
         frame_t = np.arange(n) / fps
         voice_t = None
         if self.net is not None and len(t):
-            end, pvoice, pvowel = self.net.offline_probs(y, sr, net_f)
+            end, pvoice, pvowel = self.net.offline_probs(y, sr, net_f, self.LIVE_WEIGHT)
             win = round(self.net.settings_win_s * sr)
             voice_t = (end - win / 2) / sr  # each hop's window centre
-            pvoice = _median(pvoice, 5)
+            pvoice = _median(pvoice, self.VOICE_MEDIAN)
             if not self.net_vowels:
                 # a calibrated profile: its templates and the net vote together
                 cep = f.mfcc if settings == self.profile.mfcc else None
@@ -150,7 +157,7 @@ class MfccLipSync:
             quiet = np.clip((lev - (ref - 35.0)) / 6.0, 0.0, 1.0)
             # ... and where the offline net hears no voice; at least half open where it does
             pv = np.interp(t, voice_t, pvoice)
-            g = np.clip((pv - self.VOICE_LO) / (1.0 - 2 * self.VOICE_LO), 0.0, 1.0) * quiet
+            g = np.clip((pv - self.VOICE_LO) / (self.VOICE_HI - self.VOICE_LO), 0.0, 1.0) * quiet
             g = _range_max(g, lo, hi)  # same span as the openness: opens early, closes on time
             mouth = np.maximum(mouth, 0.45 * g) * g
         # vowels: fill unknown hops with the last known, average over the frame span, led

@@ -320,11 +320,12 @@ class VowelNet:
     offline_cvn: np.ndarray | None = None
 
     def offline_probs(
-        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None
+        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None, live_weight: float = 0.5
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
-        where the live net has a front-end)."""
+        where the live net has a front-end). p(voice) is the offline net's and the live
+        net's, geometrically weighted: the live net's weight `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets,
@@ -339,6 +340,8 @@ class VowelNet:
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
         # (its mean moved by the hops the offline net hears a voice in, where it is voice-gated)
+        if live_weight <= 0:
+            return f.end, pv, pw
         voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
         pl, _ = self.live.predict(
             live_inputs(
@@ -346,7 +349,9 @@ class VowelNet:
                 voiced,
             )
         )  # fmt: skip
-        return f.end, np.sqrt(pv * pl), pw
+        if live_weight == 0.5:  # the same numbers as before the weight was a setting
+            return f.end, np.sqrt(pv * pl), pw
+        return f.end, pv ** (1 - live_weight) * pl**live_weight, pw
 
     def save(self, path: str | os.PathLike) -> None:
         arrays: dict[str, np.ndarray] = {

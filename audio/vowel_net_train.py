@@ -3,8 +3,9 @@
 Each training track (one voice's sentences joined with pauses) is heard several times, each
 time changed at random: played faster or slower (pitch, formants and tempo together), formants
 shifted alone (a warped mel filterbank: vocal-tract length), white or pink noise at 30-10 dB
-SNR, room reverb, and a synthetic band underneath at +12 to -3 dB vocal-to-backing ratio (the
-band also plays through the pauses, which teaches "band, no voice"). Labels come from the
+SNR, room reverb, and a synthetic band underneath at +12 to -4 dB vocal-to-backing ratio (the
+band also plays through the pauses, which teaches "band, no voice"): `audio.augment.band`, or
+backings of several styles (`audio.backings`: melodic leads, strings, plucks ...). Labels come from the
 synthesizer's phone timings at the centre of each hop's window: "voice" wherever the truth is
 not a pause, a vowel class where it is one of A I U E O.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from audio import augment
+from audio.backings import backing as styled_backing
 from audio.lipsync_eval import Track
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
@@ -38,6 +40,7 @@ __all__ = ["Examples", "cmn_prior", "examples", "train", "train_offline"]
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
 WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
+VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
 
 
 @dataclass
@@ -126,6 +129,8 @@ def examples(
     offline_cvn: np.ndarray | None = None,
     speed_range: tuple[float, float] = SPEED_RANGE,
     formant_follow: float = 0.5,
+    backings: tuple[str, ...] = (),
+    vbr_range: tuple[float, float] = VBR_RANGE,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -133,7 +138,9 @@ def examples(
     the share `formant_follow` is kept (0: pitch alone), on top of which `warp_range` shifts
     the formants alone (vocal-tract length); `lifter`: the spread
     (natural log) of the cepstral gain's tilt, 0 for none (`lifter_rows`); `offline_cvn`: the
-    offline rows' cepstra divided by each clip's spread (`audio.vowel_net.clip_cvn`)."""
+    offline rows' cepstra divided by each clip's spread (`audio.vowel_net.clip_cvn`);
+    `backings`: the styles of `audio.backings` the band underneath is drawn from (empty: the
+    one band of `audio.augment.band`), at a vocal-to-backing ratio in `vbr_range` (dB)."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -168,8 +175,12 @@ def examples(
             if rng.uniform() < 0.3:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
             if rng.uniform() < band_share:
-                backing = augment.band(len(y) / SR + 0.1, int(rng.integers(1 << 30)))
-                y = augment.mix_at(y, backing, rng.uniform(-4.0, 12.0))
+                bseed = int(rng.integers(1 << 30))
+                if backings:
+                    backing = styled_backing(len(y) / SR + 0.1, bseed, styles=tuple(backings))
+                else:
+                    backing = augment.band(len(y) / SR + 0.1, bseed)
+                y = augment.mix_at(y, backing, rng.uniform(*vbr_range))
             if rng.uniform() < 0.5:
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
             # drawn last, so a recipe without it keeps every other draw

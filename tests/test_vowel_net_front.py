@@ -20,6 +20,7 @@ from audio.vowel_net import (
     VowelNet,
     live_inputs,
     load_net,
+    offline_inputs,
 )
 
 SR = 16000
@@ -236,3 +237,22 @@ def test_validation_voices_are_neither_trained_nor_the_test():
     assert {v.source for v in sets["test"]} == {"flite"} and not trained & set(sets["test"])
     assert {v.speaker for v in sets["valid"]} == {"kal", "slt"}
     assert {v.speaker for v in sets["test-other-speakers"]} == {"awb", "rms"}
+
+
+def test_live_weight_in_offline_voice_probability():
+    """p(voice) offline = offline^(1 - w) * live^w: w = 0 is the offline net alone, 1/2 the
+    geometric mean (as before the weight was a setting), 1/4 between them."""
+    rng = np.random.default_rng(4)
+    kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=(0,))
+    net = VowelNet(_mlp(HOP_DIM * 2, rng), _mlp(HOP_DIM, rng), "test", **kw)
+    y = _signal()[: SR // 2]
+    f = mfcc_frames(y, SR, NET_SETTINGS)
+    _, p0, _ = net.offline_probs(y, SR, f, live_weight=0.0)
+    _, ph, _ = net.offline_probs(y, SR, f, live_weight=0.5)
+    _, pq, _ = net.offline_probs(y, SR, f, live_weight=0.25)
+    pl, _ = net.live.predict(live_inputs(f, SR, net.cmn_init, net.live_offsets))
+    off, _ = net.offline.predict(offline_inputs(y, SR, f, net.cmn_init, offsets=(0,)))
+    assert np.abs(pl - off).max() > 1e-2  # the two nets disagree somewhere
+    np.testing.assert_allclose(p0, off, rtol=1e-6)
+    np.testing.assert_allclose(ph, np.sqrt(off * pl), rtol=1e-6)
+    np.testing.assert_allclose(pq, off**0.75 * pl**0.25, rtol=1e-5)
