@@ -60,8 +60,8 @@ agree * tolerance. History that differs by what the model's frame-to-frame noise
 averaged in full; history that differs by more (a line the current frame has elsewhere, a
 shading the vectors do not carry) is not used at all instead of being pulled into range.
 Measured on the model's painting ("The temporal stage's agreement gate" in docs/BENCHMARKS.md),
-it trades flicker for ghosting like every other weight does, at a better rate for ink wash, the
-only preset that sets it.
+it trades flicker for ghosting like every other weight does and does not beat the exact clamp's
+trade on any preset, so no shipped preset sets it (0: the stage as before).
 
 Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
 boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
