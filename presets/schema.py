@@ -114,6 +114,13 @@ class Temporal(Strict):
     guard: int = Field(
         4, ge=0, le=16, description="px around part boundaries where no history is used"
     )
+    tolerance: float = Field(
+        0.0,
+        ge=0.0,
+        le=64.0,
+        description="0-255 levels of history/current disagreement the history is trusted within "
+        "(0: off, the exact 3x3 clamp)",
+    )
 
 
 class Preset(Strict):

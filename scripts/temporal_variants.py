@@ -1,61 +1,87 @@
-"""Temporal stage variants on the shipped model's painting of the held-out clip, on the CPU:
-flicker, ghosting and Laplacian RMS (the stage's own measures) per variant, per preset.
+"""Temporal stage variants on the shipped model's painting of a held-out clip: flicker, ghosting
+and Laplacian RMS (the stage's own measures) per variant, per preset, and the stage's time.
 
-    python scripts/temporal_variants.py [FRAMES=24] [PRESETS=studio,cyberpunk]
+    python scripts/temporal_variants.py [--frames 24] [--presets studio,cyberpunk]
+        [--clip song|speech] [--device cpu|cuda] [--variants JSON]
+
+--clip: training/heldout_clip.npz (song, the clip settings are chosen on) or
+training/heldout_clip_speech.npz (speech, the clip that confirms them). --variants: a JSON
+object {label: TemporalStage keyword arguments}, or a .json file holding one; "preset" as a value (or the label "preset"
+with {}) is the preset's own [temporal] section. Without it, a built-in list.
 """
 
-import sys
+import argparse
+import json
+import time
 
 import torch
 
 from pipeline.diffusion import load_models
 from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
-from pipeline.reference import make_reference
-from pipeline.stylize import make_effect, model_input
 from pipeline.temporal.stage import TemporalStage, flicker, ghosting, laplacian_rms
 from presets.loader import load_preset
-from training.evaluate import clip_renders, in_batches, paint
-from training.poses import load_heldout_clip
+from training.evaluate import clip_frames
+from training.poses import CLIP_FILE, SPEECH_CLIP_FILE, load_heldout_clip
 
-torch.set_num_threads(2)
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 24
-presets = sys.argv[2].split(",") if len(sys.argv) > 2 else ["studio", "cyberpunk"]
-variants = {
-    "shipped": {},
-    "blend 0.8": {"blend": 0.8},
-    "blend 0.85": {"blend": 0.85},
-    "blend 0.8 smooth 1": {"blend": 0.8, "smooth": 1},
-    "color_tol 0.25": {"color_tol": 0.25},
-    "guard 6": {"guard": 6},
+VARIANTS = {
+    "preset": {},
+    "tolerance 8": {"tolerance": 8.0},
+    "tolerance 12": {"tolerance": 12.0},
+    "tolerance 12 guard 2": {"tolerance": 12.0, "guard": 2},
+    "tolerance 16": {"tolerance": 16.0},
 }
-m = load_models(KAGURA_WEIGHTS, dtype="float32", device="cpu")
-track = load_heldout_clip()
-w, h = 640, 360
-for name in presets:
-    p = load_preset(name)
-    raw, motion = clip_renders(p, (w, h), N, track)
-    idx = torch.arange(N)
-    fast = in_batches(make_effect(model_input(p), w, h), raw, idx)
-    ref = in_batches(make_reference(p, w, h), raw, idx)
-    painted = torch.cat(
-        [
-            paint(m, fast[i : i + 8, ..., :3].permute(0, 3, 1, 2), name, "cpu")
-            for i in range(0, N, 8)
-        ]
-    )
-    model = torch.cat(
-        [painted.permute(0, 2, 3, 1), torch.full((N, h, w, 1), 255, dtype=torch.uint8)], 3
-    )
-    lap0 = laplacian_rms(model)
-    print(
-        f"{name}: off flicker {flicker(model, motion):.3f} ghost {ghosting(model, ref, motion):.3f}; reference flicker {flicker(ref, motion):.3f}",
-        flush=True,
-    )
-    for label, kw in variants.items():
-        t = TemporalStage(**kw)
-        t.reset()
-        out = torch.stack([t.apply(model[i], motion[i], i) for i in range(N)])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--frames", type=int, default=24)
+    ap.add_argument("--presets", default="studio,cyberpunk")
+    ap.add_argument("--clip", choices=("song", "speech"), default="song")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--variants", default=None)
+    a = ap.parse_args()
+    if a.variants and a.variants.endswith(".json"):
+        with open(a.variants) as f:
+            variants = json.load(f)
+    else:
+        variants = json.loads(a.variants) if a.variants else VARIANTS
+    if a.device == "cpu":
+        torch.set_num_threads(2)
+    m = load_models(KAGURA_WEIGHTS, dtype="float32", device=a.device)
+    track = load_heldout_clip(CLIP_FILE if a.clip == "song" else SPEECH_CLIP_FILE)
+    n = min(a.frames, len(track))
+    for name in a.presets.split(","):
+        p = load_preset(name)
+        fr = clip_frames(m, p, (640, 360), a.device, n, track)
+        model, ref, motion = fr["model"], fr["reference"], fr["motion"]
+        lap0, lap_ref, lap_fast = (laplacian_rms(fr[k]) for k in ("model", "reference", "fast"))
         print(
-            f"  {label}: flicker {flicker(out, motion):.3f} ghost {ghosting(out, ref, motion):.3f} lap {laplacian_rms(out) / lap0:.3f}",
+            f"{a.clip} {name} ({n} frames): off flicker {flicker(model, motion):.3f} ghost "
+            f"{ghosting(model, ref, motion):.3f}; reference flicker {flicker(ref, motion):.3f}; "
+            f"Laplacian RMS model {lap0:.2f} reference {lap_ref:.2f} fast {lap_fast:.2f}",
             flush=True,
         )
+        for label, kw in variants.items():
+            if label == "preset" or kw == "preset":
+                t = TemporalStage.for_preset(p, device=a.device)
+            else:
+                t = TemporalStage(device=a.device, **kw)
+            t.reset()
+            if a.device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = torch.stack([t.apply(model[i], motion[i], i) for i in range(n)])
+            if a.device == "cuda":
+                torch.cuda.synchronize()
+            ms = (time.perf_counter() - t0) * 1000.0 / n
+            lap = laplacian_rms(out)
+            print(
+                f"  {label}: flicker {flicker(out, motion):.3f} ghost "
+                f"{ghosting(out, ref, motion):.3f} lap {lap / lap0:.3f} (÷ref {lap / lap_ref:.3f}"
+                f", ÷fast {lap / lap_fast:.3f}) {ms:.2f} ms/frame",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

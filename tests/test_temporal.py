@@ -233,3 +233,71 @@ def test_the_preset_sets_blend_and_guard_and_a_switch_changes_them():
     stage.use_preset(wide)
     assert stage.guard == 8 and out_at(stage, 24 - 6) == 120
     assert out_at(stage, 24 - 12) < 116
+
+
+def edge_over_flicker(n: int = 12, h: int = 32, w: int = 96, step: int = 3):
+    """A dark bar (a hair strand) moving `step` px right per frame over a static ground whose
+    colour jitters frame to frame (a model's flicker: a few levels, all over the ground), and
+    vectors that miss the bar's motion (zero: a spring bend inside a rigid part). Returns the
+    flickering frames, the clean ones, the missed and the true motion."""
+    g = torch.Generator().manual_seed(3)
+    clean = torch.zeros(n, h, w, 4, dtype=torch.uint8)
+    noisy = clean.clone()
+    for i in range(n):
+        img = torch.full((h, w, 3), 0.6)
+        x = 6 + step * i
+        img[:, x : x + 3] = 0.35
+        clean[i, ..., :3] = (img * 255).round().to(torch.uint8)
+        jitter = 4.0 / 255 * torch.randn(1, 1, 3, generator=g)  # the whole ground moves
+        grain = 1.0 / 255 * torch.randn(h, w, 3, generator=g)
+        noisy[i, ..., :3] = ((img + jitter + grain).clamp(0, 1) * 255).round().to(torch.uint8)
+    clean[..., 3] = noisy[..., 3] = 255
+    true_motion = torch.zeros(n, h, w, 2)
+    true_motion[..., 0] = float(step)
+    return noisy, clean, torch.zeros(n, h, w, 2), true_motion
+
+
+def test_tolerance_gate_leaves_no_echo_and_averages_static_flicker():
+    """With `tolerance` the history is trusted per pixel only where it agrees with the current
+    frame within the model's own frame-to-frame noise: beside a bar whose vectors miss, the
+    echo falls below both the old uniform blend's and the exact clamp's (the shipped stage
+    before), and on the static ground the jitter that moves a whole 3x3 range — which the
+    exact clamp cannot average — is averaged."""
+    noisy, clean, missed, true_motion = edge_over_flicker()
+    uniform = run_stage(TemporalStage(blend=0.7, clamp_margin=None, smooth=1), noisy, missed)
+    clamped = run_stage(TemporalStage(blend=0.7), noisy, missed)
+    # the ground jitters by about 4 levels a channel: a tolerance a few times that
+    gated = run_stage(TemporalStage(blend=0.7, tolerance=24.0), noisy, missed)
+    echo = {
+        k: ghosting(v, clean, true_motion)
+        for k, v in (("uniform", uniform), ("clamped", clamped), ("gated", gated))
+    }
+    off = ghosting(noisy, clean, true_motion)
+    assert echo["uniform"] > off + 5.0, (echo, off)  # the measure sees the old blend's echo
+    assert echo["gated"] < echo["clamped"] and echo["gated"] < echo["uniform"], echo
+    assert echo["gated"] <= off, (echo, off)  # no worse than the stage switched off
+    # the static ground (left of where the bar starts, right of where it ends)
+    ground = (slice(None), slice(None), slice(60, 96))
+    f_in = flicker(noisy[ground], missed[ground])
+    f_clamped = flicker(clamped[ground], missed[ground])
+    f_gated = flicker(gated[ground], missed[ground])
+    assert f_gated <= 0.6 * f_in, (f_in, f_gated)
+    assert f_gated <= 0.75 * f_clamped, (f_clamped, f_gated)
+
+
+def test_the_preset_sets_tolerance_and_bad_values_are_refused():
+    from presets.loader import load_preset
+
+    base = load_preset("studio")
+    assert base.temporal.tolerance == 0.0  # off unless a preset asks: the stage as before
+    tight = base.model_copy(
+        update={"temporal": base.temporal.model_copy(update={"tolerance": 12.0})}
+    )
+    stage = TemporalStage.for_preset(tight)
+    assert stage.tolerance == 12.0
+    stage.use_preset(base)
+    assert stage.tolerance == 0.0
+    with pytest.raises(ValueError, match="tolerance"):
+        TemporalStage(tolerance=100.0)
+    with pytest.raises(ValueError, match="gate"):
+        TemporalStage(tolerance=8.0, gate=2)

@@ -13,10 +13,11 @@ heldout_metrics(models, size, device, n_per_preset, pictures=None) -> dict
     pipeline/temporal.laplacian_rms) of fast look, model and reference
 design_metrics(models, size, device, n_per_design) -> dict
     the same on designs training never drew (training/designs.HELDOUT_DESIGNS), all pooled
-clip_flicker(models, size, device, frames) -> dict
-    the temporal stage's flicker metric (pipeline/temporal/stage.flicker) on the held-out
+clip_flicker(models, size, device, frames, clip=None) -> dict
+    the temporal stage's flicker metric (pipeline/temporal/stage.flicker) on a held-out
     audio-driven clip: fast look, reference painter, model, model + temporal stage; and the
-    ghosting measure (pipeline/temporal.ghosting) of the model with and without the stage
+    ghosting measure (pipeline/temporal.ghosting) and Laplacian RMS of the model with and
+    without the stage (clip_frames / temporal_figures: the same per preset, from parts)
 image_grid(models, size, device, png, poses=2) -> Path
     rows = held-out poses x presets; columns = fast render | model | reference
 export(models, folder) -> Path
@@ -151,47 +152,69 @@ def in_batches(effect, raw: torch.Tensor, idx: torch.Tensor, n: int = 8) -> torc
     return torch.cat([effect(raw[i : i + n], idx[i : i + n]) for i in range(0, len(raw), n)])
 
 
-def clip_flicker(models, size, device, frames: int = 240) -> dict:
-    """Flicker (mean |frame - warped previous|, 0..255, covered pixels) on the held-out clip."""
+def clip_frames(models, preset, size, device, n: int, track) -> dict[str, torch.Tensor]:
+    """The first n frames of `track` in `preset`: the fast look, the reference painter's, the
+    model's painting (opaque uint8 (n, H, W, 4) on `device`) and the motion vectors."""
     from pipeline.reference import make_reference
     from pipeline.stylize import make_effect, model_input
-    from pipeline.temporal.stage import TemporalStage, flicker, ghosting
+
+    w, h = size
+    raw, motion = clip_renders(preset, size, n, track)
+    raw, motion = raw.to(device), motion.to(device)
+    idx = torch.arange(n, dtype=torch.int64, device=device)
+    fast, ref, inp = (
+        in_batches(effect.to(device), raw, idx)
+        for effect in (
+            make_effect(preset, w, h),
+            make_reference(preset, w, h),
+            make_effect(model_input(preset), w, h),
+        )
+    )
+    painted = paint(models, inp[..., :3].permute(0, 3, 1, 2), preset.name, device)
+    alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
+    model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
+    return {"fast": fast, "reference": ref, "model": model, "motion": motion}
+
+
+def temporal_figures(frames: dict[str, torch.Tensor], preset, device) -> dict:
+    """Flicker of fast look, reference, model and model + the preset's temporal stage; ghosting
+    and Laplacian RMS of the model with and without the stage (`frames` from clip_frames)."""
+    from pipeline.temporal.stage import TemporalStage, flicker, ghosting, laplacian_rms
+
+    model, ref, motion = frames["model"], frames["reference"], frames["motion"]
+    temporal = TemporalStage.for_preset(preset, device=device)
+    temporal.reset()
+    smoothed = torch.stack(
+        [temporal.apply(model[i], motion[i], i) for i in range(model.shape[0])]
+    ).to(device)
+    return {
+        "fast": flicker(frames["fast"], motion),
+        "reference": flicker(ref, motion),
+        "model": flicker(model, motion),
+        "model_temporal": flicker(smoothed, motion),
+        # beside moving edges, against the reference painter: echo lines raise it
+        "ghost_model": ghosting(model, ref, motion),
+        "ghost_model_temporal": ghosting(smoothed, ref, motion),
+        # the stage must not cost the model its detail
+        "lap_model": laplacian_rms(model),
+        "lap_model_temporal": laplacian_rms(smoothed),
+        "lap_reference": laplacian_rms(ref),
+        "lap_fast": laplacian_rms(frames["fast"]),
+    }
+
+
+def clip_flicker(models, size, device, frames: int = 240, clip: Path | None = None) -> dict:
+    """Flicker (mean |frame - warped previous|, 0..255, covered pixels), ghosting and sharpness
+    with and without the temporal stage on a held-out clip (training/heldout_clip.npz unless
+    `clip` names another, e.g. training/poses.SPEECH_CLIP_FILE)."""
     from presets.loader import load_preset
 
-    track = load_heldout_clip()
+    track = load_heldout_clip() if clip is None else load_heldout_clip(clip)
     n = min(frames, len(track))
-    w, h = size
     res: dict[str, dict] = {}
     for name in PRESETS:
         p = load_preset(name)
-        raw, motion = clip_renders(p, size, n, track)
-        raw, motion = raw.to(device), motion.to(device)
-        idx = torch.arange(n, dtype=torch.int64, device=device)
-        fast, ref, inp = (
-            in_batches(effect.to(device), raw, idx)
-            for effect in (
-                make_effect(p, w, h),
-                make_reference(p, w, h),
-                make_effect(model_input(p), w, h),
-            )
-        )
-        painted = paint(models, inp[..., :3].permute(0, 3, 1, 2), name, device)
-        alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
-        model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
-        temporal = TemporalStage.for_preset(p, device=device)
-        temporal.reset()
-        smoothed = torch.stack([temporal.apply(model[i], motion[i], i) for i in range(n)]).to(
-            device
-        )
-        res[name] = {
-            "fast": flicker(fast, motion),
-            "reference": flicker(ref, motion),
-            "model": flicker(model, motion),
-            "model_temporal": flicker(smoothed, motion),
-            # beside moving edges, against the reference painter: echo lines raise it
-            "ghost_model": ghosting(model, ref, motion),
-            "ghost_model_temporal": ghosting(smoothed, ref, motion),
-        }
+        res[name] = temporal_figures(clip_frames(models, p, size, device, n, track), p, device)
     res["frames"] = n
     return res
 

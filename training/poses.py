@@ -5,7 +5,9 @@
     sample_spec(seed, index) -> SampleSpec    the whole draw for training sample `index`
     heldout_specs(n_per_preset, design=0)      fixed poses that training never draws (of the
                                               built-in design, or of a held-out design)
-    load_heldout_clip() -> AvatarTrack         an audio-driven clip (the demo song, 8 s)
+    load_heldout_clip(path=CLIP_FILE) -> AvatarTrack
+                                              an audio-driven clip (the demo song, 8 s;
+                                              SPEECH_CLIP_FILE: 8 s of synthesized speech)
 
 Training draws from the stream `seed` and held-out poses from a separate stream (HELDOUT_SEED),
 both seeded per sample index, so any sample can be re-made from (seed, index) alone — in any
@@ -13,7 +15,9 @@ worker process, in any order — which is what makes the data reproducible and r
 
 The held-out clip is the demo song's motion from 12 s to 20 s (audio/analysis.analyze_clip at
 30 fps), stored in training/heldout_clip.npz by scripts/build_heldout_clip.py: the GPU machine
-has no librosa, and the evaluation must not depend on re-running the analysis.
+has no librosa, and the evaluation must not depend on re-running the analysis. The second clip,
+training/heldout_clip_speech.npz, is 8 s of espeak-ng speech (another source): settings chosen on
+the first are confirmed on it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from pipeline.diffusion.kagura_model import STYLE_PRESETS as PRESETS
 
 HELDOUT_SEED = 1_000_003
 CLIP_FILE = Path(__file__).resolve().parent / "heldout_clip.npz"
+# a second held-out motion from another audio source (speech), nothing is tuned on
+SPEECH_CLIP_FILE = Path(__file__).resolve().parent / "heldout_clip_speech.npz"
 N_BACKGROUNDS = 4  # background variants (make_background seeds) per preset in training
 
 

@@ -2,8 +2,8 @@
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
                   interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
-                  max_batch=4)
-    TemporalStage.for_preset(preset, device, **kw): blend and guard from the preset's
+                  tolerance=0.0, gate=3, max_batch=4)
+    TemporalStage.for_preset(preset, device, **kw): blend, guard and tolerance from the preset's
         [temporal] section (what render, live and the model's evaluation use); use_preset(p)
         switches them on a running stage.
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
@@ -48,6 +48,20 @@ disappears within one frame. A margin would let low-amplitude flicker (a stylize
 jitter of a few levels) be averaged a little more, but on the model's painting it let a faint
 echo through beside every moving edge — the ghosting measure rose above the stage switched off
 — so the default is none ("The picture" in docs/BENCHMARKS.md has the comparison).
+
+Agreement gate (`tolerance` > 0, levels of 0..255). The clamp above treats every pixel alike:
+on flat ground, where a model's flicker lives, the current 3x3 range is a few levels wide, so
+the history is pulled almost onto the current frame and little flicker is averaged; at a
+misplaced edge the range is wide, so part of the wrong history gets through. With a tolerance
+the weight depends on how well the warped history agrees with the current frame: `agree` falls
+from 1 to 0 as the largest RGB difference in the 3x3 neighbourhood (`gate`) grows from
+tolerance/2 to tolerance; the weight is multiplied by it and the clamp is widened by
+agree * tolerance. History that differs by what the model's frame-to-frame noise explains is
+averaged in full; history that differs by more (a line the current frame has elsewhere, a
+shading the vectors do not carry) is not used at all instead of being pulled into range.
+Measured on the model's painting ("The temporal stage's agreement gate" in docs/BENCHMARKS.md),
+it trades flicker for ghosting like every other weight does and does not beat the exact clamp's
+trade on any preset, so no shipped preset sets it (0: the stage as before).
 
 Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
 boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
@@ -172,6 +186,8 @@ class TemporalStage(BaseStage):
         smooth: int = 3,
         edge_tol: float = 0.15,
         guard: int = 4,
+        tolerance: float = 0.0,
+        gate: int = 3,
         max_batch: int = 4,
     ):
         if not 0.0 <= blend < 1.0:
@@ -192,6 +208,11 @@ class TemporalStage(BaseStage):
             raise ValueError(f"temporal: smooth must be an odd box size >= 1, got {smooth}")
         self.smooth = int(smooth)
         self.edge_tol, self.guard = float(edge_tol), max(0, int(guard))
+        if not 0.0 <= tolerance <= 64.0:
+            raise ValueError(f"temporal: tolerance must be in [0, 64] levels, got {tolerance}")
+        if gate < 1 or gate % 2 == 0:
+            raise ValueError(f"temporal: gate must be an odd window size >= 1, got {gate}")
+        self.tolerance, self.gate = float(tolerance), int(gate)
         self.device = torch.device(device)
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"temporal: device must be 'cpu' or 'cuda', got {device!r}")
@@ -231,12 +252,13 @@ class TemporalStage(BaseStage):
         return stage
 
     def use_preset(self, preset) -> None:
-        """A look's history weight and part-boundary guard, from the next frame on (the history
-        itself carries over); a preset without that section (None, a caller's own object)
-        leaves them as they are."""
+        """A look's history weight, part-boundary guard and agreement tolerance, from the next
+        frame on (the history itself carries over); a preset without that section (None, a
+        caller's own object) leaves them as they are."""
         t = getattr(preset, "temporal", None)
         if t is not None:
             self.blend, self.guard = float(t.blend), int(t.guard)
+            self.tolerance = float(t.tolerance)
 
     def set_enabled(self, on: bool) -> None:
         if not on:
@@ -252,15 +274,31 @@ class TemporalStage(BaseStage):
         if self.color_tol is not None:
             cdiff = (warped[:, :3] - cur[:, :3]).abs_().amax(dim=1, keepdim=True)
             w.mul_(_ramp(cdiff, self.color_tol))
+        else:
+            cdiff = None
         if self.guard:
             near = _near_motion_jumps(motion.to(cur.device), self.guard, cur.shape[0])
             w.mul_(1.0 - near)
+        margin = self.clamp_margin
+        if self.tolerance:
+            # trust the history only as far as the model's own frame-to-frame noise explains its
+            # difference from the current frame (worst channel, worst of the 3x3 neighbourhood):
+            # there the clamp is widened by up to `tolerance`, beyond it the history's weight
+            # falls to 0 — a misplaced line is dropped, not pulled into the current range
+            tol = self.tolerance / 255.0
+            if cdiff is None:
+                cdiff = (warped[:, :3] - cur[:, :3]).abs_().amax(dim=1, keepdim=True)
+            if self.gate > 1:
+                g = self.gate
+                cdiff = F.max_pool2d(cdiff, g, stride=1, padding=g // 2)
+            agree = _ramp(cdiff, tol)
+            w.mul_(agree)
+            margin = agree.mul_(tol) if margin is None else agree.mul_(tol).add_(margin)
         w.mul_(self.blend)
         hi = F.max_pool2d(cur, 3, stride=1, padding=1)
         lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_()
-        if self.clamp_margin is not None:
-            m = self.clamp_margin
-            warped = torch.minimum(torch.maximum(warped, lo - m), hi + m)
+        if margin is not None:
+            warped = torch.minimum(torch.maximum(warped, lo - margin), hi + margin)
         fix = warped.sub_(cur).mul_(w)
         if self.smooth == 1:
             return cur + fix
