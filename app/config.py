@@ -56,6 +56,7 @@ X264_PRESETS = (
     "veryslow",
 )
 MAX_WORKERS = 64
+SEED_MAX = 2**32 - 1
 LIVE_SIZE = (960, 540)  # kagura live's frame size without --size or GPU stages
 
 Size = tuple[int, int]
@@ -178,18 +179,11 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
 
-class GpuConfig(Frozen):
-    """The GPU stages, shared by render, demo, live and the benches (app/gpu_options.py's
-    flags). `diffusion` is resolved: Kagura's own model on cuda unless --no-diffusion or
-    --diffusion-random; none on the CPU unless asked."""
-
-    device: Literal["cpu", "cuda"] = "cpu"
-    diffusion: Path | str | None = None  # a diffusers checkpoint folder, or "kagura"
-    diffusion_random: Literal["sd-turbo", "tiny"] | None = None  # RANDOM weights: timing only
-    diffusion_size: Size | None = None  # the render (painted) size; None: from --size
-    upscale: Literal[1, 2, 3, 4] = 1
-    temporal: bool | None = None  # None: on when diffusion is on
-    cuda_graphs: bool | None = None  # None: on for cuda
+class GpuSwitches:
+    """What the GPU fields mean, answered in one place for GpuConfig and the RenderRequest it
+    becomes (app/render_job.py): each has the fields `device`, `diffusion`,
+    `diffusion_random`, `temporal` and `cuda_graphs` (not annotated here: pydantic would take
+    annotations for fields of its own)."""
 
     @property
     def diffusion_on(self) -> bool:
@@ -202,6 +196,20 @@ class GpuConfig(Frozen):
     @property
     def graphs_on(self) -> bool:
         return graphs_on(self.device, self.cuda_graphs)
+
+
+class GpuConfig(GpuSwitches, Frozen):
+    """The GPU stages, shared by render, demo, live and the benches (app/gpu_options.py's
+    flags). `diffusion` is resolved: Kagura's own model on cuda unless --no-diffusion or
+    --diffusion-random; none on the CPU unless asked."""
+
+    device: Literal["cpu", "cuda"] = "cpu"
+    diffusion: Path | str | None = None  # a diffusers checkpoint folder, or "kagura"
+    diffusion_random: Literal["sd-turbo", "tiny"] | None = None  # RANDOM weights: timing only
+    diffusion_size: Size | None = None  # the render (painted) size; None: from --size
+    upscale: Literal[1, 2, 3, 4] = 1
+    temporal: bool | None = None  # None: on when diffusion is on
+    cuda_graphs: bool | None = None  # None: on for cuda
 
     @property
     def requested(self) -> bool:
