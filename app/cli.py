@@ -477,10 +477,16 @@ def _layered_render_config(args: argparse.Namespace, **kwargs):
     settings = load(args.config)
     notices = list(settings.notices)
     try:
-        return render_config(args, settings=settings, notices=notices, **kwargs)
+        cfg = render_config(args, settings=settings, notices=notices, **kwargs)
     finally:
         for line in notices:
             print(f"kagura: {line}", file=sys.stderr)
+    if settings.values:  # sizes that do not fit together may come from the file: say so
+        try:
+            cfg.gpu.sizes(cfg.size)
+        except UsageError as exc:
+            raise UsageError(f"{exc} (with the {settings.name})") from None
+    return cfg
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -124,6 +124,13 @@ def test_a_config_that_names_no_file_is_one_line_and_exit_2(config_dir, song, tm
     assert "is a folder" in line
 
 
+def test_sizes_that_do_not_fit_together_name_the_file(config_dir, song, tmp_path):
+    settings = config_dir / "render.toml"
+    settings.write_text('size = "1280x720"\nupscale = 3\n')  # 1280 is not a multiple of 3
+    line = one_error_line(kagura("render", song, "-o", tmp_path / "x.mp4", config_dir=config_dir))
+    assert "--size 1280x720" in line and "--upscale 3" in line and str(settings) in line
+
+
 # --- the layers, without rendering -----------------------------------------------------------
 
 
@@ -149,7 +156,7 @@ def test_gpu_keys_layer_like_the_flags(config_dir, tmp_path):
 
     settings = config_dir / "render.toml"
     out = str(tmp_path / "x.mp4")
-    settings.write_text('device = "cuda"\nupscale = 3\ntemporal = false\n')
+    settings.write_text('device = "cuda"\nupscale = 3\nsize = "1920x1080"\ntemporal = false\n')
     cfg = _config("render", "a.wav", "-o", out)
     assert cfg.gpu.device == "cuda" and cfg.gpu.upscale == 3 and not cfg.gpu.temporal_on
     assert cfg.gpu.diffusion == KAGURA  # cuda's default look, resolved after the layers
