@@ -1,7 +1,8 @@
 """One configuration model for `kagura render`, `demo`, `still`, `live` and the benches.
 
     defaults (the fields below)  ←  the settings file  ←  the command-line flags
-                                    (live: live_app.json)
+                                    (live: live_app.json; render, demo:
+                                    render.toml or --config FILE, app/render_settings.py)
 
 `layer()` is the one place the layers meet: a settings-file value is checked field by field
 and a bad one falls back to its default with a notice (the file never blocks a start, as in
