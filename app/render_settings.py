@@ -110,6 +110,8 @@ def load(config: Path | None) -> RenderSettings:
     if config is None and not path.exists() and not path.is_symlink():
         return RenderSettings(None)
     option = "--config " if config is not None else ""
+    if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO would block
+        raise UsageError(f"{option}{path}: not a regular file, expected a TOML settings file")
     try:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:

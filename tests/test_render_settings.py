@@ -124,6 +124,15 @@ def test_a_config_that_names_no_file_is_one_line_and_exit_2(config_dir, song, tm
     assert "is a folder" in line
 
 
+def test_a_fifo_as_settings_is_refused_not_waited_on(config_dir, tmp_path):
+    from app.errors import UsageError
+
+    fifo = tmp_path / "settings.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="not a regular file"):
+        _config("render", "a.wav", "-o", str(tmp_path / "x.mp4"), "--config", str(fifo))
+
+
 def test_sizes_that_do_not_fit_together_name_the_file(config_dir, song, tmp_path):
     settings = config_dir / "render.toml"
     settings.write_text('size = "1280x720"\nupscale = 3\n')  # 1280 is not a multiple of 3
