@@ -6,6 +6,7 @@
                   | --no-diffusion] [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
                   [--[no-]cuda-graphs] [--encoders N|auto] [--render-workers M|auto]
                   [--x264-preset PRESET]
+                  [--config FILE]   (settings: render.toml in the config folder, app/render_settings.py)
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
     kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
     kagura presets                                list the style presets
@@ -144,6 +145,34 @@ def _add_render_options(p: argparse.ArgumentParser, x264_preset: str = "veryfast
     )
 
 
+# the options a render settings file may set (app/render_settings.py): not given is None, so
+# that the file's value stands unless the flag is on the command line (app/config.py layers)
+_FROM_SETTINGS = (
+    "preset",
+    "fps",
+    "seed",
+    "transparent",
+    "quiet",
+    "device",
+    "upscale",
+    "encoders",
+    "render_workers",
+    "x264_preset",
+)
+
+
+def _add_settings_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="render settings (TOML) to use instead of render.toml in the config folder; "
+        "flags win over it (app/render_settings.py lists the keys)",
+    )
+    p.set_defaults(**dict.fromkeys(_FROM_SETTINGS))
+
+
 class _LazyCommands(argparse._SubParsersAction):
     """Subcommands whose options are added only when that subcommand is the one being parsed.
 
@@ -206,6 +235,7 @@ def _fill_render(p: argparse.ArgumentParser) -> None:
         help="output .mp4 (H.264+AAC) or .webm (VP9+alpha, Opus)",
     )
     _add_render_options(p)
+    _add_settings_option(p)
 
 
 def render_parser(prog: str = "kagura render") -> argparse.ArgumentParser:
@@ -219,6 +249,7 @@ def render_parser(prog: str = "kagura render") -> argparse.ArgumentParser:
 def _fill_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
     _add_render_options(p, x264_preset=DEMO_X264_PRESET)
+    _add_settings_option(p)
 
 
 def _fill_still(p: argparse.ArgumentParser) -> None:
@@ -437,25 +468,53 @@ def _render(cfg) -> int:
     return 0
 
 
-def cmd_render(args: argparse.Namespace) -> int:
+def _layered_render_config(args: argparse.Namespace, **kwargs):
+    """render_config over the render settings file (--config FILE, else render.toml in the
+    config folder, if any); each notice about the file is one line on stderr."""
     from app.config import render_config
+    from app.render_settings import load
 
-    return _run_render(render_config(args))
+    settings = load(args.config)
+    notices = list(settings.notices)
+    try:
+        cfg = render_config(args, settings=settings, notices=notices, **kwargs)
+    finally:
+        for line in notices:
+            print(f"kagura: {line}", file=sys.stderr)
+    if settings.values:  # sizes that do not fit together may come from the file: say so
+        try:
+            cfg.gpu.sizes(cfg.size)
+        except UsageError as exc:
+            raise UsageError(f"{exc} (with the {settings.name})") from None
+    return cfg
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    return _run_render(_layered_render_config(args))
 
 
 DEMO_OUT = Path("out/demo.mp4")
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from app.config import render_config
+def demo_config(args: argparse.Namespace):
+    """`kagura demo`'s RenderConfig: the demo song, out/demo.mp4 unless -o, and the demo's own
+    x264 preset as a default under the settings file."""
     from audio.demo_song import demo_song_path
 
+    return _layered_render_config(
+        args,
+        audio=demo_song_path(),
+        output=args.output or DEMO_OUT,
+        base={"x264_preset": DEMO_X264_PRESET},
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
     # Kagura's own default file: a second run has nothing to do
     if args.output is None and DEMO_OUT.exists() and not args.overwrite:
         print(f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr)
         return 0
-    cfg = render_config(args, audio=demo_song_path(), output=args.output or DEMO_OUT)
-    return _run_render(cfg)
+    return _run_render(demo_config(args))
 
 
 def cmd_still(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """One configuration model for `kagura render`, `demo`, `still`, `live` and the benches.
 
     defaults (the fields below)  ←  the settings file  ←  the command-line flags
-                                    (live: live_app.json)
+                                    (live: live_app.json; render, demo:
+                                    render.toml or --config FILE, app/render_settings.py)
 
 `layer()` is the one place the layers meet: a settings-file value is checked field by field
 and a bad one falls back to its default with a notice (the file never blocks a start, as in
@@ -56,6 +57,7 @@ X264_PRESETS = (
     "veryslow",
 )
 MAX_WORKERS = 64
+SEED_MAX = 2**32 - 1
 LIVE_SIZE = (960, 540)  # kagura live's frame size without --size or GPU stages
 
 Size = tuple[int, int]
@@ -178,18 +180,11 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
 
-class GpuConfig(Frozen):
-    """The GPU stages, shared by render, demo, live and the benches (app/gpu_options.py's
-    flags). `diffusion` is resolved: Kagura's own model on cuda unless --no-diffusion or
-    --diffusion-random; none on the CPU unless asked."""
-
-    device: Literal["cpu", "cuda"] = "cpu"
-    diffusion: Path | str | None = None  # a diffusers checkpoint folder, or "kagura"
-    diffusion_random: Literal["sd-turbo", "tiny"] | None = None  # RANDOM weights: timing only
-    diffusion_size: Size | None = None  # the render (painted) size; None: from --size
-    upscale: Literal[1, 2, 3, 4] = 1
-    temporal: bool | None = None  # None: on when diffusion is on
-    cuda_graphs: bool | None = None  # None: on for cuda
+class GpuSwitches:
+    """What the GPU fields mean, answered in one place for GpuConfig and the RenderRequest it
+    becomes (app/render_job.py): each has the fields `device`, `diffusion`,
+    `diffusion_random`, `temporal` and `cuda_graphs` (not annotated here: pydantic would take
+    annotations for fields of its own)."""
 
     @property
     def diffusion_on(self) -> bool:
@@ -202,6 +197,20 @@ class GpuConfig(Frozen):
     @property
     def graphs_on(self) -> bool:
         return graphs_on(self.device, self.cuda_graphs)
+
+
+class GpuConfig(GpuSwitches, Frozen):
+    """The GPU stages, shared by render, demo, live and the benches (app/gpu_options.py's
+    flags). `diffusion` is resolved: Kagura's own model on cuda unless --no-diffusion or
+    --diffusion-random; none on the CPU unless asked."""
+
+    device: Literal["cpu", "cuda"] = "cpu"
+    diffusion: Path | str | None = None  # a diffusers checkpoint folder, or "kagura"
+    diffusion_random: Literal["sd-turbo", "tiny"] | None = None  # RANDOM weights: timing only
+    diffusion_size: Size | None = None  # the render (painted) size; None: from --size
+    upscale: Literal[1, 2, 3, 4] = 1
+    temporal: bool | None = None  # None: on when diffusion is on
+    cuda_graphs: bool | None = None  # None: on for cuda
 
     @property
     def requested(self) -> bool:
@@ -320,30 +329,36 @@ def layer(
     flags: Mapping[str, Any],
     file: Mapping[str, Any] | None = None,
     file_name: str = "settings",
+    parse: Mapping[str, Callable[[Any], Any]] | None = None,
     checks: Mapping[str, Callable[[Any], None]] | None = None,
+    base: Mapping[str, Any] | None = None,
     notices: list[str] | None = None,
 ) -> Frozen:
-    """defaults ← `file` ← `flags`, as one frozen `model`.
+    """defaults ← `base` ← `file` ← `flags`, as one frozen `model`.
 
-    `file`: the settings file's values by field name; each is checked on its own (its type and
-    range, then `checks[field]` if any, which raises ValueError to refuse it) and a bad one
-    keeps the default, with a line in `notices` naming the file, the field and why. `flags`:
-    the options given on the command line (None = not given); a bad one raises UsageError
-    naming the flag. (The file's own version and healing: app/live_settings.py.)"""
+    `base`: the command's own defaults, where they differ from the model's (`kagura demo`'s
+    x264 preset). `file`: the settings file's values by field name; each is checked on its own
+    (`parse[field]` first if any, which turns the file's text into the field's value, then its
+    type and range, then `checks[field]` if any; either raises ValueError to refuse it) and a
+    bad one keeps the default, with a line in `notices` naming the file, the field and why.
+    `flags`: the options given on the command line (None = not given); a bad one raises
+    UsageError naming the flag. (The file's own version and healing: app/live_settings.py.)"""
     notices = notices if notices is not None else []
     fields = model.model_fields
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {k: v for k, v in (base or {}).items() if v is not None}
     for key, value in (file or {}).items():
         if key not in fields or value is None:
             continue
         info = fields[key]
         try:
-            good = TypeAdapter(info.annotation).validate_python(value)
+            good = parse[key](value) if parse and key in parse else value
+            good = TypeAdapter(info.annotation).validate_python(good)
             if checks and key in checks:
                 checks[key](good)
         except (ValidationError, ValueError) as exc:
             why = _why(exc) if isinstance(exc, ValidationError) else " ".join(str(exc).split())
-            notices.append(f"{file_name}: {key}={_short(value)} ({why}; using {info.default!r})")
+            default = values.get(key, info.default)
+            notices.append(f"{file_name}: {key}={_short(value)} ({why}; using {default!r})")
             continue
         values[key] = good
     for key, value in flags.items():
@@ -362,21 +377,18 @@ def layer(
 # from the command line
 
 
-def gpu_flags(
-    args: argparse.Namespace, device: str | None = None, *, default_model: bool = True
-) -> dict[str, Any]:
-    """The GPU flags of `args` (app/gpu_options.py) as GpuConfig fields, --diffusion resolved
-    (`default_model=False`: no diffusion unless asked, even on cuda — `bench offline`'s rule,
-    which times the chain it is told to)."""
-    device = device or getattr(args, "device", None) or "cpu"
-    if device not in COMPUTE_DEVICES:
+DIFFUSION_CHOICE = ("diffusion", "diffusion_random", "no_diffusion")  # one of them, or none
+
+
+def _gpu_given(args: argparse.Namespace, device: str | None) -> dict[str, Any]:
+    """The GPU flags given on the command line (None: not given), each checked on its own."""
+    device = device or getattr(args, "device", None)
+    if device is not None and device not in COMPUTE_DEVICES:
         raise UsageError(f"--device {device!r}: expected cpu or cuda")
     diffusion = getattr(args, "diffusion", None)
     diffusion_random = getattr(args, "diffusion_random", None)
     if getattr(args, "no_diffusion", False):
         diffusion = None
-    elif diffusion is None and diffusion_random is None and device == "cuda" and default_model:
-        diffusion = _kagura()  # Kagura's own model is the default look on cuda
     if diffusion is not None and diffusion_random is not None:
         raise UsageError("--diffusion and --diffusion-random: give one of them, not both")
     if diffusion_random is not None and diffusion_random not in DIFFUSION_KINDS:
@@ -384,8 +396,8 @@ def gpu_flags(
             f"--diffusion-random {diffusion_random!r}: expected one of "
             + ", ".join(DIFFUSION_KINDS)
         )
-    upscale = getattr(args, "upscale", 1)
-    if upscale not in UPSCALES:
+    upscale = getattr(args, "upscale", None)
+    if upscale is not None and upscale not in UPSCALES:
         raise UsageError(f"--upscale {upscale}: expected 1, 2, 3 or 4")
     diffusion_size = getattr(args, "diffusion_size", None)
     return {
@@ -402,9 +414,48 @@ def gpu_flags(
 
 
 def gpu_config(
-    args: argparse.Namespace, device: str | None = None, *, default_model: bool = True
+    args: argparse.Namespace,
+    device: str | None = None,
+    *,
+    default_model: bool = True,
+    file: Mapping[str, Any] | None = None,
+    **file_options: Any,
 ) -> GpuConfig:
-    return GpuConfig(**gpu_flags(args, device, default_model=default_model))
+    """The GpuConfig of `args`'s GPU flags (app/gpu_options.py) over `file`'s GpuConfig keys
+    (`file_options`: layer()'s file_name, parse, checks, notices), --diffusion resolved last:
+    Kagura's own model on cuda unless a diffusion choice says otherwise (`default_model=False`:
+    no diffusion unless asked, even on cuda — `bench offline`'s rule, which times the chain it
+    is told to). The diffusion choice is one: a flag for it (--diffusion, --diffusion-random,
+    --no-diffusion) replaces the file's `diffusion` / `diffusion_random`; `diffusion = false`
+    in the file is --no-diffusion."""
+    flags = _gpu_given(args, device)
+    file = dict(file or {})
+    no_diffusion = bool(getattr(args, "no_diffusion", False))
+    if any(getattr(args, key, None) for key in DIFFUSION_CHOICE):
+        file.pop("diffusion", None)
+        file.pop("diffusion_random", None)
+    elif file.get("diffusion") is False:
+        del file["diffusion"]
+        no_diffusion = True
+    notices = file_options.setdefault("notices", [])
+    gpu = layer(GpuConfig, flags=flags, file=file, **file_options)
+    if gpu.diffusion is not None and gpu.diffusion_random is not None:  # both from the file
+        name = file_options.get("file_name", "settings")
+        notices.append(
+            f"{name}: diffusion and diffusion_random: give one of them, not both (using neither)"
+        )
+        gpu = gpu.model_copy(update={"diffusion": None, "diffusion_random": None})
+    if default_model and gpu.device == "cuda" and not (no_diffusion or gpu.diffusion_on):
+        gpu = gpu.model_copy(update={"diffusion": _kagura()})  # Kagura's own model on cuda
+    return gpu
+
+
+def gpu_flags(
+    args: argparse.Namespace, device: str | None = None, *, default_model: bool = True
+) -> dict[str, Any]:
+    """The GPU flags of `args` as GpuConfig fields, defaults filled in, --diffusion resolved
+    (no settings file: `kagura live` and the benches)."""
+    return dict(gpu_config(args, device, default_model=default_model))
 
 
 def live_gpu_config(args: argparse.Namespace, device: str | None = None) -> LiveGpuConfig:
@@ -426,11 +477,28 @@ def render_config(
     audio: Path | None = None,
     output: Path | None = None,
     default_model: bool = True,
+    settings: Any = None,
+    base: Mapping[str, Any] | None = None,
+    notices: list[str] | None = None,
 ) -> RenderConfig:
     """The RenderConfig of `kagura render`/`demo`'s parsed options (`audio`, `output`: instead
     of args.audio / args.output, e.g. the demo song and its default file; `default_model`: see
-    gpu_flags)."""
+    gpu_config) over `settings` (an app.render_settings.RenderSettings, or None for none): a
+    bad file value keeps its default with a line in `notices`; an option whose flag was not
+    given (None in `args`) comes from the file, else `base` (the command's own defaults), else
+    the model's default."""
+    file: dict[str, Any] = {}
+    options: dict[str, Any] = {"notices": notices if notices is not None else []}
+    if settings is not None:
+        file = dict(settings.values)
+        options.update(file_name=settings.name, parse=settings.parse, checks=settings.checks)
+    gpu_file = {k: file.pop(k) for k in list(file) if k in GpuConfig.model_fields}
+    gpu = gpu_config(args, default_model=default_model, file=gpu_file, **options)
     size = getattr(args, "size", None)
+    encoders, workers = getattr(args, "encoders", None), getattr(args, "render_workers", None)
+    for key, given in (("encoders", encoders), ("render_workers", workers)):
+        if given is not None:  # `--encoders auto` (None once parsed) still wins over the file
+            file.pop(key, None)
     flags = {
         "audio": audio if audio is not None else args.audio,
         "output": output if output is not None else args.output,
@@ -443,13 +511,13 @@ def render_config(
         "seed": args.seed,
         "overwrite": args.overwrite,
         "avatar": getattr(args, "avatar", None),
-        "quiet": getattr(args, "quiet", False),
-        "gpu": gpu_config(args, default_model=default_model),
-        "encoders": parse_workers(args.encoders, "--encoders"),
-        "render_workers": parse_workers(args.render_workers, "--render-workers"),
+        "quiet": getattr(args, "quiet", None),
+        "gpu": gpu,
+        "encoders": None if encoders is None else parse_workers(encoders, "--encoders"),
+        "render_workers": None if workers is None else parse_workers(workers, "--render-workers"),
         "x264_preset": args.x264_preset,
     }
-    return layer(RenderConfig, flags=flags)
+    return layer(RenderConfig, flags=flags, file=file, base=base, **options)
 
 
 MIC_NOTICE = "kagura live: --device {name!r} for the microphone is deprecated; use --mic {name!r}"

@@ -37,10 +37,10 @@ from pathlib import Path
 from app.config import (  # the option rules, one place for every command (app/config.py)
     DIFFUSION_KINDS,
     MAX_WORKERS,
+    SEED_MAX,
     UPSCALES,
     X264_PRESETS,
-    graphs_on,
-    temporal_on,
+    GpuSwitches,
 )
 from app.errors import UsageError
 from core.stage import Context, spec
@@ -55,7 +55,7 @@ PARALLEL_MIN_SECONDS = 10.0  # "auto" stays at one encoder / one renderer for sh
 
 
 @dataclass(frozen=True)
-class RenderRequest:
+class RenderRequest(GpuSwitches):
     audio: Path
     output: Path
     preset: str = "studio"
@@ -82,22 +82,12 @@ class RenderRequest:
     # the avatar: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
     avatar: object = None
 
-    @property
-    def diffusion_on(self) -> bool:
-        return self.diffusion is not None or self.diffusion_random is not None
-
-    @property
-    def temporal_on(self) -> bool:
-        return temporal_on(self.temporal, self.diffusion_on)
+    # diffusion_on, temporal_on, graphs_on: GpuSwitches (app/config.py), as on GpuConfig
 
     @property
     def gpu_stages(self) -> bool:
         """Anything beyond the plain idol → stylize → file chain."""
         return self.device != "cpu" or self.diffusion_on or self.upscale != 1 or self.temporal_on
-
-    @property
-    def graphs_on(self) -> bool:
-        return graphs_on(self.device, self.cuda_graphs)
 
     def sizes(self) -> tuple[tuple[int, int], tuple[int, int]]:
         """(render size, output size); render × upscale must equal the output."""
@@ -194,9 +184,6 @@ def check_output_safety(req: RenderRequest) -> None:
     from pipeline.sinks.output import check_output
 
     check_output(req.output, request_inputs(req), overwrite=req.overwrite)
-
-
-SEED_MAX = 2**32 - 1
 
 
 def check_seed(seed: int) -> None:

@@ -2,6 +2,7 @@
 
     config_dir()        $KAGURA_CONFIG_DIR, else platformdirs.user_config_dir("kagura")
         settings_file()     config_dir()/live_app.json        the live app's settings
+        render_settings_file() config_dir()/render.toml    `kagura render`/`demo`'s settings
         profile_file()      config_dir()/lipsync-profile.json  `kagura calibrate`'s profile
         presets_dir()       $KAGURA_PRESETS_DIR, else config_dir()/presets   user presets
     cache_dir(kind)     ($KAGURA_CACHE_DIR, else platformdirs.user_cache_dir("kagura"))/kind
@@ -29,6 +30,7 @@ CACHE_ENV = "KAGURA_CACHE_DIR"
 PRESETS_ENV = "KAGURA_PRESETS_DIR"
 WEIGHTS_ENV = "KAGURA_WEIGHTS_DIR"
 SETTINGS_FILE = "live_app.json"
+RENDER_SETTINGS_FILE = "render.toml"
 PROFILE_FILE = "lipsync-profile.json"
 
 
@@ -49,6 +51,10 @@ def config_dir() -> Path:
 
 def settings_file() -> Path:
     return config_dir() / SETTINGS_FILE
+
+
+def render_settings_file() -> Path:
+    return config_dir() / RENDER_SETTINGS_FILE
 
 
 def profile_file() -> Path:

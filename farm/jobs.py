@@ -200,7 +200,7 @@ def _argv(table: dict) -> list[str]:
     argv = [str(table.pop("audio"))]
     for key, value in table.items():
         flag = "--" + key.replace("_", "-")
-        if flag not in known or key in ("help", "quiet"):
+        if flag not in known or key in ("help", "quiet", "config"):
             raise UsageError(f"unknown key {key!r} (keys are `kagura render` options, e.g. size)")
         if isinstance(value, bool):
             if value:

@@ -75,7 +75,9 @@ def test_every_command_still_parses_when_all_are_filled():
 
     parser = build_parser(full=True)
     args = parser.parse_args(["render", "song.wav", "-o", "x.mp4", "--size", "320x180"])
-    assert (args.command, args.size, args.encoders) == ("render", "320x180", "auto")
+    # --encoders not given is None: render.toml's value, else auto (app/render_settings.py)
+    assert (args.command, args.size, args.encoders) == ("render", "320x180", None)
+    assert parser.parse_args(["render", "s.wav", "-o", "x.mp4", "--encoders", "2"]).encoders == "2"
     args = parser.parse_args(["bench", "e2e", "--repeats", "1"])
     assert (args.bench, args.repeats) == ("e2e", 1)
 
