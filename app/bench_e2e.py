@@ -114,6 +114,11 @@ def command_argv(args: argparse.Namespace, command: str, out_dir: Path) -> list[
 
 def _child_env(trace: Path, cache: Path | None) -> dict[str, str]:
     env = dict(os.environ, KAGURA_TRACE=str(trace), PYTHONUNBUFFERED="1")
+    # the commands' own defaults: a settings file on the bench machine (render.toml) must not
+    # change what is measured, so the config folder is an empty one beside the trace
+    config = trace.parent / "config"
+    config.mkdir(exist_ok=True)
+    env["KAGURA_CONFIG_DIR"] = str(config)
     if cache is not None:  # cold: every cache under an empty folder
         env["XDG_CACHE_HOME"] = str(cache)
         env["CUDA_CACHE_PATH"] = str(cache / "nv")  # the driver's compiled-kernel cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_tiny_render_bench_reports_every_field(tmp_path):
+    # a user's render settings must not change what the bench measures (the commands' defaults)
+    user_config = tmp_path / "user-config"
+    user_config.mkdir()
+    (user_config / "render.toml").write_text("fps = 12\n")
     out_json = tmp_path / "e2e.json"
     doc = tmp_path / "BENCHMARKS.md"
     argv = [
@@ -23,6 +28,7 @@ def test_tiny_render_bench_reports_every_field(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "app.cli", *argv],
         cwd=ROOT,
+        env={**os.environ, "KAGURA_CONFIG_DIR": str(user_config)},
         capture_output=True,
         text=True,
         timeout=600,
