@@ -121,7 +121,7 @@ class StylizeStage(BaseStage):
         self._run(x.to(device), torch.arange(self.max_batch))
         if device.type == "cpu" and hasattr(self.effect, "warm_cpu"):
             with torch.inference_mode():
-                self.effect.warm_cpu()  # the toon's compiled pass, before the first frame
+                self.effect.warm_cpu(self._i420)  # the toon's compiled pass
         if device.type == "cuda" and self._cuda_graph is not False and not self._compile:
             self._capture(device)
 

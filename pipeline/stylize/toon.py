@@ -115,14 +115,17 @@ class Toon(Effect):
         toon_cpu.i420_box(_u32(x), box, k, planes[:H].numpy(), chroma[0], chroma[1])
         return planes
 
-    def warm_cpu(self) -> None:
-        """Load (or compile, on the first run) the compiled passes before the first frame."""
+    def warm_cpu(self, i420: bool | None = None) -> None:
+        """Load (or compile, on a machine's first run) the compiled pass of the frames the
+        stage will make (I420 planes, RGBA frames; None: both) before the first frame."""
         if not self.gives_i420:
             return
         x = torch.zeros(self.height, self.width, 4, dtype=torch.uint8)
         x[:TIGHT, :TIGHT] = 255
-        self._one(x, torch.empty_like(x), 0)
-        self.i420(x, 0)
+        if i420 is not True:
+            self._one(x, torch.empty_like(x), 0)
+        if i420 is not False:
+            self.i420(x, 0)
 
     def _empty_i420(self) -> torch.Tensor:
         if getattr(self, "_i420_empty", None) is None:
