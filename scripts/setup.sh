@@ -49,6 +49,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     # longer import librosa), compiled once into the user cache now rather than on first use
     # (a minute of a 2-core CPU; audio/features.py import_librosa)
     .venv/bin/python -c "from audio.features import import_librosa; import_librosa()"
+    # the toon look's compiled CPU pass (pipeline/stylize/toon_cpu.py), likewise
+    .venv/bin/python -c "from pipeline.stylize import make_effect; from presets.loader import \
+load_preset; make_effect(load_preset('studio'), 64, 64).warm_cpu()"
     touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/kagura)"

@@ -119,6 +119,9 @@ class StylizeStage(BaseStage):
         # warm up (and compile) with a full batch so the first real frame pays nothing
         x = torch.zeros(self.max_batch, self.height, self.width, 4, dtype=torch.uint8)
         self._run(x.to(device), torch.arange(self.max_batch))
+        if device.type == "cpu" and hasattr(self.effect, "warm_cpu"):
+            with torch.inference_mode():
+                self.effect.warm_cpu(self._i420)  # the toon's compiled pass
         if device.type == "cuda" and self._cuda_graph is not False and not self._compile:
             self._capture(device)
 

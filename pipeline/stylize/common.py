@@ -255,6 +255,31 @@ def upsample_part(
     return upsample(sub, factor, hh, ww)[:, y0 - oy : y1 - oy, x0 - ox : x1 - ox]
 
 
+def upsample_rows(lo: torch.Tensor, factor: int, height: int, width: int, box):
+    """What `upsample_part(lo, factor, height, width, box)` interpolates along y, for a caller
+    that does that step itself (the compiled toon pass): (p, oy, ox) with p (rows, cols) the
+    x-interpolated low rows of the one plane of `lo`, edge rows repeated, so that box pixel
+    (j, i) at phase k = (j + oy) % factor, base row b = (j + oy) // factor + (k >= factor / 2)
+    is p[b, i + ox] · (1 - wn[k]) + p[b + 1, i + ox] · wn[k] (wn: `phase_weights`)."""
+    y0, y1, x0, x1 = box
+    _, lh, lw = lo.shape
+    ly0, lx0 = max(0, y0 // factor - 1), max(0, x0 // factor - 1)
+    ly1, lx1 = min(lh, -(-y1 // factor) + 1), min(lw, -(-x1 // factor) + 1)
+    if (ly0, ly1, lx0, lx1) == (0, lh, 0, lw):
+        sub, ww, oy, ox = lo, width, 0, 0
+    else:
+        sub, oy, ox = lo[:, ly0:ly1, lx0:lx1], ly0 * factor, lx0 * factor
+        ww = min(width, lx1 * factor) - ox
+    x = F.interpolate(sub, scale_factor=float(factor), mode="linear", align_corners=False)
+    x = x[..., :ww]
+    return torch.cat([x[:, :1], x, x[:, -1:]], 1)[0], y0 - oy, x0 - ox
+
+
+def phase_weights(factor: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """(factor,) weight of the later low row per output phase of `upsample`."""
+    return _phase_weights(factor, torch.device(device)).flatten()
+
+
 def pool_into(x: torch.Tensor, factor: int, lh: int, lw: int, box) -> torch.Tensor:
     """Pool planar (C, bh, bw) that sits at `box` (y0, y1, x0, x1; y0, x0 multiples of
     `factor`) of a window whose pooled grid is (lh, lw) and is zero elsewhere -> (C, lh, lw)."""
