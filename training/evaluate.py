@@ -154,7 +154,7 @@ def in_batches(effect, raw: torch.Tensor, idx: torch.Tensor, n: int = 8) -> torc
 
 def clip_frames(models, preset, size, device, n: int, track) -> dict[str, torch.Tensor]:
     """The first n frames of `track` in `preset`: the fast look, the reference painter's, the
-    model's painting (opaque uint8 (n, H, W, 4) on `device`) and the motion vectors."""
+    model's input and painting (opaque uint8 (n, H, W, 4) on `device`) and the motion vectors."""
     from pipeline.reference import make_reference
     from pipeline.stylize import make_effect, model_input
 
@@ -173,7 +173,7 @@ def clip_frames(models, preset, size, device, n: int, track) -> dict[str, torch.
     painted = paint(models, inp[..., :3].permute(0, 3, 1, 2), preset.name, device)
     alpha = torch.full((n, h, w, 1), 255, dtype=torch.uint8, device=device)
     model = torch.cat([painted.permute(0, 2, 3, 1), alpha], dim=3)
-    return {"fast": fast, "reference": ref, "model": model, "motion": motion}
+    return {"fast": fast, "reference": ref, "input": inp, "model": model, "motion": motion}
 
 
 def temporal_figures(frames: dict[str, torch.Tensor], preset, device) -> dict:
