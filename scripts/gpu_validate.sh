@@ -17,7 +17,7 @@ cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"; B=$OUT/BENCHMARKS.md
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())'
 if [ "$PART" != 2 ]; then
 # that machine has no PySide6, ray nor keyring: their test files are left out
-timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ --continue-on-collection-errors \
+timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ --continue-on-collection-errors \
     --ignore=tests/test_farm.py --ignore=tests/test_calibration_dialog.py \
     --ignore=tests/test_stats_overlay.py --ignore=tests/test_hostile_app.py \
     --ignore=tests/test_kagura_torch_gpu.py 2>&1 | tail -8
