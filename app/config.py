@@ -87,6 +87,25 @@ def parse_size(text: str | Size, option: str = "--size") -> Size:
     return width, height
 
 
+def expect_fps(fps: int) -> None:
+    """The frame-rate rule of render's --fps and its settings file: ValueError says what is
+    expected (the caller names the flag or the file)."""
+    if not 1 <= fps <= 240:
+        raise ValueError("expected a whole number of frames per second from 1 to 240")
+
+
+def expect_seed(seed: int) -> None:
+    """The seed rule of --seed and the settings file (see expect_fps)."""
+    if not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"expected a whole number from 0 to {SEED_MAX}")
+
+
+def expect_x264_preset(name: str) -> None:
+    """The x264 preset rule of --x264-preset and the settings file (see expect_fps)."""
+    if name not in X264_PRESETS:
+        raise ValueError("expected one of " + ", ".join(X264_PRESETS))
+
+
 def parse_workers(text: str, option: str) -> int | None:
     """'auto' → None; '4' → 4 (1..MAX_WORKERS); anything else is a one-line UsageError."""
     value = str(text).strip().lower()

@@ -37,10 +37,11 @@ from pathlib import Path
 from app.config import (  # the option rules, one place for every command (app/config.py)
     DIFFUSION_KINDS,
     MAX_WORKERS,
-    SEED_MAX,
     UPSCALES,
-    X264_PRESETS,
     GpuSwitches,
+    expect_fps,
+    expect_seed,
+    expect_x264_preset,
 )
 from app.errors import UsageError
 from core.stage import Context, spec
@@ -107,10 +108,10 @@ def check_workers(req: RenderRequest) -> None:
             f"--encoders {req.encoders}: parallel encoding writes MP4 (H.264 + AAC) only; "
             f"use --encoders 1 for {req.output.name}"
         )
-    if req.x264_preset not in X264_PRESETS:
-        raise UsageError(
-            f"--x264-preset {req.x264_preset!r}: expected one of " + ", ".join(X264_PRESETS)
-        )
+    try:
+        expect_x264_preset(req.x264_preset)
+    except ValueError as exc:
+        raise UsageError(f"--x264-preset {req.x264_preset!r}: {exc}") from None
 
 
 def resolve_workers(req: RenderRequest, frames: int) -> tuple[int, int]:
@@ -148,10 +149,10 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_seed(req.seed)
-    if not 1 <= req.fps <= 240:
-        raise UsageError(
-            f"--fps {req.fps}: expected a whole number of frames per second from 1 to 240"
-        )
+    try:
+        expect_fps(req.fps)
+    except ValueError as exc:
+        raise UsageError(f"--fps {req.fps}: {exc}") from None
     if req.start_s < 0:
         raise UsageError(f"--start {req.start_s}: expected a time in seconds >= 0")
     if req.seconds is not None and req.seconds <= 0:
@@ -187,8 +188,10 @@ def check_output_safety(req: RenderRequest) -> None:
 
 
 def check_seed(seed: int) -> None:
-    if not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
-        raise UsageError(f"--seed {seed}: expected a whole number from 0 to {SEED_MAX}")
+    try:
+        expect_seed(seed)
+    except ValueError as exc:
+        raise UsageError(f"--seed {seed}: {exc}") from None
 
 
 def kept_output(graph: Graph) -> Path | None:

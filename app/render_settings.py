@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.config import SEED_MAX, X264_PRESETS, parse_size, parse_workers
+from app.config import expect_fps, expect_seed, expect_x264_preset, parse_size, parse_workers
 from core.errors import UsageError
 
 # the keys a render settings file may have (RenderConfig and GpuConfig field names)
@@ -98,7 +98,7 @@ class RenderSettings:
 
     @property
     def checks(self) -> dict[str, Callable[[Any], None]]:
-        return {"fps": _fps, "seed": _seed, "x264_preset": _x264_preset}
+        return {"fps": expect_fps, "seed": expect_seed, "x264_preset": expect_x264_preset}
 
 
 def load(config: Path | None) -> RenderSettings:
@@ -196,18 +196,3 @@ def _workers(value: Any) -> int | None:
         return parse_workers(str(value), "")
     except UsageError:
         raise ValueError("expected 'auto' or a whole number from 1 to 64") from None
-
-
-def _fps(value: int) -> None:
-    if not 1 <= value <= 240:
-        raise ValueError("expected a whole number of frames per second from 1 to 240")
-
-
-def _seed(value: int) -> None:
-    if not 0 <= value <= SEED_MAX:
-        raise ValueError(f"expected a whole number from 0 to {SEED_MAX}")
-
-
-def _x264_preset(value: str) -> None:
-    if value not in X264_PRESETS:
-        raise ValueError("expected one of " + ", ".join(X264_PRESETS))
