@@ -48,6 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--bank", type=int, default=None, help="pairs kept on the device")
     p.add_argument("--fresh", type=int, default=None, help="new pairs per step")
+    p.add_argument(
+        "--motion-bank", type=int, default=None, help="temporal pairs kept (the motion loss)"
+    )
     p.add_argument("--ae-steps", type=int, default=None)
     p.add_argument("--workers", type=int, default=None, help="render processes (default: auto)")
     p.add_argument("--eval-poses", type=int, default=12, help="held-out poses per preset")
@@ -67,7 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="append",
         default=[],
         metavar="NAME=W",
-        help="override one loss weight (pix, edge, lat, rec, gan, texture, line, shift); "
+        help="override one loss weight (pix, edge, lat, rec, gan, texture, line, shift, "
+        "motion); "
         "repeatable",
     )
     p.add_argument("--design-poses", type=int, default=4, help="poses per held-out design")
@@ -98,6 +102,10 @@ def config_from(args: argparse.Namespace):
             ):
                 raise UsageError(f"--{key} {getattr(args, key)}: expected a positive number")
             setattr(cfg, key, getattr(args, key))
+    if args.motion_bank is not None:
+        if args.motion_bank < 1:
+            raise UsageError(f"--motion-bank {args.motion_bank}: expected a positive number")
+        cfg.motion_bank = args.motion_bank
     if args.ae_steps is not None:
         cfg.ae_steps = args.ae_steps
     if args.init is not None:
@@ -122,6 +130,8 @@ def config_from(args: argparse.Namespace):
         cfg.loss_weights = {**cfg.loss_weights, "gan": 0.0}
     cfg.ae_steps = min(cfg.ae_steps, cfg.steps // 2)
     cfg.bank = max(cfg.bank, cfg.batch)
+    cfg.motion_batch = min(cfg.motion_batch, cfg.motion_bank)
+    cfg.motion_fresh = min(cfg.motion_fresh, cfg.motion_bank)
     cfg.refresh_every = max(1, min(cfg.refresh_every, cfg.steps))
     cfg.max_minutes = args.minutes
     cfg.eval_every = max(1, min(cfg.eval_every, cfg.steps))

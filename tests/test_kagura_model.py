@@ -16,7 +16,7 @@ from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS, build_kagura, load_k
 from presets.loader import load_preset
 from tests.test_cli_render import REPO, kagura, probe
 from training import evaluate
-from training.data import PairMaker, RenderPool, frame_raw
+from training.data import PairMaker, RenderPool, frame_motion, frame_raw
 from training.poses import Framing, load_heldout_clip, sample_spec
 
 
@@ -210,6 +210,53 @@ def test_framing_mirrors_and_zooms():
     assert (zoomed[0, ..., 3] > 0).float().mean() > (raw[0, ..., 3] > 0).float().mean()
 
 
+def _warp_error(a: torch.Tensor, b: torch.Tensor, motion: torch.Tensor) -> float:
+    """Mean |b - warp(a)| over uint8 (n, H, W, 4) frames, motion (n, H, W, 2)."""
+    from pipeline.temporal.stage import warp
+
+    x, y = (f.permute(0, 3, 1, 2).float() for f in (a, b))
+    moved, _ = warp(x, motion)
+    return float((y - moved).abs().mean())
+
+
+def test_temporal_pairs_carry_the_motion_between_their_frames():
+    """The second frame is the first moved by the vectors (also zoomed and mirrored): closer
+    than the first frame unmoved or moved the wrong way (what is left: the mouth, blinks, hair
+    springs and resampling at this small size); the pair is a pure function of (seed, index)."""
+    pool = RenderPool((128, 72), workers=0)
+    raw0, raw1, motion, _ = pool.fetch_motion(5, 0, 6)
+    assert raw0.shape == raw1.shape == (6, 72, 128, 4) and motion.shape == (6, 72, 128, 2)
+    assert motion.abs().amax() > 0.5  # the idol moved
+    moved = _warp_error(raw0, raw1, motion)
+    still = _warp_error(raw0, raw1, torch.zeros_like(motion))
+    assert moved < 0.75 * still and moved < 0.5 * _warp_error(raw0, raw1, -motion), moved
+    framings = [Framing(scale=1.3, dx=0.1, mirror=True)] * 6
+    f0, f1 = frame_raw(raw0, framings), frame_raw(raw1, framings)
+    fm = frame_motion(motion, framings)
+    moved = _warp_error(f0, f1, fm)
+    assert moved < 0.75 * _warp_error(f0, f1, torch.zeros_like(fm))
+    unmirrored = frame_motion(motion, [Framing(scale=1.3, dx=0.1)] * 6)  # x the wrong way
+    assert moved < 0.8 * _warp_error(f0, f1, unmirrored)
+    again = pool.fetch_motion(5, 0, 6)
+    assert torch.equal(again[0], raw0) and torch.equal(again[2], motion)
+
+
+def test_motion_loss_charges_flicker_the_reference_does_not_have():
+    """motion_l1: 0 for a painting whose error moves with the picture, > 0 for one whose error
+    changes from frame to frame."""
+    from training.train import motion_l1
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.rand(2, 2, 3, 24, 32, generator=g)
+    motion = torch.zeros(2, 24, 32, 2)
+    cover = torch.ones(2, 1, 24, 32)
+    steady = ref + 0.1  # the same error in both frames
+    assert float(motion_l1(steady, ref, motion, cover)) < 1e-6
+    flickery = ref + 0.1 * torch.randn(2, 2, 3, 24, 32, generator=g)
+    assert float(motion_l1(flickery, ref, motion, cover)) > 0.05
+    assert float(motion_l1(flickery, ref, motion, torch.zeros_like(cover))) == 0.0
+
+
 def test_pairs_are_the_models_input_and_the_reference_look():
     raw, specs = RenderPool((96, 56), workers=0).fetch(0, 0, 6)
     inp, ref = PairMaker((96, 56)).make(raw, specs)
@@ -280,13 +327,25 @@ def test_train_resume_export_and_evaluate(tmp_path):
     first = kagura(*common, "--steps", "2", timeout=600)
     assert first.returncode == 0, first.stderr[-2000:]
     assert (out / "last.pt").is_file()
-    # the resumed run adds the shift-consistency term, which must show in its log
-    second = kagura(*common, "--steps", "4", "--loss-weight", "shift=0.5", timeout=600)
+    # the resumed run adds the shift- and motion-consistency terms, which must show in its log
+    second = kagura(
+        *common,
+        "--steps",
+        "4",
+        "--loss-weight",
+        "shift=0.5",
+        "--loss-weight",
+        "motion=0.5",
+        "--motion-bank",
+        "2",
+        timeout=600,
+    )
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resumed from" in second.stdout and "at step 2" in second.stdout
     steps = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert max(r["step"] for r in steps) == 4
     assert any(r.get("shift", 0.0) > 0 for r in steps if r["step"] > 2)
+    assert any(r.get("motion", 0.0) > 0 for r in steps if r["step"] > 2)
     models = load_kagura(folder=export)
     st = DiffusionStage(models, load_preset("studio"), 64, 40)
     st.setup()

@@ -4,6 +4,8 @@
                                           `workers` processes (0: in this process)
         fetch(seed, start, n) -> (uint8 (n, H, W, 4) tensor, [SampleSpec])
         prefetch(seed, start, n)          start the next fetch in the background
+        fetch_motion(seed, start, n) -> (raw0, raw1, motion (n, H, W, 2), [SampleSpec])
+                                          temporal pairs: a pose and the frame after it
     PairMaker(size, device)               on `device`: framing (zoom/offset/mirror), the preset's
         make(raw, specs) -> (input, ref)  procedural look as the diffusion stage receives it
                                           (pipeline/stylize.model_input: no screen effects) and
@@ -15,6 +17,9 @@
     PairBank(capacity, size, device)      a ring of pairs on the device; training samples
         add(fast, ref, preset_ids), sample(n, generator)   batches from it while a few fresh
                                           pairs replace the oldest every step
+    MotionBank(capacity, size, device)    the same for temporal pairs: two consecutive frames'
+                                          input and reference, the motion between them and
+                                          where the first frame covers the second
 
 Why a bank: the reference painters are deliberately slow (at least 10x the model), so painting
 every training batch fresh would starve the GPU; a bank refreshed by `fresh` pairs per step still
@@ -65,6 +70,25 @@ def render_specs(specs: list[SampleSpec], w: int, h: int) -> np.ndarray:
     return np.stack([render_spec(s, w, h) for s in specs])
 
 
+def render_motion_spec(spec: SampleSpec, after, w: int, h: int) -> tuple[np.ndarray, ...]:
+    """(rgba of `spec`, rgba of the pose `after` drawn next, the motion vectors between them):
+    the renderer runs on from the first frame, so hair springs swing as they do live."""
+    r = _renderer(spec.preset, w, h, spec.design)
+    r.reset()
+    first = r.render(spec.params).rgba.copy()
+    nxt = r.render(after)
+    return first, nxt.rgba, nxt.motion
+
+
+def _render_motion_index(args: tuple[int, int, int, int]) -> tuple[SampleSpec, bytes, bytes, bytes]:
+    from training.poses import motion_spec
+
+    seed, index, w, h = args
+    spec, after = motion_spec(seed, index)
+    a, b, m = render_motion_spec(spec, after, w, h)
+    return spec, a.tobytes(), b.tobytes(), np.ascontiguousarray(m, np.float32).tobytes()
+
+
 def _render_index(args: tuple[int, int, int, int]) -> tuple[SampleSpec, bytes]:
     seed, index, w, h = args
     spec = sample_spec(seed, index)
@@ -103,6 +127,26 @@ class RenderPool:
         raw = np.stack([np.frombuffer(b, np.uint8).reshape(self.h, self.w, 4) for _, b in results])
         return torch.from_numpy(raw), specs
 
+    def fetch_motion(
+        self, seed: int, start: int, n: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[SampleSpec]]:
+        """Temporal pairs start..start+n (training.poses.motion_spec): uint8 (n, H, W, 4) of
+        both frames and float32 (n, H, W, 2) motion from the first to the second."""
+        args = self._args(seed, start, n)
+        if self._pool is not None:
+            results = self._pool.map(_render_motion_index, args, max(1, n // self.workers))
+        else:
+            results = [_render_motion_index(a) for a in args]
+        shape = (self.h, self.w)
+        frames = [
+            torch.from_numpy(
+                np.stack([np.frombuffer(r[k], np.uint8).reshape(*shape, 4) for r in results])
+            )
+            for k in (1, 2)
+        ]
+        motion = np.stack([np.frombuffer(r[3], np.float32).reshape(*shape, 2) for r in results])
+        return frames[0], frames[1], torch.from_numpy(motion), [r[0] for r in results]
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.terminate()
@@ -118,21 +162,40 @@ def default_workers() -> int:
 # -- pairs on the device ---------------------------------------------------------------------
 
 
-def frame_raw(raw: torch.Tensor, framings: list[Framing]) -> torch.Tensor:
-    """Zoom/offset/mirror uint8 (n, H, W, 4) premultiplied renders (bilinear, transparent
-    outside); identity framings are passed through untouched."""
-    if all(f.identity for f in framings):
-        return raw
-    n = raw.shape[0]
-    theta = torch.zeros(n, 2, 3, dtype=torch.float32)
+def _framing_grid(framings: list[Framing], shape: list[int], device) -> torch.Tensor:
+    """grid_sample's grid for each framing: output pixel -> where it is in the bust shot."""
+    theta = torch.zeros(len(framings), 2, 3, dtype=torch.float32)
     for i, f in enumerate(framings):
         m = -1.0 if f.mirror else 1.0
         theta[i, 0, 0] = m / f.scale
         theta[i, 0, 2] = -m * 2.0 * f.dx / f.scale
         theta[i, 1, 1] = 1.0 / f.scale
         theta[i, 1, 2] = -2.0 * f.dy / f.scale
+    return F.affine_grid(theta.to(device), shape, align_corners=False)
+
+
+def frame_motion(motion: torch.Tensor, framings: list[Framing]) -> torch.Tensor:
+    """The motion vectors float (n, H, W, 2) of framed renders: sampled where frame_raw samples
+    the picture (nearest: vectors are per part, not blended across parts), scaled by the zoom,
+    x negated when mirrored."""
+    if all(f.identity for f in framings):
+        return motion
+    x = motion.permute(0, 3, 1, 2).float()
+    grid = _framing_grid(framings, list(x.shape), x.device)
+    y = F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    k = torch.tensor(
+        [[(-1.0 if f.mirror else 1.0) * f.scale, f.scale] for f in framings], device=x.device
+    )
+    return (y * k.view(-1, 2, 1, 1)).permute(0, 2, 3, 1).contiguous()
+
+
+def frame_raw(raw: torch.Tensor, framings: list[Framing]) -> torch.Tensor:
+    """Zoom/offset/mirror uint8 (n, H, W, 4) premultiplied renders (bilinear, transparent
+    outside); identity framings are passed through untouched."""
+    if all(f.identity for f in framings):
+        return raw
     x = raw.permute(0, 3, 1, 2).float()
-    grid = F.affine_grid(theta.to(x.device), list(x.shape), align_corners=False)
+    grid = _framing_grid(framings, list(x.shape), x.device)
     y = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     y = y.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
     keep = torch.tensor([f.identity for f in framings], device=raw.device)
@@ -236,6 +299,66 @@ class PairBank:
             raise RuntimeError("PairBank.sample: the bank is empty")
         rows = torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
         return self.fast[rows], self.ref[rows], self.preset[rows]
+
+
+class MotionBank:
+    """Temporal pairs on the device: the model's input and the reference for two consecutive
+    frames, the motion from the first to the second (float16: sub-pixel precision is plenty)
+    and `cover`, 1 where the second frame's pixel was visible in the first (the flicker
+    measure's covered pixels: pipeline/temporal.flicker)."""
+
+    def __init__(self, capacity: int, size: tuple[int, int], device: str | torch.device):
+        w, h = size
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        u8 = dict(dtype=torch.uint8, device=self.device)
+        self.inp = torch.zeros(capacity, 2, 3, h, w, **u8)
+        self.ref = torch.zeros(capacity, 2, 3, h, w, **u8)
+        self.motion = torch.zeros(capacity, h, w, 2, dtype=torch.float16, device=self.device)
+        self.cover = torch.zeros(capacity, 1, h, w, **u8)
+        self.preset = torch.zeros(capacity, dtype=torch.long, device=self.device)
+        self.count = 0
+        self.filled = 0
+
+    def add(self, inp, ref, motion, cover, preset) -> None:
+        n = inp.shape[0]
+        pos = ((self.count + torch.arange(n)) % self.capacity).to(self.device)
+        self.inp[pos], self.ref[pos] = inp, ref
+        self.motion[pos], self.cover[pos] = motion.half(), cover
+        self.preset[pos] = preset.to(self.device)
+        self.count += n
+        self.filled = min(self.capacity, self.filled + n)
+
+    def sample(self, n: int, generator: torch.Generator):
+        """(inp (n, 2, 3, H, W), ref, motion float32 (n, H, W, 2), cover float (n, 1, H, W),
+        preset ids)."""
+        if self.filled == 0:
+            raise RuntimeError("MotionBank.sample: the bank is empty")
+        rows = torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
+        return (
+            self.inp[rows],
+            self.ref[rows],
+            self.motion[rows].float(),
+            self.cover[rows].float(),
+            self.preset[rows],
+        )
+
+
+def motion_pairs(maker: PairMaker, raw0, raw1, motion, specs, idx0: torch.Tensor):
+    """(inp (n, 2, 3, H, W), ref (n, 2, 3, H, W), framed motion, cover uint8 (n, 1, H, W)) for
+    rendered temporal pairs; the looks' per-frame grain runs on from idx0 to idx0 + 1."""
+    from pipeline.temporal.stage import warp
+
+    framings = [s.framing for s in specs]
+    dev = maker.device
+    inp0, ref0 = maker.looks(raw0, specs, idx0)
+    inp1, ref1 = maker.looks(raw1, specs, idx0 + 1)
+    m = frame_motion(motion.to(dev), framings)
+    a0 = frame_raw(raw0.to(dev), framings)[..., 3:].permute(0, 3, 1, 2).float().div_(255.0)
+    a1 = frame_raw(raw1.to(dev), framings)[..., 3:].permute(0, 3, 1, 2).float().div_(255.0)
+    warped, inside = warp(a0, m)
+    cover = ((inside > 0) & ((warped - a1).abs() <= 0.1)).to(torch.uint8)
+    return torch.stack((inp0, inp1), 1), torch.stack((ref0, ref1), 1), m, cover
 
 
 def preset_ids(specs: list[SampleSpec]) -> torch.Tensor:

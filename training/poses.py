@@ -3,6 +3,9 @@
     random_params(rng) -> AvatarParams        one pose/viseme/expression/gaze/blink draw
     random_framing(rng) -> Framing            zoom, offset and mirror of the bust shot
     sample_spec(seed, index) -> SampleSpec    the whole draw for training sample `index`
+    motion_spec(seed, index) -> (SampleSpec, AvatarParams)
+                                              a training sample and the idol's pose one
+                                              frame later (temporal pairs)
     heldout_specs(n_per_preset, design=0)      fixed poses that training never draws (of the
                                               built-in design, or of a held-out design)
     load_heldout_clip(path=CLIP_FILE) -> AvatarTrack
@@ -131,6 +134,46 @@ def sample_spec(seed: int, index: int) -> SampleSpec:
 
 
 DESIGN_SHARE = 0.6  # of training samples that show another design than the built-in idol
+
+MOTION_BASE = 1 << 40  # temporal pairs draw their first frame from this far into the stream
+FRAME_NS = 33_333_333  # one frame at 30 fps, the step between a temporal pair's two frames
+
+
+def next_params(rng: np.random.Generator, p: AvatarParams) -> AvatarParams:
+    """The pose one frame (30 fps) after `p`: head and body turned by what singing moves in a
+    frame, the mouth and gaze a little on; eyes and expressions mostly held, sometimes
+    blinking (shape changes the motion vectors do not describe happen live too)."""
+    n = rng.normal
+    blink = rng.random() < 0.1
+    return AvatarParams(
+        pts_ns=p.pts_ns + FRAME_NS,
+        head_yaw=p.head_yaw + n(0.0, 1.5),
+        head_pitch=p.head_pitch + n(0.0, 1.0),
+        head_roll=p.head_roll + n(0.0, 1.0),
+        body_yaw=p.body_yaw + n(0.0, 0.5),
+        body_roll=p.body_roll + n(0.0, 0.5),
+        eye_open_l=p.eye_open_l * (0.5 if blink else 1.0),
+        eye_open_r=p.eye_open_r * (0.5 if blink else 1.0),
+        eye_smile=p.eye_smile,
+        gaze_x=p.gaze_x + n(0.0, 0.05),
+        gaze_y=p.gaze_y + n(0.0, 0.05),
+        brow_l=p.brow_l,
+        brow_r=p.brow_r,
+        mouth_open=p.mouth_open + n(0.0, 0.08),
+        mouth_form=p.mouth_form + n(0.0, 0.05),
+        breath=p.breath + 0.03,
+        cheek=p.cheek,
+        vowels=p.vowels,
+        expressions=dict(p.expressions),
+    ).clamped()
+
+
+def motion_spec(seed: int, index: int) -> tuple[SampleSpec, AvatarParams]:
+    """Temporal pair `index`: a training sample (from a part of the stream single pictures
+    never reach) and the pose of the frame after it; same framing, background and design."""
+    spec = sample_spec(seed, MOTION_BASE + index)
+    rng = np.random.default_rng([int(seed), int(index), 2])
+    return spec, next_params(rng, spec.params)
 
 
 def heldout_specs(n_per_preset: int = 12, design: int = 0) -> list[SampleSpec]:

@@ -54,10 +54,12 @@ import torch
 import torch.nn.functional as F
 
 from training.data import (
+    MotionBank,
     PairBank,
     PairMaker,
     RenderPool,
     default_workers,
+    motion_pairs,
     preset_ids,
     to_unit,
 )
@@ -96,8 +98,12 @@ class TrainConfig:
             "texture": 0.0,
             "line": 0.0,
             "shift": 0.0,
+            "motion": 0.0,
         }
     )
+    motion_bank: int = 384  # temporal pairs kept on the device (when the "motion" loss is on)
+    motion_fresh: int = 16  # ... of which this many are replaced every `refresh_every` steps
+    motion_batch: int = 4  # temporal pairs per step
     gan_start: int = 1500  # discriminator from this step on (after the decoder has settled)
     init: str | None = None  # weights folder to start from (see module doc)
     step0: int = 0  # steps done before this run (from init's train_state.json)
@@ -204,6 +210,22 @@ def shift_l1(
 SHIFT_MARGIN = 16  # pixels: beyond the reach of the wrap seam through the autoencoder
 
 
+def motion_l1(
+    painted: torch.Tensor, ref: torch.Tensor, motion: torch.Tensor, cover: torch.Tensor
+) -> torch.Tensor:
+    """painted, ref (n, 2, 3, H, W) of two consecutive frames, motion (n, H, W, 2) from the first
+    to the second, cover (n, 1, H, W): mean over covered pixels of |e1 - warp(e0)|, e = painted -
+    ref. Zero when the painting changes from frame to frame exactly as the reference does
+    (whatever its still error), so it charges the flicker the model adds, not the
+    reference's own motion, blinks or resampling at edges."""
+    from pipeline.temporal.stage import warp
+
+    err = painted - ref
+    moved, _ = warp(err[:, 0], motion, "bilinear")
+    diff = (err[:, 1] - moved).abs().mean(1, keepdim=True)
+    return (diff * cover).sum() / cover.sum().clamp(min=1.0)
+
+
 class PatchDiscriminator(torch.nn.Module):
     """A small PatchGAN: (B, 3, H, W) in [-1, 1] -> (B, 1, H/8, W/8) realism logits, each
     judging a ~35-pixel patch. Spectral norm keeps it from overpowering the generator."""
@@ -289,6 +311,8 @@ class Trainer:
         self.out = Path(cfg.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.amp = self.dev.type == "cuda"
+        self.motion_bank = None  # a training/data.MotionBank when the "motion" loss is on
+        self.motion_made = 0  # temporal pairs made (their own stream position)
 
     def _init_from(self, folder: Path) -> bool:
         """Start from a weights folder: every tensor whose name and shape match. True when
@@ -335,6 +359,7 @@ class Trainer:
             "config": self.cfg.to_json(),
             "step": self.step,
             "samples_made": self.samples_made,
+            "motion_made": self.motion_made,
             "unet": m.unet.state_dict(),
             "vae": m.vae.state_dict(),
             "text_encoder": m.text_encoder.state_dict(),
@@ -369,6 +394,7 @@ class Trainer:
         if state.get("cuda_rng") is not None and self.dev.type == "cuda":
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         self.step, self.samples_made = int(state["step"]), int(state["samples_made"])
+        self.motion_made = int(state.get("motion_made", 0))
 
     # -- one step -------------------------------------------------------------------------
 
@@ -433,6 +459,9 @@ class Trainer:
             if w.get("shift", 0.0) > 0:
                 out["shift"] = self._shift_loss(fast, img, eps, t, from_fast, pid, g)
                 out["loss"] = out["loss"] + w["shift"] * out["shift"]
+            if w.get("motion", 0.0) > 0 and self.motion_bank is not None:
+                out["motion"] = self._motion_loss(g)
+                out["loss"] = out["loss"] + w["motion"] * out["motion"]
             if self.gan_on:
                 out["gan"] = -self.disc(img).mean()  # hinge generator loss
                 out["loss"] = out["loss"] + w.get("gan", 0.0) * out["gan"]
@@ -453,6 +482,22 @@ class Trainer:
             z = self.models.vae.encode(moved)[0].float()
         _, painted = self._paint(moved, z, z, eps[rows], t[rows], pid[rows])
         return shift_l1(painted, img[rows], dy, dx)
+
+    def _motion_loss(self, g: torch.Generator) -> torch.Tensor:
+        """motion_l1 on `motion_batch` temporal pairs, both frames painted from their own fast
+        latent under one noise and one first-slot timestep (a live stream's fixed noise)."""
+        inp, ref, motion, cover, pid = self.motion_bank.sample(self.cfg.motion_batch, self.gen)
+        n, _, c, h, w = inp.shape
+        cl = self._memory_format()
+        fast = to_unit(inp.reshape(2 * n, c, h, w)).contiguous(memory_format=cl)
+        with torch.no_grad():
+            z = self.models.vae.encode(fast)[0].float()
+        first = self.first_t.cpu()
+        t = first[torch.randint(0, len(first), (n,), generator=g)].to(self.dev).repeat_interleave(2)
+        eps = torch.randn(n, *z.shape[1:], generator=g).to(self.dev).repeat_interleave(2, 0)
+        _, painted = self._paint(fast, z, z, eps, t, pid.repeat_interleave(2))
+        target = to_unit(ref.reshape(2 * n, c, h, w))
+        return motion_l1(painted.view(n, 2, c, h, w), target.view(n, 2, c, h, w), motion, cover)
 
     def _paint(self, fast, z_fast, z_src, eps, t, pid) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted latent, its picture decoded onto `fast`): the UNet on the noisy latent
@@ -544,6 +589,16 @@ def _fill(
     bank.add(fast, ref, preset_ids(specs))
 
 
+def _fill_motion(trainer: Trainer, pool: RenderPool, maker: PairMaker, n: int) -> None:
+    """Make n new temporal pairs into the trainer's motion bank."""
+    raw0, raw1, motion, specs = pool.fetch_motion(trainer.cfg.seed, trainer.motion_made, n)
+    # the looks' grain index: its own range, two frames per pair
+    idx0 = 2 * torch.arange(trainer.motion_made, trainer.motion_made + n, dtype=torch.int64)
+    trainer.motion_made += n
+    inp, ref, m, cover = motion_pairs(maker, raw0, raw1, motion, specs, idx0)
+    trainer.motion_bank.add(inp, ref, m, cover, preset_ids(specs))
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -571,12 +626,22 @@ def train(
             left = bank.capacity - bank.filled - n
             _fill(trainer, pool, maker, bank, n, min(256, left) if left else chunk)
         log(f"bank of {bank.capacity} pairs made in {time.monotonic() - t0:.1f} s")
+        motion_on = cfg.loss_weights.get("motion", 0.0) > 0
+        if motion_on:
+            t0 = time.monotonic()
+            trainer.motion_bank = MotionBank(cfg.motion_bank, cfg.size, cfg.device)
+            while trainer.motion_bank.filled < trainer.motion_bank.capacity:
+                left = trainer.motion_bank.capacity - trainer.motion_bank.filled
+                _fill_motion(trainer, pool, maker, min(128, left))
+            log(f"motion bank of {cfg.motion_bank} pairs made in {time.monotonic() - t0:.1f} s")
         window: list[dict[str, float]] = []
         t_log = time.monotonic()
         stopped = False
         while trainer.step < cfg.steps:
             if cfg.fresh > 0 and trainer.step % cfg.refresh_every == 0:
                 _fill(trainer, pool, maker, bank, chunk, chunk)
+                if motion_on and cfg.motion_fresh > 0:
+                    _fill_motion(trainer, pool, maker, cfg.motion_fresh)
             window.append(trainer.train_step(bank))
             step = trainer.step
             out_of_time = (
