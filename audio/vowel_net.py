@@ -29,6 +29,7 @@ __all__ = [
     "OFFLINE_OFFSETS",
     "LiveNet",
     "Mlp",
+    "Tcn",
     "VowelNet",
     "fuse",
     "hop_vectors",
@@ -300,9 +301,111 @@ class Mlp:
 
 
 @dataclass
+class Tcn:
+    """A temporal convolutional net over the hop vectors (not stacked rows): `Mlp`'s interface
+    for a whole clip in time order (`predict`, `logits`), and hop by hop (`stepper`).
+
+    Each layer is a kernel-`k` convolution at its dilation, edges held (the first/last input
+    repeated: torch's replicate padding), ReLU, and from the second layer on a residual add;
+    a 1x1 head gives the 6 logits. `causal`: only past hops (live; the receptive field
+    ``(k - 1) * sum(dilations)`` hops back), else centred (offline: half that each way). Why:
+    stacked frames give the net a few fixed offsets; the convolutions learn their own context,
+    ~300 ms and more, for the cost of a few small matrix products per hop."""
+
+    mean: np.ndarray
+    std: np.ndarray
+    convs: list[tuple[np.ndarray, np.ndarray]]  # (k, c_in, c_out), (c_out,)
+    dilations: tuple[int, ...]
+    head: tuple[np.ndarray, np.ndarray]  # (c, 6), (6,)
+    causal: bool = True
+
+    def _taps(self, layer: int) -> np.ndarray:
+        """Offsets (hops) of one layer's kernel taps, oldest first."""
+        k, d = len(self.convs[layer][0]), self.dilations[layer]
+        off = np.arange(k) * d
+        return off - off[-1] if self.causal else off - off[-1] // 2
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        h = (np.asarray(x, np.float32) - self.mean) / self.std
+        n = len(h)
+        t = np.arange(n)
+        for i, (w, b) in enumerate(self.convs):
+            out = np.broadcast_to(b, (n, len(b))).copy()
+            for j, o in enumerate(self._taps(i)):
+                out += h[np.clip(t + o, 0, max(n - 1, 0))] @ w[j]
+            np.maximum(out, 0.0, out=out)
+            h = out + h if i > 0 else out
+        return h @ self.head[0] + self.head[1]
+
+    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """-> (p(voice) (n,), p(A I U E O) (n, 5)) for the hops `x` (n, c), in time order."""
+        z = self.logits(np.atleast_2d(x))
+        pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))
+        e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
+        return pv, e / e.sum(axis=1, keepdims=True)
+
+    def stepper(self) -> TcnStepper:
+        if not self.causal:
+            raise ValueError("a centred (offline) Tcn cannot run hop by hop")
+        return TcnStepper(self)
+
+
+class TcnStepper:
+    """A causal `Tcn` hop by hop. Layer i keeps its last span_i inputs twice over in a buffer
+    of 2 span_i rows (row t at t mod span_i and at that + span_i), so its taps — hops t - j d
+    — are one strided slice: few numpy calls per hop, which is what a hop costs here. The input
+    scaling is folded into the first layer. `step(x, commit=False)` changes nothing (a
+    provisional hop). The same numbers as `Tcn.predict` over the stream up to float32
+    rounding."""
+
+    def __init__(self, net: Tcn) -> None:
+        s = (1.0 / net.std).astype(np.float32)
+        w0, b0 = net.convs[0]
+        convs = [(w0 * s[None, :, None], b0 - np.einsum("c,kco->o", net.mean * s, w0))]
+        self.layers = []
+        for i, (w, b) in enumerate([*convs, *net.convs[1:]]):
+            k, d = len(w), net.dilations[i]
+            n = (k - 1) * d + 1
+            buf = np.zeros((2 * n, w.shape[1]), np.float32)
+            self.layers.append((w.reshape(-1, w.shape[2]).astype(np.float32),
+                                np.asarray(b, np.float32), k, d, n, buf))  # fmt: skip
+        self.head = net.head
+        self.count = 0
+
+    def step(self, x: np.ndarray, commit: bool = True) -> tuple[float, np.ndarray]:
+        h = np.asarray(x, np.float32).reshape(-1)
+        c = self.count
+        for i, (w, b, k, d, n, buf) in enumerate(self.layers):
+            if c == 0:
+                if commit:
+                    buf[:] = h  # edges held
+                rows = np.tile(h, k)
+            else:
+                q = c % n + n  # this hop's row (the mirror), its taps q - j d
+                if commit:
+                    buf[q] = h
+                    buf[q - n] = h
+                    rows = buf[q - (k - 1) * d : q + 1 : d].reshape(-1)
+                else:
+                    rows = np.concatenate((buf[q - (k - 1) * d : q : d].reshape(-1), h))
+            out = rows @ w
+            out += b
+            np.maximum(out, 0.0, out=out)
+            h = out + h if i > 0 else out
+        if commit:
+            self.count += 1
+        z = (h @ self.head[0] + self.head[1]).tolist()
+        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
+        top = max(z[1:])
+        e = [math.exp(v - top) for v in z[1:]]
+        tot = sum(e)
+        return pv, np.array([v / tot for v in e])
+
+
+@dataclass
 class VowelNet:
-    live: Mlp
-    offline: Mlp
+    live: Mlp | Tcn
+    offline: Mlp | Tcn
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
@@ -314,7 +417,7 @@ class VowelNet:
     live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
     # more offline nets on the same inputs, trained on other corpora: their probabilities and
     # `offline`'s are averaged (offline only: the live hop pays for one net)
-    offline_more: list[Mlp] = field(default_factory=list)
+    offline_more: list[Mlp | Tcn] = field(default_factory=list)
     # the training clips' cepstral spread (n_coefs,): where set, the offline net's cepstra are
     # also divided by the clip's own spread (`clip_cvn`); None: mean normalisation only
     offline_cvn: np.ndarray | None = None
@@ -370,6 +473,16 @@ class VowelNet:
         for name, m in (("live", self.live), ("offline", self.offline), *more):
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
             arrays[f"{name}_std"] = m.std.astype(np.float32)
+            if isinstance(m, Tcn):
+                arrays[f"{name}_kind"] = np.array("tcn")
+                arrays[f"{name}_dilations"] = np.asarray(m.dilations, np.int64)
+                arrays[f"{name}_causal"] = np.asarray(m.causal)
+                for i, (w, b) in enumerate(m.convs):
+                    arrays[f"{name}_c{i}_w"] = w.astype(np.float16)
+                    arrays[f"{name}_c{i}_b"] = b.astype(np.float16)
+                arrays[f"{name}_head_w"] = m.head[0].astype(np.float16)
+                arrays[f"{name}_head_b"] = m.head[1].astype(np.float16)
+                continue
             for i, (w, b) in enumerate(m.layers):
                 arrays[f"{name}_w{i}"] = w.astype(np.float16)
                 arrays[f"{name}_b{i}"] = b.astype(np.float16)
@@ -386,6 +499,12 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         while f"offline{len(names) - 1}_mean" in z:
             names.append(f"offline{len(names) - 1}")
         for name in names:
+            kind = str(z[f"{name}_kind"]) if f"{name}_kind" in z else "mlp"
+            if kind == "tcn":
+                nets.append(_load_tcn(z, name, path))
+                continue
+            if kind != "mlp":
+                raise ValueError(f"{path}: {name}_kind: unknown net {kind!r} (expected 'tcn')")
             layers = []
             i = 0
             while f"{name}_w{i}" in z:
@@ -400,6 +519,8 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         offs = tuple(int(o) for o in z["live_offsets"]) if "live_offsets" in z else LIVE_OFFSETS
         if max(offs) != 0:
             raise ValueError(f"{path}: the live net's offsets must end at 0 (got {offs})")
+        if isinstance(nets[0], Tcn) and (offs != (0,) or not nets[0].causal):
+            raise ValueError(f"{path}: a convolutional live net must be causal, offsets (0,)")
         lf = str(z["live_front"]) if "live_front" in z else ""
         if lf not in ("", LIVE_FRONT_STEADY):
             raise ValueError(
@@ -410,6 +531,8 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             if "offline_offsets" in z
             else OFFLINE_OFFSETS
         )
+        if any(isinstance(m, Tcn) for m in nets[1:]) and oo != (0,):
+            raise ValueError(f"{path}: a convolutional offline net takes offline_offsets (0,)")
         prior = int(z["live_cmn_prior"]) if "live_cmn_prior" in z else LIVE_CMN_PRIOR_OLD
         if not 1 <= prior <= CMN_TAU:
             raise ValueError(f"{path}: live_cmn_prior must be 1..{CMN_TAU} hops (got {prior})")
@@ -423,6 +546,23 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
                         live_cmn_voiced=voiced, offline_more=nets[2:],
                         offline_cvn=cvn)  # fmt: skip
+
+
+def _load_tcn(z, name: str, path) -> Tcn:
+    convs = []
+    while f"{name}_c{len(convs)}_w" in z:
+        i = len(convs)
+        convs.append(
+            (z[f"{name}_c{i}_w"].astype(np.float32), z[f"{name}_c{i}_b"].astype(np.float32))
+        )
+    dil = tuple(int(d) for d in z[f"{name}_dilations"])
+    if not convs or len(dil) != len(convs) or min(dil) < 1:
+        raise ValueError(
+            f"{path}: {name}_dilations: expected one dilation >= 1 per convolution "
+            f"({len(convs)}), got {dil}"
+        )
+    head = (z[f"{name}_head_w"].astype(np.float32), z[f"{name}_head_b"].astype(np.float32))
+    return Tcn(z[f"{name}_mean"], z[f"{name}_std"], convs, dil, head, bool(z[f"{name}_causal"]))
 
 
 TEMPLATE_WEIGHT = 0.5
@@ -474,6 +614,10 @@ class LiveNet:
         cmn_voiced: bool = False,
     ) -> None:
         self.mlp = mlp
+        # a convolutional net keeps its own history (its rings); it reads this hop's vector
+        self.tcn = mlp.stepper() if isinstance(mlp, Tcn) else None
+        if self.tcn is not None and tuple(offsets) != (0,):
+            raise ValueError(f"a convolutional live net takes offsets (0,), got {offsets}")
         self.cmn = RunningCmn(cmn_init, cmn_prior)
         self.cmn_voiced = cmn_voiced
         self.voiced = False  # the last committed hop's p(voice) > VOICED_P
@@ -527,7 +671,10 @@ class LiveNet:
         if commit:
             self.ring = ring
             self.count += 1
-        pv, pw = self.mlp.predict_one(ring[self._idx])
+        if self.tcn is not None:
+            pv, pw = self.tcn.step(v, commit)
+        else:
+            pv, pw = self.mlp.predict_one(ring[self._idx])
         if commit:
             self.voiced = pv > VOICED_P
         return pv, pw

@@ -28,14 +28,16 @@ from audio.vowel_net import (
     NET_SETTINGS,
     OFFLINE_OFFSETS,
     Mlp,
+    Tcn,
     VowelNet,
     clip_cmn,
     clip_spread,
     live_inputs,
     offline_inputs,
+    stack,
 )
 
-__all__ = ["Examples", "cmn_prior", "examples", "train", "train_offline"]
+__all__ = ["Examples", "cmn_prior", "examples", "fit_tcn", "stack_runs", "train", "train_offline"]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
@@ -49,11 +51,14 @@ class Examples:
     offline: np.ndarray  # float32 (n, d_offline)
     voice: np.ndarray  # float32 (n,) 0/1
     vowel: np.ndarray  # int64 (n,) 0..4, -1 where not a vowel
+    # hops of each heard track in order (a convolutional net trains on runs of a track's hops)
+    lengths: np.ndarray | None = None
 
     @staticmethod
     def concat(parts: list[Examples]) -> Examples:
-        return Examples(*(np.concatenate([getattr(p, k) for p in parts]) for k in
-                          ("live", "offline", "voice", "vowel")))  # fmt: skip
+        cols = (np.concatenate([getattr(p, k) for p in parts]) for k in
+                ("live", "offline", "voice", "vowel"))  # fmt: skip
+        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64))
 
 
 def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
@@ -238,6 +243,120 @@ def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, se
     return Mlp(mean.astype(np.float32), std.astype(np.float32), layers)
 
 
+def _runs(lengths: np.ndarray, chunk: int) -> np.ndarray:
+    """Start hops of runs of `chunk` hops that each lie inside one track (a track's last run
+    ends at its end; tracks shorter than `chunk` are left out)."""
+    starts, at = [], 0
+    for n in np.asarray(lengths).tolist():
+        if n >= chunk:
+            s = list(range(at, at + n - chunk + 1, chunk))
+            if s[-1] != at + n - chunk:
+                s.append(at + n - chunk)
+            starts += s
+        at += n
+    return np.asarray(starts, np.int64)
+
+
+def stack_runs(v: np.ndarray, lengths: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
+    """`audio.vowel_net.stack` of each track's hop vectors (edges held per track): the rows
+    `examples` gives at these offsets when given offsets (0,)."""
+    if tuple(offsets) == (0,) or v.shape[1] == 0:  # (0 columns: a live-only training's)
+        return v
+    ends = np.cumsum(lengths)
+    return np.concatenate(
+        [stack(v[e - n : e], offsets) for n, e in zip(lengths, ends, strict=True)]
+    )
+
+
+def fit_tcn(
+    x: np.ndarray,
+    voice: np.ndarray,
+    vowel: np.ndarray,
+    lengths: np.ndarray,
+    channels: int = 32,
+    dilations: tuple[int, ...] = (1, 2, 4, 8),
+    causal: bool = True,
+    epochs: int = 8,
+    seed: int = 0,
+    kernel: int = 3,
+    chunk: int = 256,
+) -> Tcn:
+    """A `audio.vowel_net.Tcn` on the hop vectors `x` (n, c) of the tracks `lengths` (in
+    order), trained on runs of `chunk` hops of one track each (edges held, as in use)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed,
+                        kernel, chunk)  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed, kernel, chunk):
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(seed)
+    mean = x.mean(axis=0)
+    std = x.std(axis=0) + 1e-3
+    xt = torch.from_numpy((x - mean) / std).float()
+    vt = torch.from_numpy(voice).float()
+    wt = torch.from_numpy(vowel).long()
+    starts = torch.from_numpy(_runs(lengths, chunk))
+    convs = torch.nn.ModuleList()
+    c_in = x.shape[1]
+    for _ in dilations:
+        convs.append(torch.nn.Conv1d(c_in, channels, kernel))
+        c_in = channels
+    head = torch.nn.Conv1d(channels, 6, 1)
+    drop = torch.nn.Dropout(0.1)
+    pads = [((kernel - 1) * d, 0) if causal else ((kernel - 1) * d // 2,) * 2 for d in dilations]
+
+    def forward(h):  # (b, c, t)
+        for i, (conv, d) in enumerate(zip(convs, dilations, strict=True)):
+            y = F.relu(F.conv1d(F.pad(h, pads[i], mode="replicate"), conv.weight, conv.bias,
+                                dilation=d))  # fmt: skip
+            h = drop(y) + h if i > 0 else drop(y)
+        return head(h)
+
+    params = [*convs.parameters(), *head.parameters()]
+    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
+    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
+    opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=1e-4)
+    batch = 16
+    steps = epochs * (len(starts) // batch + 1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    g = torch.Generator().manual_seed(seed)
+    bce = torch.nn.BCEWithLogitsLoss()
+    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
+    span = torch.arange(chunk)
+    convs.train()
+    drop.train()
+    for _ in range(epochs):
+        perm = starts[torch.randperm(len(starts), generator=g)]
+        for i in range(0, len(perm), batch):
+            idx = perm[i : i + batch, None] + span[None]  # (b, t)
+            z = forward(xt[idx].transpose(1, 2))  # (b, 6, t)
+            z = z.transpose(1, 2).reshape(-1, 6)
+            wi = wt[idx].reshape(-1)
+            loss = bce(z[:, 0], vt[idx].reshape(-1))
+            if (wi >= 0).any():
+                loss = loss + ce(z[:, 1:], wi)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    conv_w = [
+        (c.weight.detach().numpy().transpose(2, 1, 0).copy(), c.bias.detach().numpy().copy())
+        for c in convs
+    ]
+    hw = head.weight.detach().numpy()[:, :, 0].T.copy()
+    return Tcn(mean.astype(np.float32), std.astype(np.float32), conv_w, tuple(dilations),
+               (hw, head.bias.detach().numpy().copy()), causal)  # fmt: skip
+
+
 LIVE_HIDDEN = (64, 32)
 OFFLINE_HIDDEN = (96, 48)
 
@@ -267,20 +386,23 @@ def train(
     live_front: str = "",
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS,
     live_cmn_prior: int = CMN_PRIOR,
-    offline: Mlp | None = None,
+    offline: Mlp | Tcn | None = None,
     live_cmn_voiced: bool = False,
     offline_cvn: np.ndarray | None = None,
+    live: Mlp | Tcn | None = None,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same); with
-    `offline` given, that offline net is kept and only the live one is trained. `offline_cvn`: the
-    spread the examples' offline rows were normalised by (`examples`), stored with the net."""
+    `offline` (or `live`) given, that net is kept and only the other one is trained.
+    `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
+    stored with the net."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small matrices: one thread is faster than two
     try:
         s = slice(None, None, stride)
-        live = _fit(ex.live[s], ex.voice[s], ex.vowel[s], LIVE_HIDDEN, epochs, seed)
+        if live is None:
+            live = _fit(ex.live[s], ex.voice[s], ex.vowel[s], LIVE_HIDDEN, epochs, seed)
         off = offline
         if off is None:
             off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)

@@ -67,6 +67,10 @@ AUG: dict = {"backings": TRAIN_STYLES}
 # cepstra also divided by the clip's spread (`audio.vowel_net.clip_cvn`).
 MORE_SEEDS = 0
 OFFLINE_CVN = False
+# The nets' kind: {} is an MLP over stacked hops; else a convolutional net's settings
+# (`audio.vowel_net_train.fit_tcn`: channels, dilations)
+LIVE_TCN: dict = {}
+OFFLINE_TCN: dict = {}
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -94,6 +98,9 @@ def build_net(
     offline_cvn: bool | None = None,
     seed: int = 0,
     more_seeds: int | None = None,
+    live_tcn: dict | None = None,
+    offline_tcn: dict | None = None,
+    cache: dict | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -102,25 +109,70 @@ def build_net(
     augmentation settings for `audio.vowel_net_train.examples` (its `warp_range`, `lifter`),
     the recipe's (`AUG`) when None. `offline_cvn`: the offline cepstra also divided by the
     clip's spread (`OFFLINE_CVN` when None). `more_seeds`: offline nets of other training
-    seeds averaged in (`MORE_SEEDS` when None)."""
+    seeds averaged in (`MORE_SEEDS` when None). `live_tcn` / `offline_tcn`: that half is a
+    convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
+    the hop vectors instead of an MLP over stacked hops. `cache`: a dict that keeps the
+    examples between calls of the same data settings (recipes that differ in their nets
+    alone train on the very same examples)."""
+    live_tcn = LIVE_TCN if live_tcn is None else live_tcn
+    offline_tcn = OFFLINE_TCN if offline_tcn is None else offline_tcn
     more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
     aug = dict(AUG if aug is None else aug)
-    from audio.vowel_net_train import cmn_prior, cvn_prior, examples, train, train_offline
+    from audio.vowel_net_train import (
+        cmn_prior,
+        cvn_prior,
+        examples,
+        fit_tcn,
+        train,
+        train_offline,
+    )
 
+    cache = {} if cache is None else cache
     specs = training_voices(held_out)
-    tracks = _tracks(specs)
+    key = ("tracks", held_out)
+    if key not in cache:
+        cache.clear()  # one corpus at a time: the examples are large
+        cache[key] = _tracks(specs)
+    tracks = cache[key]
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
         front, offline_offsets = base.front, base.offline_offsets
         cvn = base.offline_cvn
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
-    ex = examples(
-        tracks, init, n_aug=n_aug, seed=seed, front=front, live_offsets=live_offsets,
-        live_front=live_front, offline_offsets=offline_offsets, band_share=band_share,
-        live_cmn_prior=live_cmn_prior, offline=base is None, live_cmn_voiced=live_cmn_voiced,
-        offline_cvn=cvn, **aug,
-    )  # fmt: skip
+    if live_tcn:
+        live_offsets = (0,)
+    if offline_tcn:
+        offline_offsets = (0,)
+
+    def hop_examples(trs, copies):
+        """The hop vectors (offsets (0,)): stacked below for an MLP half, as before."""
+        k = (len(trs), copies, seed, front, live_front, band_share, live_cmn_prior,
+             base is None, live_cmn_voiced, None if cvn is None else cvn.tobytes(), repr(aug))  # fmt: skip
+        if k not in cache:
+            cache[k] = examples(
+                trs, init, n_aug=copies, seed=seed, front=front, live_offsets=(0,),
+                live_front=live_front, offline_offsets=(0,), band_share=band_share,
+                live_cmn_prior=live_cmn_prior, offline=base is None,
+                live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, **aug,
+            )  # fmt: skip
+        return cache[k]
+
+    def offline_net(h, off_seed):
+        if offline_tcn:
+            return fit_tcn(h.offline, h.voice, h.vowel, h.lengths, causal=False, epochs=epochs,
+                           seed=off_seed, **offline_tcn)  # fmt: skip
+        return train_offline(_stacked(h, (0,), offline_offsets), epochs=epochs, seed=off_seed - 1)
+
+    hop = hop_examples(tracks, n_aug)
+    ex = _stacked(hop, live_offsets, offline_offsets)
+    live_net = None
+    if live_tcn:
+        live_net = fit_tcn(hop.live, hop.voice, hop.vowel, hop.lengths, causal=True,
+                           epochs=epochs, seed=seed, **live_tcn)  # fmt: skip
+    kept_off = None if base is None else base.offline
+    if base is None and offline_tcn:
+        kept_off = offline_net(hop, seed + 1)
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
@@ -131,37 +183,45 @@ def build_net(
         + (f"; augmentation {aug}" if aug else "")
         + (f"; seed {seed}" if seed else "")
         + ("; live half retrained (--live-only)" if base is not None else "")
+        + (f"; live net convolutional {live_tcn}" if live_tcn else "")
+        + (f"; offline net convolutional {offline_tcn}" if offline_tcn else "")
     )
     net = train(
         ex, init, info, epochs=epochs, seed=seed, front=front, live_offsets=live_offsets,
         live_front=live_front, offline_offsets=offline_offsets, live_cmn_prior=live_cmn_prior,
-        offline=None if base is None else base.offline, live_cmn_voiced=live_cmn_voiced,
-        offline_cvn=cvn,
+        offline=kept_off, live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, live=live_net,
     )  # fmt: skip
+    del ex
     if base is not None:
         net.offline_more = base.offline_more
     else:
         # more offline nets on the same examples, other training seeds: averaged, their own
         # mistakes on an unheard voice partly cancel
         for k in range(more_seeds):
-            net.offline_more.append(train_offline(ex, epochs=epochs, seed=seed + 100 * (k + 1)))
+            net.offline_more.append(offline_net(hop, seed + 100 * (k + 1) + 1))
         if more_seeds:
             net.info += f"; averaged with {more_seeds} more offline net(s), other seeds"
     if base is None and more_without:
-        del ex
         sub = [v for v in specs if v.lang not in more_without]
-        ex2 = examples(
-            _tracks(sub), init, n_aug=MORE_N_AUG, seed=seed, front=front,
-            live_offsets=live_offsets, live_front=live_front, offline_offsets=offline_offsets,
-            band_share=band_share, live_cmn_prior=live_cmn_prior,
-            live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, **aug,
-        )  # fmt: skip
-        net.offline_more.append(train_offline(ex2, epochs=epochs, seed=seed))
+        net.offline_more.append(offline_net(hop_examples(_tracks(sub), MORE_N_AUG), seed + 1))
         net.info += (
             f"; averaged with a second offline net ({MORE_N_AUG} copies) without the voices "
             f"of {', '.join(more_without)}"
         )
     return net
+
+
+def _stacked(hop, live_offsets, offline_offsets):
+    """Hop-vector examples as an MLP's rows: each track's hops stacked at the offsets."""
+    from audio.vowel_net_train import Examples, stack_runs
+
+    return Examples(
+        stack_runs(hop.live, hop.lengths, live_offsets),
+        stack_runs(hop.offline, hop.lengths, offline_offsets),
+        hop.voice,
+        hop.vowel,
+        hop.lengths,
+    )
 
 
 def _tracks(specs):
