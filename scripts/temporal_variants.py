@@ -2,7 +2,7 @@
 and Laplacian RMS (the stage's own measures) per variant, per preset, and the stage's time.
 
     python scripts/temporal_variants.py [--frames 24] [--presets studio,cyberpunk]
-        [--clip song|speech] [--device cpu|cuda] [--variants JSON]
+        [--clip song|speech] [--device cpu|cuda] [--variants JSON] [--weights DIR]
 
 --clip: training/heldout_clip.npz (song, the clip settings are chosen on) or
 training/heldout_clip_speech.npz (speech, the clip that confirms them). --variants: a JSON
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--clip", choices=("song", "speech"), default="song")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--variants", default=None)
+    ap.add_argument("--weights", default=str(KAGURA_WEIGHTS), help="model folder (the shipped)")
     a = ap.parse_args()
     if a.variants and a.variants.endswith(".json"):
         with open(a.variants) as f:
@@ -47,7 +48,7 @@ def main() -> None:
         variants = json.loads(a.variants) if a.variants else VARIANTS
     if a.device == "cpu":
         torch.set_num_threads(2)
-    m = load_models(KAGURA_WEIGHTS, dtype="float32", device=a.device)
+    m = load_models(a.weights, dtype="float32", device=a.device)
     track = load_heldout_clip(CLIP_FILE if a.clip == "song" else SPEECH_CLIP_FILE)
     n = min(a.frames, len(track))
     for name in a.presets.split(","):
