@@ -183,8 +183,11 @@ class LiveSession:
             def fits(look: Look) -> None:
                 # each look is checked against the chain it joins before its stages are set
                 # up; a GPU session's first look is checked by GpuChain.setup, with the
-                # ladder stages, which do not exist yet here
-                if gpu is None or self._gpu is not None:
+                # ladder stages, which do not exist yet here (and a chain closed by stop()
+                # runs nothing more: there is nothing to fit)
+                if gpu is None:
+                    check_live(look, None, (w, h))
+                elif self._gpu is not None and not self._gpu.closed:
                     check_live(look, self._gpu, (w, h))
 
             def build(preset: Any, transparent: bool) -> Look:

@@ -126,3 +126,44 @@ def test_a_later_look_that_does_not_fit_the_chain_is_refused_and_the_current_one
         looks.current.close()
         chain.close()
         first.close()
+
+
+def test_a_gpu_session_checks_its_first_look_with_the_chain_and_a_later_one_against_it(
+    tmp_path,
+):
+    """LiveSession wiring, on the CPU: output 128x72 = render 64x36 x2 (the upscaler's random
+    weights), so a look checked without the chain would be refused at the output; the session
+    is built and a preset switch goes through, both checked against the whole chain."""
+    from pipeline.live import FilePlayback, LiveSession
+    from pipeline.live_gpu import shared_upscalers
+    from pipeline.upscale.animevideov3 import ScaledSR, SRVGGNetCompact
+    from pipeline.upscale.stage import UpscaleStage
+    from tests.hostile import write_wav_s16
+
+    def make_x4(in_size):
+        st = UpscaleStage(4, device="cpu", in_size=in_size, max_batch=1)
+        st.model = ScaledSR(SRVGGNetCompact(), 4, 4).eval().requires_grad_(False)
+        return st
+
+    gpu = LiveGpu(
+        device="cpu",
+        make_upscaler=shared_upscalers(make_x4),
+        upscale=2,
+        temporal=False,
+        render_size=SIZE,
+        render_process=False,
+        budget_ms=1000.0,
+    )
+    src = FilePlayback(write_wav_s16(tmp_path / "a.wav", 1.0), start=False)
+    session = LiveSession(src, "studio", size=(128, 72), fps=10, gpu=gpu)
+    try:
+        stages = live_stages(session.looks.current, session._gpu)
+        assert [s.name for s in stages] == ["render", "upload", "stylize", "upscale", "readback"]
+        session.set_preset("cyberpunk")
+        assert session.wait_look(60)
+        assert session.looks.current.name == "cyberpunk" and session.looks.errors == []
+        # the same look against the CPU chain does not reach the output's size
+        with pytest.raises(GraphError, match="stage 'output' needs 128x72 images, gets 64x36"):
+            check_live(session.looks.current, None, (128, 72))
+    finally:
+        session.stop()
