@@ -8,7 +8,7 @@
                   [--x264-preset PRESET]
                   [--config FILE]   (settings: render.toml in the config folder, app/render_settings.py)
     kagura demo [-o OUT] [--preset NAME] [...]   render the built-in demo song (default out/demo.mp4)
-    kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent]
+    kagura still AUDIO --at SECONDS -o PNG [--preset NAME] [--size WxH] [--transparent] [--config FILE]
     kagura presets                                list the style presets
     kagura avatar check FILE [--sheet OUT.png]    what a layered avatar (PSD, PNG folder) has
     kagura avatar export-builtin OUT.psd          the built-in idol as a layered PSD template
@@ -257,6 +257,8 @@ def _fill_still(p: argparse.ArgumentParser) -> None:
     p.add_argument("--at", type=float, required=True, help="time in the audio, seconds")
     p.add_argument("-o", "--output", type=Path, required=True, help="output .png")
     _add_look_options(p)
+    _add_settings_option(p)  # the look's keys of render.toml (app/still.py STILL_KEYS)
+    p.set_defaults(size=None)  # not given: the file's size, else 1280x720
 
 
 def _fill_bench_render(b: argparse.ArgumentParser) -> None:
@@ -518,9 +520,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_still(args: argparse.Namespace) -> int:
-    from app.still import render_still
+    from app.render_settings import load
+    from app.still import render_still, still_config
 
-    render_still(args)
+    settings = load(args.config)
+    notices = list(settings.notices)
+    try:
+        cfg = still_config(args, settings=settings, notices=notices)
+    finally:
+        for line in notices:
+            print(f"kagura: {line}", file=sys.stderr)
+    render_still(cfg)
     print(f"kagura: wrote {args.output}", file=sys.stderr)
     return 0
 

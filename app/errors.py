@@ -47,7 +47,7 @@ USER_ERRORS = (
     ("audio.errors", "AudioError"),
     ("pipeline.sinks.output", "OutputError"),
     ("presets.loader", "PresetError"),
-    ("pipeline.graph", "GraphError"),
+    ("core.stage", "GraphError"),
     ("pipeline.diffusion.models", "ModelError"),
 )
 

@@ -208,7 +208,7 @@ def run_live(
     chain = live_gpu(s, cuda_graph, compile_unet, compile_cache).build(
         look.preset, s.size, s.out_size, FPS
     )
-    chain.setup(look.stylize)
+    chain.setup(look)
     if cuda:
         torch.cuda.synchronize()
     mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph and cuda else "eager"

@@ -1,8 +1,9 @@
 """The stage protocol and the contract a graph checks when it is built.
 
-A stage declares what it needs from incoming frames and what it adds (`Needs` / `Gives`);
-`Graph.build()` walks the chain and refuses a graph whose stages do not fit, so a mismatch is
-found before frame 1, not at it.
+A stage declares what it needs from incoming frames and what it adds (`needs` / `gives`);
+`check_chain` walks a chain and refuses one whose stages do not fit, so a mismatch is found
+before frame 1, not at it. Both runtimes call it: the offline `Graph.build()`
+(pipeline/graph.py) and the live session's builders (pipeline/live_chain.py `check_live`).
 
 Life cycle: `setup(ctx)` (everything slow: load weights, build engines, warm up), then
 `process_batch(frames)` for each batch, then `close()`. Stages that gain nothing from batching
@@ -11,6 +12,7 @@ only implement `process(frame)`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -108,3 +110,36 @@ class Sink(Protocol):
 
     def abort(self) -> None:
         """Error or cancel: remove partial output, release resources."""
+
+
+class GraphError(ValueError):
+    """The chain does not fit together (reported when the graph or the live look is built)."""
+
+
+def check_chain(carried: Spec, parts: Iterable) -> Spec:
+    """Walk `parts` (stages, then perhaps a sink) from what the source gives (`carried`): each
+    one's `needs` must be met by what reaches it, then its `gives` (a sink has none) is merged
+    in. Returns what leaves the last part; a part that does not fit raises GraphError."""
+    for part in parts:
+        needs = part.needs
+        missing = needs.fields - carried.fields
+        if missing:
+            raise GraphError(
+                f"stage '{part.name}' needs {sorted(missing)}, but frames reaching it carry only {sorted(carried.fields)}"
+            )
+        if needs.size is not None and carried.size is not None and needs.size != carried.size:
+            raise GraphError(
+                f"stage '{part.name}' needs {needs.size[0]}x{needs.size[1]} images, gets {carried.size[0]}x{carried.size[1]}"
+            )
+        if (
+            needs.device is not None
+            and carried.device is not None
+            and needs.device != carried.device
+        ):
+            raise GraphError(
+                f"stage '{part.name}' needs frames on {needs.device}, gets them on {carried.device}"
+            )
+        gives = getattr(part, "gives", None)
+        if gives is not None:
+            carried = carried.merged(gives)
+    return carried

@@ -3,7 +3,8 @@
     UploadStage(size, device="cuda")               image + motion to the GPU (async copies)
     ReadbackStage(size, device="cuda", i420=False)  pictures back to pinned host memory
 
-Offline (`kagura render --device cuda`) they open and close the GPU stages of the graph.
+Offline (`kagura render --device cuda`) they open and close the GPU stages of the graph; live,
+`UploadStage` opens the session's GPU chain (pipeline/live_gpu.py `GpuChain.parts`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class UploadStage(BaseStage):
 
     def process(self, frame: Frame) -> Frame:
         image = frame.image.to(self.device, non_blocking=True)
-        motion = frame.motion.to(self.device, non_blocking=True)
+        motion = frame.motion  # None where an avatar source draws no motion (live)
+        motion = motion.to(self.device, non_blocking=True) if motion is not None else None
         return frame.with_(image=image, motion=motion)
 
 

@@ -1,6 +1,8 @@
 """The graph: a source, a chain of stages and a sink, joined by bounded queues.
 
-`Graph.build()` checks every stage's needs against what the frames carry at that point.
+`Graph.build()` checks every stage's needs against what the frames carry at that point
+(core.stage.check_chain: the live session's looks and GPU chain are checked by the same
+function, pipeline/live_chain.py).
 `Graph.run()` gives each stage its own thread (torch, Skia and FFmpeg release the GIL for their
 heavy work, so stages overlap on several cores) and moves frames through bounded queues:
 
@@ -9,9 +11,10 @@ heavy work, so stages overlap on several cores) and moves frames through bounded
 This is the offline runtime (`kagura render`, `kagura bench offline`): every queue blocks
 (Policy.BLOCK: every frame reaches the file), nothing waits on a wall clock, and a stage that
 allows it receives up to `max_batch` frames at once. Live mode (pipeline/live.py) runs the same
-stage objects on the capture clock instead, with latest-wins queues (Policy.LATEST) where a late
-item is worthless: the avatar parameters, the frames for the display, the recorder
-(docs/ARCHITECTURE.md, "One runtime, two clocks").
+stage classes on the capture clock in its own frame loop (pipeline/live_frames.py), not
+through this class, with latest-wins queues (Policy.LATEST) where a late item is worthless:
+the avatar parameters, the frames for the display, the recorder (docs/ARCHITECTURE.md, "One
+runtime, two clocks").
 """
 
 from __future__ import annotations
@@ -23,13 +26,11 @@ from dataclasses import dataclass, field
 
 from core.frame import Frame
 from core.nvtx import stage_range
-from core.stage import Context, Sink, Spec, Stage
+from core.stage import Context, GraphError, Sink, Spec, Stage, check_chain
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.queues import BoundedQueue, Closed, Policy
 
-
-class GraphError(ValueError):
-    """The chain does not fit together (reported when the graph is built)."""
+__all__ = ["Graph", "GraphError", "RunStats"]  # GraphError: core.stage's, named here too
 
 
 @dataclass
@@ -59,30 +60,8 @@ class Graph:
         self.queue_capacity = queue_capacity
 
     def build(self) -> Spec:
-        """Check the chain; return what reaches the sink."""
-        carried = self.source_gives
-        for stage in [*self.stages, self.sink]:
-            needs = stage.needs
-            missing = needs.fields - carried.fields
-            if missing:
-                raise GraphError(
-                    f"stage '{stage.name}' needs {sorted(missing)}, but frames reaching it carry only {sorted(carried.fields)}"
-                )
-            if needs.size is not None and carried.size is not None and needs.size != carried.size:
-                raise GraphError(
-                    f"stage '{stage.name}' needs {needs.size[0]}x{needs.size[1]} images, gets {carried.size[0]}x{carried.size[1]}"
-                )
-            if (
-                needs.device is not None
-                and carried.device is not None
-                and needs.device != carried.device
-            ):
-                raise GraphError(
-                    f"stage '{stage.name}' needs frames on {needs.device}, gets them on {carried.device}"
-                )
-            if isinstance(stage, Stage):
-                carried = carried.merged(stage.gives)
-        return carried
+        """Check the chain (core.stage.check_chain); return what reaches the sink."""
+        return check_chain(self.source_gives, [*self.stages, self.sink])
 
     def run(self, ctx: Context, on_frame: Callable[[Frame], None] | None = None) -> RunStats:
         """Run to the end of the source. On any error the sink is aborted and the error re-raised."""

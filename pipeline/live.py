@@ -64,6 +64,7 @@ from core.stats import Timings
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
+from pipeline.live_chain import check_live
 from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder, RecordingSlot
@@ -169,6 +170,7 @@ class LiveSession:
         # first, it gets ready while the engines below are built and the models load
         first_render = launch_render_process(preset, render_size) if render_process else None
         launched = [first_render] if first_render is not None else []
+        self._gpu: Any = None  # the GpuChain, once set up (below)
         try:
             self.analysis.prepare()  # not in `start`: the first frames would wait for it
             self.state = "stopped"
@@ -177,6 +179,16 @@ class LiveSession:
             device = gpu.device if gpu is not None else "cpu"
             # a chain with a model paints from the look without its screen effects
             for_model = gpu is not None and gpu.load_models() is not None
+
+            def fits(look: Look) -> None:
+                # each look is checked against the chain it joins before its stages are set
+                # up; a GPU session's first look is checked by GpuChain.setup, with the
+                # ladder stages, which do not exist yet here (and a chain closed by stop()
+                # runs nothing more: there is nothing to fit)
+                if gpu is None:
+                    check_live(look, None, (w, h))
+                elif self._gpu is not None and not self._gpu.closed:
+                    check_live(look, self._gpu, (w, h))
 
             def build(preset: Any, transparent: bool) -> Look:
                 render = launched.pop() if launched else None  # the first look's, started above
@@ -189,6 +201,7 @@ class LiveSession:
                     render_process,
                     for_model,
                     render=render,
+                    fits=fits,
                 )
 
             self.looks = LookSwitcher(
@@ -202,10 +215,13 @@ class LiveSession:
         finally:  # not used: the first look was never built (a bad preset, a broken model)
             for unused in launched:
                 unused.close()
-        self._gpu: Any = None
         if gpu is not None:
             chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
-            chain.setup(self.looks.current.stylize)
+            try:
+                chain.setup(self.looks.current)  # checks the chain with the first look
+            except BaseException:
+                self.looks.current.close()  # its render process must not outlive the session
+                raise
             self._gpu = chain
         self.gpu_figures = GpuFigures(self._gpu)
         self._expr = Expressions()

@@ -15,6 +15,12 @@ asked for behind the frame before's mouth with its pose; when that frame starts 
 is redrawn from the newest audio (finish: the cheap part). The frame goes to `output` and to
 `on_frame` (the recorder).
 
+What a frame runs through, in order, is one value, checked when each look is built:
+pipeline/live_chain.py `live_stages` (the look's render, then its stylize here, or
+`GpuChain.parts` and its readback). This loop runs it by hand, not through pipeline/graph.py:
+the idol is drawn in two steps around the frame's start and the GPU part is issued without
+waiting, on one thread, which a thread per stage would not keep (docs/ARCHITECTURE.md).
+
 With GPU stages (`gpu`, pipeline/live_gpu.py) this thread issues the frame to the GPU without
 waiting; `publish_loop` (its own thread) waits for each issued frame's "done" event and hands
 it on. At most `max_in_flight` frames are on the GPU: a tick finding it that busy starts no

@@ -28,12 +28,18 @@ one stream makes each stage's event interval exactly its own GPU time. Each stag
 issued inside an NVTX range of its name (core/nvtx.py), so a profiler's timeline shows upload,
 stylize, diffusion, temporal, upscale and readback.
 
-Setup (`GpuChain.setup`, in the session's constructor — off the UI thread in the app): the
-models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
-LiveGpu, so the app's next session reuses it), every DiffusionStage of the ladder is built
-and set up (CUDA graphs for every k <= max_steps), every upscaler the ladder can reach is set
-up (CUDA graph per shape), and then ONE frame is run through the chain at EVERY rung, so no
-rung pays a first-call cost when the ladder first reaches it.
+The chain as one value: `GpuChain.parts(stylize)` (upload, the look's stylize, the ladder
+stages) is what `_issue` runs, in order, and with the look's render before it and `readback`
+after it what `pipeline.live_chain.check_live` checks (core.stage.check_chain, the offline
+graph's check).
+
+Setup (`GpuChain.setup(look)`, in the session's constructor — off the UI thread in the app):
+the models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
+LiveGpu, so the app's next session reuses it), every ladder stage is built, the whole chain is
+checked with the session's first look (a GraphError before any stage is set up), every
+DiffusionStage of the ladder is set up (CUDA graphs for every k <= max_steps), every upscaler
+the ladder can reach is set up (CUDA graph per shape), and then ONE frame is run through the
+chain at EVERY rung, so no rung pays a first-call cost when the ladder first reaches it.
 
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
@@ -59,8 +65,9 @@ import torch
 from core.avatar import AvatarParams
 from core.frame import Frame
 from core.nvtx import stage_range
-from core.stage import Context
+from core.stage import Context, spec
 from pipeline.cpu_memory import freeze_setup_objects
+from pipeline.device_io import UploadStage
 from pipeline.ladder import (
     DiffusionLadder,
     LadderPlan,
@@ -71,6 +78,7 @@ from pipeline.ladder import (
     VsrLadder,
     fit_ladder,
 )
+from pipeline.live_chain import check_live
 from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
 
 __all__ = ["GpuChain", "LiveGpu", "shared_upscalers"]
@@ -78,6 +86,28 @@ __all__ = ["GpuChain", "LiveGpu", "shared_upscalers"]
 log = logging.getLogger(__name__)
 
 BUDGET_SHARE = 0.8  # default budget: this share of the frame period for the ladder stages
+# the chain's parts its own StageTimer times; the ladder stages time themselves (LadderStage)
+TIMED_BY_CHAIN = frozenset({"upload", "stylize"})
+
+
+class Readback:
+    """The chain's last step: the picture back to the host. On CUDA a copy into page-locked
+    memory, queued on the stream (the frame's done event says when it has landed); on the CPU
+    the picture itself."""
+
+    name = "readback"
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.needs = spec("image", device=device.type)
+        self.gives = spec(device="cpu")
+
+    def to_host(self, image: torch.Tensor) -> torch.Tensor:
+        if not self.cuda:
+            return image.cpu()
+        host = torch.empty(tuple(image.shape), dtype=torch.uint8, pin_memory=True)
+        host.copy_(image, non_blocking=True)
+        return host
 
 
 def shared_upscalers(make_x4: Callable[[tuple[int, int]], Any]) -> Callable:
@@ -185,7 +215,9 @@ class LiveGpu:
 
 class GpuChain:
     """One session's GPU chain (see the module doc). Frame-thread methods: set_preset, poll,
-    busy, submit. Publisher thread: release."""
+    busy, submit. Publisher thread: release. What a frame runs through, in order:
+    `parts(stylize)` then `readback` (pipeline/live_chain.py `live_stages`: the whole chain,
+    checked by `check_live` in `setup`)."""
 
     def __init__(
         self,
@@ -206,6 +238,8 @@ class GpuChain:
         self.ctx = Context(
             out_size[0], out_size[1], fps, 48000, mode="live", extras={"device": spec.device}
         )
+        self.upload = UploadStage(render_size, spec.device)
+        self.readback = Readback(self.device)
         self.stream = None
         if self.cuda:
             from pipeline.accel import high_priority_stream
@@ -239,8 +273,10 @@ class GpuChain:
             max_steps=max_steps,
         )
 
-    def setup(self, stylize: Any) -> None:
-        """Build, set up and warm every stage at every rung (slow; before the first frame)."""
+    def setup(self, look: Any) -> None:
+        """Build every stage, check the whole chain with `look` (pipeline/live_chain.py: a
+        GraphError before anything is set up), then set up and warm every stage at every rung
+        (slow; before the first frame)."""
         t0 = time.perf_counter()
         spec = self.spec
         self._models = spec.load_models()
@@ -297,9 +333,10 @@ class GpuChain:
             controller, self.stages, device=spec.device, adaptive=spec.adaptive
         )
         self._timer = StageTimer(self.qc, self.cuda)
+        check_live(look, self, self.out_size)
         for st in self.stages:
             st.setup(self.ctx)
-        self._warm(stylize)
+        self._warm(look.stylize)
         freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
         log.info(
@@ -389,25 +426,22 @@ class GpuChain:
         with self._lock:
             self.in_flight -= 1
 
+    def parts(self, stylize: Any) -> tuple:
+        """What a frame runs through on the device, in order: upload, the look's `stylize`,
+        the ladder stages (then `readback`, issued by `submit`)."""
+        return (self.upload, stylize, *self.stages)
+
     def _issue(self, frame: Frame, stylize: Any) -> Frame:
-        """upload → stylize → ladder stages, queued on the current stream; events per stage."""
+        """`parts(stylize)`, queued on the current stream; CUDA events per stage."""
         t = self._timer if self._timing else None
-        tok = t.begin() if t else None
-        with stage_range("upload"):  # NVTX ranges: each stage by name in a profiler
-            img = frame.image.to(self.device, non_blocking=True)
-            mot = frame.motion
-            mot = mot.to(self.device, non_blocking=True) if mot is not None else None
-        f = frame.with_(image=img, motion=mot)
-        if t:
-            t.end("upload", tok, [f.index])
-            tok = t.begin()
-        with stage_range("stylize"):
-            f = stylize.process(f)
-        if t:
-            t.end("stylize", tok, [f.index])
-        for st in self.stages:
-            with stage_range(st.name):
-                f = st.process_batch([f])[0]
+        f = frame
+        for st in self.parts(stylize):
+            here = t is not None and st.name in TIMED_BY_CHAIN
+            tok = t.begin() if here else None
+            with stage_range(st.name):  # NVTX ranges: each stage by name in a profiler
+                f = st.process(f)
+            if here:
+                t.end(st.name, tok, [f.index])
         return f
 
     def submit(self, frame: Frame, stylize: Any) -> tuple[Frame, Any]:
@@ -416,7 +450,7 @@ class GpuChain:
         self.frames += 1
         if not self.cuda:
             f = self._issue(frame, stylize)
-            out = f.with_(image=f.image.cpu(), motion=None)
+            out = f.with_(image=self.readback.to_host(f.image), motion=None)
             self.qc.observe(out)
             return out, None
         with self._lock:
@@ -424,10 +458,9 @@ class GpuChain:
         with torch.cuda.stream(self.stream):
             f = self._issue(frame, stylize)
             tok = self._timer.begin()
-            with stage_range("readback"):
-                host = torch.empty(tuple(f.image.shape), dtype=torch.uint8, pin_memory=True)
-                host.copy_(f.image, non_blocking=True)
-            self._timer.end("readback", tok, [f.index])
+            with stage_range(self.readback.name):
+                host = self.readback.to_host(f.image)
+            self._timer.end(self.readback.name, tok, [f.index])
             done = torch.cuda.Event(blocking=True)
             done.record(self.stream)
         out = f.with_(image=host, motion=None)

@@ -1,11 +1,12 @@
-"""A look: one preset's render + stylize stages, set up and warmed (`build_look`), swapped into
-a live session with one attribute store."""
+"""A look: one preset's render + stylize stages, checked against the chain they join, set up
+and warmed (`build_look`), swapped into a live session with one attribute store."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 from core.avatar import AvatarParams
@@ -51,6 +52,7 @@ def build_look(
     render_process: bool = False,
     for_model: bool = False,
     render: Any = None,
+    fits: Callable[[Look], Any] | None = None,
 ) -> Look:
     """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
     `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
@@ -58,7 +60,10 @@ def build_look(
     worker process of its own (render/process.py: same pixels, no GIL shared with the
     session's other threads) instead of on the frame thread. `for_model`: Kagura's model
     paints the look (pipeline.stylize.model_input: its screen effects off). `render`: the
-    render stage, made (and perhaps launched) by the caller for this preset and size."""
+    render stage, made (and perhaps launched) by the caller for this preset and size.
+    `fits(look)`: the contract check of the chain the look will run in
+    (pipeline/live_chain.py `check_live`), called once its stages are made and before they
+    are set up: a look that does not fit raises GraphError before anything slow runs."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.process import RenderProcessStage
@@ -73,7 +78,10 @@ def build_look(
         make = RenderProcessStage if render_process else RenderStage
         render = make(w, h, p.palette, p.line)
     stylize = StylizeStage(p, w, h, transparent=transparent, for_model=for_model)
+    look = Look(name, p, transparent, render, stylize)
     try:
+        if fits is not None:
+            fits(look)
         render.setup(ctx)
         stylize.setup(ctx)
     except BaseException:
@@ -91,4 +99,5 @@ def build_look(
 
         torch.cuda.synchronize()
     render.setup(ctx)  # reset the motion-vector history after the warm-up frame
-    return Look(name, p, transparent, render, stylize, (time.perf_counter() - t0) * 1000.0)
+    look.build_ms = (time.perf_counter() - t0) * 1000.0
+    return look

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -28,3 +29,22 @@ def click_track(seconds: float, bpm: float, sr: int, dtype=np.float32) -> np.nda
         i = round(b * sr)
         y[i : i + len(click)] += click[: len(y) - i]
     return y
+
+
+def speech_then_silence(path: Path, speech_s: float = 1.0, silence_s: float = 1.6) -> None:
+    """espeak-ng speech trimmed to `speech_s`, then `silence_s` of digital silence (16-bit
+    WAV)."""
+    raw = path.with_suffix(".espeak.wav")
+    subprocess.run(
+        ["espeak-ng", "-w", str(raw), "Hello, I am Kagura and I love singing"], check=True
+    )
+    with wave.open(str(raw)) as w:
+        rate = w.getframerate()
+        x = np.frombuffer(w.readframes(w.getnframes()), np.int16)
+    x = x[: int(speech_s * rate)]
+    x = np.concatenate([x, np.zeros(int(silence_s * rate), np.int16)])
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(x.tobytes())

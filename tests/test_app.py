@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.ui.main_window import NO_MIC_TEXT, LiveOptions, MainWindow
-from tests.test_live_session import speech_then_silence
+from tests.signals import speech_then_silence
 
 SIZE = (320, 180)
 FPS = 20

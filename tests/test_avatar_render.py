@@ -29,7 +29,7 @@ from render.process import RenderProcessStage
 from render.stage import RenderStage
 from tests.avatar_art import BACK_RGB, BODY_RGB, EYE_RGB, HAIR_RGB, MOUTH_RGB, SKIN_RGB, write_psd
 from tests.signals import espeak_speech
-from tests.test_parallel_render import Collect
+from tests.sinks import Collect
 
 W, H, FPS = 320, 180, 30
 

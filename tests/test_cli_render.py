@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import av
@@ -13,25 +11,10 @@ import pytest
 from scipy.stats import spearmanr
 
 from app.cli import main
+from tests.cli import REPO, kagura, probe
 from tests.signals import espeak_speech
 
-REPO = Path(__file__).resolve().parent.parent
 FPS = 24
-
-
-def kagura(
-    *args: str, timeout: float = 300, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """Run the real command line in a fresh process, as a user would (`env`: extra variables)."""
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=False,
-        timeout=timeout,
-        env=None if env is None else {**os.environ, **env},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -40,28 +23,6 @@ def speech(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("speech") / "speech.wav"
     text = "Hello everyone. [[_:_:_:_:]] Welcome to my stage tonight! [[_:_:_:_:]] Are you ready to sing with me?"
     return espeak_speech(path, text)
-
-
-def probe(path: Path) -> dict:
-    with av.open(str(path)) as c:
-        video = [s for s in c.streams if s.type == "video"]
-        audio = [s for s in c.streams if s.type == "audio"]
-        info = {"n_video": len(video), "n_audio": len(audio)}
-        v, a = video[0], audio[0]
-        info["vcodec"], info["acodec"] = v.codec_context.name, a.codec_context.name
-        frames = [f for f in c.decode(video=0)]
-    info["frames"] = len(frames)
-    info["video_s"] = float(frames[-1].pts * frames[-1].time_base) + 1.0 / FPS
-    with av.open(str(path)) as c:
-        samples = 0
-        rate = c.streams.audio[0].rate
-        first_pts = None
-        for f in c.decode(audio=0):
-            if first_pts is None:
-                first_pts = float(f.pts * f.time_base)
-            samples += f.samples
-    info["audio_s"] = samples / rate
-    return info
 
 
 def decode_rgb(path: Path) -> list[np.ndarray]:
@@ -86,7 +47,7 @@ def speech_mp4(speech, tmp_path_factory) -> Path:
 
 
 def test_mp4_streams_frames_and_sync(speech, speech_mp4):
-    info = probe(speech_mp4)
+    info = probe(speech_mp4, FPS)
     assert info["n_video"] == 1 and info["n_audio"] == 1
     assert info["vcodec"] == "h264" and info["acodec"] == "aac"
     source_s = audio_duration(speech)

@@ -14,7 +14,7 @@ import torch
 from pipeline.diffusion import DiffusionStage, ModelError, load_models, save_models
 from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS, build_kagura, load_kagura
 from presets.loader import load_preset
-from tests.test_cli_render import REPO, kagura, probe
+from tests.cli import REPO, kagura, probe
 from training import evaluate
 from training.data import PairMaker, RenderPool, frame_motion, frame_raw
 from training.poses import Framing, load_heldout_clip, sample_spec
@@ -164,7 +164,7 @@ def test_render_falls_back_to_the_procedural_look_with_a_notice(saved, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "NOTICE: Kagura's own diffusion model could not be loaded" in done.stderr
     assert "procedural look" in done.stderr and "Traceback" not in done.stderr
-    assert probe(out)["frames"] == 30
+    assert probe(out, 30)["frames"] == 30
 
 
 def test_render_with_the_shipped_model_on_the_cpu(tmp_path):
@@ -174,7 +174,7 @@ def test_render_with_the_shipped_model_on_the_cpu(tmp_path):
     assert "NOTICE" not in done.stderr
     import av
 
-    assert probe(out)["frames"] == 30
+    assert probe(out, 30)["frames"] == 30
     with av.open(str(out)) as c:
         assert (c.streams.video[0].width, c.streams.video[0].height) == (320, 184)
 

@@ -24,10 +24,9 @@ from pipeline.diffusion.kagura_torch import (
     load_kagura_torch,
 )
 from presets.loader import load_preset
+from tests.kagura_frames import PRESETS, H, W, rendered_frame, token_ids
 
 ROOT = Path(__file__).resolve().parents[1]
-W, H = 640, 360  # the trained size: a 80x45 latent, whose odd side halves to 23
-PRESETS = sorted(p.stem for p in (ROOT / "presets").glob("*.toml"))
 TIGHT = {"rtol": 1e-5, "atol": 1e-5}
 HEAVY = ("diffusers", "transformers", "peft", "accelerate", "huggingface_hub", "torch._dynamo")
 
@@ -39,25 +38,6 @@ def both():
         load_kagura_torch(KAGURA_WEIGHTS, "float32", "cpu"),
         load_models(KAGURA_WEIGHTS, dtype="float32", device="cpu"),
     )
-
-
-def rendered_frame(preset: str) -> torch.Tensor:
-    """A held-out idol pose of `preset` through the fast look the model paints on (uint8
-    (H, W, 4), opaque): what the diffusion stage receives in a render."""
-    from training.data import PairMaker, render_specs
-    from training.poses import heldout_specs
-
-    spec = [s for s in heldout_specs(1) if s.preset == preset]
-    fast = PairMaker((W, H)).inputs(torch.from_numpy(render_specs(spec, W, H)), spec)
-    img = torch.full((H, W, 4), 255, dtype=torch.uint8)
-    img[..., :3] = fast[0].permute(1, 2, 0)
-    return img
-
-
-def token_ids(models, text: str) -> torch.Tensor:
-    return models.tokenizer(
-        text, padding="max_length", max_length=77, truncation=True, return_tensors="pt"
-    ).input_ids
 
 
 # -- the modules on the shipped weights -----------------------------------------------------

@@ -25,7 +25,7 @@ from pipeline.diffusion import DiffusionStage, load_models
 from pipeline.diffusion.kagura_model import KAGURA_WEIGHTS
 from pipeline.diffusion.kagura_torch import load_kagura_torch
 from presets.loader import load_preset
-from tests.test_kagura_torch import PRESETS, H, W, rendered_frame, token_ids
+from tests.kagura_frames import PRESETS, H, W, rendered_frame, token_ids
 
 pytestmark = [
     pytest.mark.gpu,

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-import wave
 from pathlib import Path
 
 import av
@@ -18,6 +17,7 @@ import pytest
 from core.clock import NS_PER_S
 from pipeline.live import FilePlayback, LiveSession
 from pipeline.queues import Closed
+from tests.signals import speech_then_silence
 
 pytestmark = pytest.mark.skipif(not shutil.which("espeak-ng"), reason="needs espeak-ng")
 
@@ -27,30 +27,12 @@ FPS = 20
 SIZE = (320, 180)
 
 
-def speech_then_silence(path) -> None:
-    """espeak-ng speech trimmed to SPEECH_S, then SILENCE_S of digital silence (16-bit WAV)."""
-    raw = path.with_suffix(".espeak.wav")
-    subprocess.run(
-        ["espeak-ng", "-w", str(raw), "Hello, I am Kagura and I love singing"], check=True
-    )
-    with wave.open(str(raw)) as w:
-        rate = w.getframerate()
-        x = np.frombuffer(w.readframes(w.getnframes()), np.int16)
-    x = x[: int(SPEECH_S * rate)]
-    x = np.concatenate([x, np.zeros(int(SILENCE_S * rate), np.int16)])
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(x.tobytes())
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """One session run (~3 s of audio) shared by the checks below, to keep the CPU cost low."""
     d = tmp_path_factory.mktemp("live")
     wav = d / "speech.wav"
-    speech_then_silence(wav)
+    speech_then_silence(wav, SPEECH_S, SILENCE_S)
     src = FilePlayback(wav, start=False)
     states: list[str] = []
     session = LiveSession(src, "studio", size=SIZE, fps=FPS, on_state=lambda s, m: states.append(s))
@@ -193,7 +175,7 @@ time.sleep(60)  # killed long before this
 def test_a_crash_while_recording_leaves_a_playable_file(tmp_path):
     """SIGKILL mid-recording: the .partial file plays up to about the last second written."""
     wav = tmp_path / "speech.wav"
-    speech_then_silence(wav)
+    speech_then_silence(wav, SPEECH_S, SILENCE_S)
     out = tmp_path / "take.mp4"
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_RECORDER, str(wav), str(out)],

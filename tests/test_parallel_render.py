@@ -26,32 +26,11 @@ from presets.loader import load_preset
 from render.idol import IdolRenderer
 from render.pool import PooledRenderStage, RenderWorkerError, auto_render_workers
 from render.stage import RenderStage, drop_unread_motion
-from tests.test_cli_render import kagura
+from tests.cli import kagura
+from tests.sinks import Collect
 
 REPO = Path(__file__).resolve().parents[1]
 W, H, FPS = 256, 144, 30
-
-
-class Collect:
-    """A sink that keeps every frame (image and motion) it is given."""
-
-    name = "collect"
-    needs = spec("image", "motion")
-
-    def __init__(self) -> None:
-        self.frames: list[Frame] = []
-
-    def setup(self, ctx) -> None:
-        pass
-
-    def write(self, frame: Frame) -> None:
-        self.frames.append(frame)
-
-    def finish(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def run_graph(stage, track) -> list[Frame]:

@@ -333,7 +333,7 @@ def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread
         budget_ms=1000.0,
     )
     chain = spec.build(look.preset, RENDER, (128, 96), 30)
-    chain.setup(look.stylize)
+    chain.setup(look)
     try:
         names = [r.name for r in chain.plan.rungs]
         assert names[0] == "1 step 64x48 temporal vsr x2" and chain.plan.max_steps == 2

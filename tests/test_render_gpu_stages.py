@@ -10,7 +10,7 @@ from pathlib import Path
 import av
 import pytest
 
-from tests.test_cli_render import kagura
+from tests.cli import kagura
 
 FPS = 24
 SECONDS = 1.5

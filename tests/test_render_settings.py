@@ -124,6 +124,58 @@ def test_a_config_that_names_no_file_is_one_line_and_exit_2(config_dir, song, tm
     assert "is a folder" in line
 
 
+def picture(path: Path) -> tuple[int, int, bool]:
+    """(width, height, whether its corner is see-through) of a written PNG, as av reads it."""
+    with av.open(str(path)) as c:
+        img = next(c.decode(video=0)).to_ndarray(format="rgba")
+    return img.shape[1], img.shape[0], bool(img[0, 0, 3] == 0)
+
+
+def test_still_reads_the_same_file_and_the_flags_win(config_dir, song, tmp_path):
+    """`kagura still` layers render.toml like render: the look's keys from the file, a flag over
+    it; the file's video keys (fps here) are render's and say nothing to a still."""
+    (config_dir / "render.toml").write_text('size = "96x64"\ntransparent = true\nfps = 12\n')
+    out = tmp_path / "from_file.png"
+    done = kagura("still", song, "--at", "0.5", "-o", out, config_dir=config_dir)
+    assert done.returncode == 0, done.stderr
+    assert picture(out) == (96, 64, True)  # size and transparency from render.toml
+    assert "fps" not in done.stderr
+
+    out = tmp_path / "flag.png"
+    done = kagura("still", song, "--at", "0.5", "-o", out, "--size", "64x64", config_dir=config_dir)
+    assert done.returncode == 0, done.stderr
+    assert picture(out) == (64, 64, True)  # --size wins, the file still makes it transparent
+
+    other = tmp_path / "other.toml"
+    other.write_text('size = "128x72"\n')  # --config replaces render.toml: opaque
+    out = tmp_path / "other.png"
+    done = kagura("still", song, "--at", "0.5", "-o", out, "--config", other, config_dir=config_dir)
+    assert done.returncode == 0, done.stderr
+    assert picture(out) == (128, 72, False)
+
+
+def test_still_a_bad_value_keeps_its_default_and_a_missing_config_is_exit_2(
+    config_dir, song, tmp_path
+):
+    settings = config_dir / "render.toml"
+    settings.write_text('size = "96x64"\nseed = -1\n')
+    out = tmp_path / "bad.png"
+    done = kagura("still", song, "--at", "0.5", "-o", out, config_dir=config_dir)
+    assert done.returncode == 0, done.stderr
+    assert picture(out)[:2] == (96, 64)
+    (line,) = [ln for ln in done.stderr.splitlines() if "seed" in ln]
+    assert str(settings) in line and "seed=-1" in line and "using 0" in line
+
+    missing = tmp_path / "nowhere.toml"
+    out = tmp_path / "never.png"
+    done = kagura(
+        "still", song, "--at", "0.5", "-o", out, "--config", missing, config_dir=config_dir
+    )
+    line = one_error_line(done)
+    assert f"--config {missing}" in line and "no such settings file" in line
+    assert not out.exists()
+
+
 def test_a_fifo_as_settings_is_refused_not_waited_on(config_dir, tmp_path):
     from app.errors import UsageError
 

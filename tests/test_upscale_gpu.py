@@ -18,7 +18,7 @@ import torch
 from pipeline.upscale.animevideov3 import WeightsError, find_weights
 from pipeline.upscale.stage import UpscaleStage
 from tests.gpu_timing import cuda_median_ms
-from tests.test_upscale import anime_like, rgba_u8
+from tests.pictures import anime_like, rgba_u8
 
 pytestmark = [
     pytest.mark.gpu,
