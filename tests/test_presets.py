@@ -71,10 +71,10 @@ def _broken(tmp_path: Path, text: str, name: str = "broken") -> Path:
             "one of 'toon', 'ink-wash' or 'cyberpunk'",
         ),
         ('[line]\nwidth = 2.5\nstyle = "clean"\n', "", "line", "a [line] section"),
-        ("blend = 0.5", "blend = 1.5", "temporal.blend", "between 0 and 1 (from 0, below 1)"),
-        ("blend = 0.5", "blend = 0.5\nguard = 40", "temporal.guard", "between 0 and 16"),
-        ("blend = 0.5", "blend = 0.5\ntolerance = 80", "temporal.tolerance", "between 0 and 64"),
-        ("blend = 0.5", 'blend = 0.5\ntolerance = "high"', "temporal.tolerance", "a number"),
+        ("blend = 0.4", "blend = 1.5", "temporal.blend", "between 0 and 1 (from 0, below 1)"),
+        ("blend = 0.4", "blend = 0.5\nguard = 40", "temporal.guard", "between 0 and 16"),
+        ("blend = 0.4", "blend = 0.5\ntolerance = 80", "temporal.tolerance", "between 0 and 64"),
+        ("blend = 0.4", 'blend = 0.5\ntolerance = "high"', "temporal.tolerance", "a number"),
     ],
 )
 def test_malformed(tmp_path, old, new, key, expect):

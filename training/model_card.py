@@ -31,13 +31,13 @@ def _flicker_table(metrics: dict) -> str:
     for p in PRESETS:
         f = fl[p]
         ghost = (
-            f"{f['ghost_model']:.2f} | {f['ghost_model_temporal']:.2f}"
+            f"{f['ghost_model']:.3f} | {f['ghost_model_temporal']:.3f}"
             if "ghost_model" in f
             else "- | -"
         )
         rows.append(
-            f"| {p} | {f['fast']:.2f} | {f['reference']:.2f} | {f['model']:.2f} | "
-            f"{f['model_temporal']:.2f} | {ghost} |"
+            f"| {p} | {f['fast']:.3f} | {f['reference']:.3f} | {f['model']:.3f} | "
+            f"{f['model_temporal']:.3f} | {ghost} |"
         )
     return "\n".join(rows)
 
@@ -131,7 +131,8 @@ Sharpness: Laplacian RMS of the luminance (`pipeline/temporal.laplacian_rms`), r
 ## Temporal stability (held-out clip, {metrics["flicker"]["frames"]} frames)
 Flicker = mean |frame - previous frame warped by the renderer's motion vectors| (0-255, covered
 pixels; `pipeline/temporal/stage.flicker`); ghosting = mean |frame - reference painter| in the
-band beside moving edges (`pipeline/temporal.ghosting`; echo lines raise it):
+band beside moving edges (`pipeline/temporal.ghosting`; echo lines raise it). The temporal
+stage runs with each preset's own `[temporal]` settings, as render and live run it:
 
 {_flicker_table(metrics)}
 
@@ -144,11 +145,12 @@ figures below for the weights beside this card:
   style embedding (the picture follows the fast render's colours, the style is a blend).
 - It learned recoloured versions of Kagura's idol: other shapes (Live2D/VRM renders, imported
   PSD avatars with other proportions) are outside its data.
-- Ink wash's reference has far more paper grain and dry-brush texture than the model paints
-  (its Laplacian RMS is about half the reference's): the grain is fixed to the paper, which
-  the model cannot see; the fast look's own grain comes through unchanged. In the hair, where
-  the reference draws dry-brush strands, the model paints smeared grey patches instead (seen
-  at 100 % on held-out frames): the strands' places are not in its input, so it averages them.
+- Ink wash's reference has more paper grain and dry-brush texture than the model paints (its
+  Laplacian RMS stays below the reference's: the sharpness table above): the grain is fixed
+  to the paper, which the model cannot see; the fast look's own grain comes through
+  unchanged. In the hair, where the reference draws dry-brush strands, the model paints
+  smeared grey patches instead (seen at 100 % on held-out frames): the strands' places are
+  not in its input, so it averages them.
 - Time-varying effects in the reference (none by design) could not be learned: the painters are
   deterministic per frame.
 """
