@@ -197,15 +197,22 @@ def examples(
     return Examples.concat(parts)
 
 
+def _standardised(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray):
+    """(mean, std, standardised inputs, voice targets, vowel targets) as torch tensors: both
+    net kinds learn on inputs scaled by the examples' own mean and spread."""
+    import torch
+
+    mean = x.mean(axis=0)
+    std = x.std(axis=0) + 1e-3
+    xt = torch.from_numpy((x - mean) / std).float()
+    return mean, std, xt, torch.from_numpy(voice).float(), torch.from_numpy(vowel).long()
+
+
 def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed) -> Mlp:
     import torch
 
     torch.manual_seed(seed)
-    mean = x.mean(axis=0)
-    std = x.std(axis=0) + 1e-3
-    xt = torch.from_numpy((x - mean) / std).float()
-    vt = torch.from_numpy(voice).float()
-    wt = torch.from_numpy(vowel).long()
+    mean, std, xt, vt, wt = _standardised(x, voice, vowel)
     dims = [x.shape[1], *hidden, 6]
     mods: list[torch.nn.Module] = []
     for i in range(len(dims) - 1):
@@ -299,11 +306,7 @@ def _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed
     import torch.nn.functional as F
 
     torch.manual_seed(seed)
-    mean = x.mean(axis=0)
-    std = x.std(axis=0) + 1e-3
-    xt = torch.from_numpy((x - mean) / std).float()
-    vt = torch.from_numpy(voice).float()
-    wt = torch.from_numpy(vowel).long()
+    mean, std, xt, vt, wt = _standardised(x, voice, vowel)
     starts = torch.from_numpy(_runs(lengths, chunk))
     convs = torch.nn.ModuleList()
     c_in = x.shape[1]
