@@ -50,6 +50,8 @@ RECIPES = {
         "live_tcn": {"channels": 32, "dilations": (1, 3, 9)},
         "offline_tcn": {"channels": 32, "dilations": (1, 2, 4, 8, 16)},
     },
+    # a pitch cue that is not an MFCC beside the live net's front-end (issue 15, ninth round)
+    "pitch-live": {"live_front": "steady-pitch"},
 }
 
 

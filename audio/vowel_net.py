@@ -23,6 +23,7 @@ from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
 __all__ = [
     "DEFAULT_NET",
     "FRONT_SEPARATION",
+    "LIVE_FRONT_PITCH",
     "LIVE_FRONT_STEADY",
     "LIVE_OFFSETS",
     "NET_SETTINGS",
@@ -165,6 +166,42 @@ def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
 FRONT_SEPARATION = "separation"
 LIVE_FRONT_STEADY = "steady"
 SEP_DIM = NET_SETTINGS.n_coefs + 2
+# The steady front-end plus a pitch cue that is not an MFCC (issue 15, ninth round; off by
+# default): the normalised autocorrelation peak of what the suppressor left (a voice's
+# partials move, a band's held notes were taken out) and the log pitch at that peak; the
+# stacked offsets show the net how the pitch moves (vibrato, glides) against steady notes.
+LIVE_FRONT_PITCH = "steady-pitch"
+PITCH_DIM = 2
+PITCH_HZ = (80.0, 900.0)
+
+
+def _front_dim(front: str) -> int:
+    """Columns the live front-end appends to each hop vector."""
+    return {LIVE_FRONT_STEADY: SEP_DIM, LIVE_FRONT_PITCH: SEP_DIM + PITCH_DIM}.get(front, 0)
+
+
+def _pitch_lags(plan, sr: int) -> tuple[int, int]:
+    # the circular autocorrelation of an nfft-point spectrum: lags under nfft/2 only
+    return max(int(sr / PITCH_HZ[1]), 1), min(int(sr / PITCH_HZ[0]), plan.nfft // 2 - 1)
+
+
+def _pitch_cols(cleaned: np.ndarray, plan, sr: int) -> np.ndarray:
+    """(n, PITCH_DIM): harmonicity (autocorrelation peak / energy, 0..1) and log2(f0 / 200 Hz)
+    of the suppressor's output (n, bins); `_pitch_hop` is one row of it."""
+    lo, hi = _pitch_lags(plan, sr)
+    ac = np.fft.irfft(cleaned, plan.nfft, axis=1)[:, : hi + 1]
+    k = np.argmax(ac[:, lo:], axis=1)
+    peak = ac[np.arange(len(ac)), lo + k]
+    h = np.clip(peak / np.maximum(ac[:, 0], 1e-20), 0.0, 1.0)
+    return np.stack([h, np.log2(sr / (lo + k) / 200.0)], axis=1).astype(np.float32)
+
+
+def _pitch_hop(cleaned: np.ndarray, plan, sr: int, out: np.ndarray) -> None:
+    lo, hi = _pitch_lags(plan, sr)
+    ac = np.fft.irfft(cleaned, plan.nfft)[: hi + 1]
+    k = int(np.argmax(ac[lo:]))
+    out[0] = min(max(float(ac[lo + k]) / max(float(ac[0]), 1e-20), 0.0), 1.0)
+    out[1] = math.log2(sr / (lo + k) / 200.0)
 
 
 def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
@@ -208,11 +245,15 @@ def live_inputs(
     With the steady-suppression front-end `f` must carry its power spectra (keep_power).
     `voiced`: the hops that may move the running mean (`VowelNet.live_cmn_voiced`)."""
     v = hop_vectors(f, running_cmn(f, cmn_init, cmn_prior, voiced))
-    if front == LIVE_FRONT_STEADY:
+    if front in (LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
         from audio.voice_separation import suppress_steady
 
         p = f.power.astype(np.float64)
-        v = np.concatenate([v, _sep_vectors(p, suppress_steady(p), sr)], axis=1)
+        c = suppress_steady(p)
+        cols = [v, _sep_vectors(p, c, sr)]
+        if front == LIVE_FRONT_PITCH:
+            cols.append(_pitch_cols(c, _plan(NET_SETTINGS, sr), sr))
+        v = np.concatenate(cols, axis=1)
     return stack(v, offsets)
 
 
@@ -411,7 +452,7 @@ class VowelNet:
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
     front: str = ""  # "" or FRONT_SEPARATION: the offline net also hears the separated voice
     live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
-    live_front: str = ""  # "" or LIVE_FRONT_STEADY
+    live_front: str = ""  # "", LIVE_FRONT_STEADY or LIVE_FRONT_PITCH
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
     live_cmn_prior: int = LIVE_CMN_PRIOR_OLD  # the live running mean's start weight (hops)
     live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
@@ -522,9 +563,10 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         if isinstance(nets[0], Tcn) and (offs != (0,) or not nets[0].causal):
             raise ValueError(f"{path}: a convolutional live net must be causal, offsets (0,)")
         lf = str(z["live_front"]) if "live_front" in z else ""
-        if lf not in ("", LIVE_FRONT_STEADY):
+        if lf not in ("", LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
             raise ValueError(
-                f"{path}: unknown live front-end {lf!r} (expected {LIVE_FRONT_STEADY!r})"
+                f"{path}: unknown live front-end {lf!r} "
+                f"(expected {LIVE_FRONT_STEADY!r} or {LIVE_FRONT_PITCH!r})"
             )
         oo = (
             tuple(int(o) for o in z["offline_offsets"])
@@ -624,13 +666,14 @@ class LiveNet:
         self.span = -min(offsets) + 1
         self.sr = int(sample_rate)
         self.sep = None
-        if front == LIVE_FRONT_STEADY:
+        self.pitch = front == LIVE_FRONT_PITCH
+        if front in (LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
             from audio.voice_separation import SteadySuppressor
 
             self.sep = SteadySuppressor()
             self.plan = _plan(NET_SETTINGS, self.sr)
             self._rows = np.empty((2, self.plan.nfft // 2 + 1))  # the mix's and what is left
-        dim = HOP_DIM + (SEP_DIM if self.sep is not None else 0)
+        dim = HOP_DIM + _front_dim(front)
         self.ring = np.zeros((self.span, dim), np.float32)
         self.count = 0
         self._idx = np.asarray(offsets) + self.span - 1
@@ -660,6 +703,8 @@ class LiveNet:
         v[nc + 1] = math.log10(max(flat, 1e-4))
         if self.sep is not None:
             _sep_vector_hop(self.plan, p, cleaned, v[HOP_DIM:], sep_cep)
+            if self.pitch:
+                _pitch_hop(cleaned, self.plan, self.sr, v[HOP_DIM + SEP_DIM :])
         if self.count == 0:
             ring = np.repeat(v[None], self.span, axis=0)  # edges held, as offline
         elif commit:

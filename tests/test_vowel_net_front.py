@@ -11,8 +11,10 @@ from audio.voice_separation import SteadySuppressor, suppress_steady
 from audio.vowel_net import (
     FRONT_SEPARATION,
     HOP_DIM,
+    LIVE_FRONT_PITCH,
     LIVE_FRONT_STEADY,
     NET_SETTINGS,
+    PITCH_DIM,
     SEP_DIM,
     VOICED_P,
     LiveNet,
@@ -256,3 +258,31 @@ def test_live_weight_in_offline_voice_probability():
     np.testing.assert_allclose(p0, off, rtol=1e-6)
     np.testing.assert_allclose(ph, np.sqrt(off * pl), rtol=1e-6)
     np.testing.assert_allclose(pq, off**0.75 * pl**0.25, rtol=1e-5)
+
+
+def test_pitch_front_hop_by_hop_is_the_batch():
+    """The pitch cue (`LIVE_FRONT_PITCH`): the live stream gives the rows training saw, and the
+    cue tells the gliding tone from the band it enters over."""
+    rng = np.random.default_rng(2)
+    dim = HOP_DIM + SEP_DIM + PITCH_DIM
+    mlp = _mlp(dim * len(OFFS), rng)
+    cmn = np.zeros(NET_SETTINGS.n_coefs)
+    y = _signal()
+    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    rows = live_inputs(f, SR, cmn, (0,), LIVE_FRONT_PITCH, cmn_prior=10)
+    assert rows.shape[1] == dim
+    harm, f0 = rows[:, -2], 200.0 * 2.0 ** rows[:, -1]
+    n = len(rows)
+    tone = slice(n * 3 // 5, n - 5)  # the glide runs 260 -> 320 Hz there
+    assert np.median(harm[tone]) > np.median(harm[5 : n // 2 - 5]) + 0.2
+    assert np.median(np.abs(f0[tone] / (200 + 80 * np.arange(n)[tone] * 0.01) - 1)) < 0.1
+    want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_PITCH, cmn_prior=10))
+    net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_PITCH, SR, cmn_prior=10)
+    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
+    got = []
+    for i in range(0, len(y), 80):
+        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
+            net.step(ncep, lev, per, flat, False, power)
+            got.append(net.step(ncep, lev, per, flat, True, power)[0])
+    np.testing.assert_allclose(np.array(got), want[: len(got)], atol=1e-4)
+    assert len(got) == len(want)
