@@ -273,68 +273,74 @@ class PairMaker:
         return self.looks(raw, specs, which=("input",))[0]
 
 
-class PairBank:
-    def __init__(self, capacity: int, size: tuple[int, int], device: str | torch.device):
-        w, h = size
+class _Ring:
+    """The ring both banks keep: `capacity` rows on `device`, the oldest replaced first, and
+    random rows drawn from those filled so far."""
+
+    def __init__(self, capacity: int, device: str | torch.device):
         self.capacity = int(capacity)
         self.device = torch.device(device)
+        self.count = 0  # rows ever added
+        self.filled = 0
+
+    def _slots(self, n: int) -> torch.Tensor:
+        """Where the next n rows go (on the device); counts them as added."""
+        pos = ((self.count + torch.arange(n)) % self.capacity).to(self.device)
+        self.count += n
+        self.filled = min(self.capacity, self.filled + n)
+        return pos
+
+    def _draw(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        if self.filled == 0:
+            raise RuntimeError(f"{type(self).__name__}.sample: the bank is empty")
+        return torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
+
+
+class PairBank(_Ring):
+    def __init__(self, capacity: int, size: tuple[int, int], device: str | torch.device):
+        super().__init__(capacity, device)
+        w, h = size
         self.fast = torch.zeros(capacity, 3, h, w, dtype=torch.uint8, device=self.device)
         self.ref = torch.zeros_like(self.fast)
         self.preset = torch.zeros(capacity, dtype=torch.long, device=self.device)
-        self.count = 0  # pairs ever added
-        self.filled = 0
 
     def add(self, fast: torch.Tensor, ref: torch.Tensor, preset: torch.Tensor) -> None:
-        n = fast.shape[0]
-        pos = (self.count + torch.arange(n)) % self.capacity
-        pos = pos.to(self.device)
+        pos = self._slots(fast.shape[0])
         self.fast[pos], self.ref[pos], self.preset[pos] = fast, ref, preset.to(self.device)
-        self.count += n
-        self.filled = min(self.capacity, self.filled + n)
 
     def sample(
         self, n: int, generator: torch.Generator
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if self.filled == 0:
-            raise RuntimeError("PairBank.sample: the bank is empty")
-        rows = torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
+        rows = self._draw(n, generator)
         return self.fast[rows], self.ref[rows], self.preset[rows]
 
 
-class MotionBank:
+class MotionBank(_Ring):
     """Temporal pairs on the device: the model's input and the reference for two consecutive
     frames, the motion from the first to the second (float16: sub-pixel precision is plenty)
     and `cover`, 1 where the second frame's pixel was visible in the first (the flicker
     measure's covered pixels: pipeline/temporal.flicker)."""
 
     def __init__(self, capacity: int, size: tuple[int, int], device: str | torch.device):
+        super().__init__(capacity, device)
         w, h = size
-        self.capacity = int(capacity)
-        self.device = torch.device(device)
         u8 = dict(dtype=torch.uint8, device=self.device)
         self.inp = torch.zeros(capacity, 2, 3, h, w, **u8)
         self.ref = torch.zeros(capacity, 2, 3, h, w, **u8)
         self.motion = torch.zeros(capacity, h, w, 2, dtype=torch.float16, device=self.device)
         self.cover = torch.zeros(capacity, 1, h, w, **u8)
         self.preset = torch.zeros(capacity, dtype=torch.long, device=self.device)
-        self.count = 0
-        self.filled = 0
 
     def add(self, inp, ref, motion, cover, preset) -> None:
-        n = inp.shape[0]
-        pos = ((self.count + torch.arange(n)) % self.capacity).to(self.device)
+        pos = self._slots(inp.shape[0])
         self.inp[pos], self.ref[pos] = inp, ref
         self.motion[pos], self.cover[pos] = motion.half(), cover
         self.preset[pos] = preset.to(self.device)
-        self.count += n
-        self.filled = min(self.capacity, self.filled + n)
 
     def sample(self, n: int, generator: torch.Generator):
         """(inp (n, 2, 3, H, W), ref, motion float32 (n, H, W, 2), cover float (n, 1, H, W),
         preset ids)."""
-        if self.filled == 0:
-            raise RuntimeError("MotionBank.sample: the bank is empty")
-        rows = torch.randint(0, self.filled, (n,), generator=generator).to(self.device)
+        rows = self._draw(n, generator)
         return (
             self.inp[rows],
             self.ref[rows],
