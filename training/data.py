@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from training.poses import PRESETS, Framing, SampleSpec, sample_spec
+from training.poses import PRESETS, Framing, SampleSpec, motion_spec, sample_spec
 
 # -- raw renders (CPU workers) ---------------------------------------------------------------
 
@@ -81,8 +81,6 @@ def render_motion_spec(spec: SampleSpec, after, w: int, h: int) -> tuple[np.ndar
 
 
 def _render_motion_index(args: tuple[int, int, int, int]) -> tuple[SampleSpec, bytes, bytes, bytes]:
-    from training.poses import motion_spec
-
     seed, index, w, h = args
     spec, after = motion_spec(seed, index)
     a, b, m = render_motion_spec(spec, after, w, h)
