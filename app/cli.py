@@ -470,19 +470,26 @@ def _render(cfg) -> int:
     return 0
 
 
-def _layered_render_config(args: argparse.Namespace, **kwargs):
-    """render_config over the render settings file (--config FILE, else render.toml in the
-    config folder, if any); each notice about the file is one line on stderr."""
-    from app.config import render_config
+def _over_settings(args: argparse.Namespace, make):
+    """(make(args, settings=..., notices=...), settings) over the render settings file
+    (--config FILE, else render.toml in the config folder, if any); each notice about the file
+    is one line on stderr, also when `make` refuses the request."""
     from app.render_settings import load
 
     settings = load(args.config)
     notices = list(settings.notices)
     try:
-        cfg = render_config(args, settings=settings, notices=notices, **kwargs)
+        return make(args, settings=settings, notices=notices), settings
     finally:
         for line in notices:
             print(f"kagura: {line}", file=sys.stderr)
+
+
+def _layered_render_config(args: argparse.Namespace, **kwargs):
+    """render_config over the render settings file (_over_settings)."""
+    from app.config import render_config
+
+    cfg, settings = _over_settings(args, lambda a, **kw: render_config(a, **kw, **kwargs))
     if settings.values:  # sizes that do not fit together may come from the file: say so
         try:
             cfg.gpu.sizes(cfg.size)
@@ -520,16 +527,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_still(args: argparse.Namespace) -> int:
-    from app.render_settings import load
     from app.still import render_still, still_config
 
-    settings = load(args.config)
-    notices = list(settings.notices)
-    try:
-        cfg = still_config(args, settings=settings, notices=notices)
-    finally:
-        for line in notices:
-            print(f"kagura: {line}", file=sys.stderr)
+    cfg, _ = _over_settings(args, still_config)
     render_still(cfg)
     print(f"kagura: wrote {args.output}", file=sys.stderr)
     return 0
