@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from typing import ClassVar
 
@@ -234,6 +235,8 @@ def test_an_obs_input_gone_from_obs_is_forgotten(qtbot, config_dir):
     finally:
         win.close()
         server.close()
+    # closing waited for the OBS thread: nothing of it is left to emit into the closed window
+    assert not [t for t in threading.enumerate() if t.name == "kagura-obs-sync"]
 
 
 def _live(tmp_path, *extra):

@@ -1191,6 +1191,7 @@ class MainWindow(QMainWindow):
         self.settings["geometry"] = [g.x(), g.y(), g.width(), g.height()]
         self.settings.save()
         self.shutdown()
+        self.stats_overlay.finish_obs()
         # the windows that belong to this one go with it (else the app never quits)
         if self.stage_presenter is not None:
             with contextlib.suppress(Exception):

@@ -30,6 +30,7 @@ the overlay an ObsSync (and, optionally, the input to delay; otherwise the user 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections import deque
@@ -152,6 +153,7 @@ class StatsOverlay(QWidget):
         self.obs_sync = None
         self.obs_input: str | None = None
         self._obs_busy = False
+        self._obs_thread: threading.Thread | None = None
         self._bridge = _Bridge()
         self._bridge.done.connect(self._obs_done)
         self._bridge.failed.connect(self._obs_failed)
@@ -312,7 +314,19 @@ class StatsOverlay(QWidget):
                 missing = name if isinstance(exc, ObsNoSuchInput) else ""
                 bridge.failed.emit(" ".join(str(exc).split()) or type(exc).__name__, missing)
 
-        threading.Thread(target=work, name="kagura-obs-sync", daemon=True).start()
+        self._obs_thread = threading.Thread(target=work, name="kagura-obs-sync", daemon=True)
+        self._obs_thread.start()
+
+    def finish_obs(self, timeout: float = 4.0) -> None:
+        """Before the window goes: wait (at most `timeout` s, a little over the OBS client's own
+        timeout) for a "Set in OBS" still under way, and cut the bridge, so its thread never
+        emits into a widget Qt has destroyed."""
+        thread, self._obs_thread = self._obs_thread, None
+        if thread is not None:
+            thread.join(timeout)
+        with contextlib.suppress(RuntimeError, TypeError):  # already disconnected
+            self._bridge.done.disconnect(self._obs_done)
+            self._bridge.failed.disconnect(self._obs_failed)
 
     def _choose_input(self) -> str | None:
         try:
