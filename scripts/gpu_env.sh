@@ -13,6 +13,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# That machine sets PYTHONDONTWRITEBYTECODE and its torch has no __pycache__, so every process
+# compiled torch's sources again (seconds per start-up, docs/BENCHMARKS.md); a user's pip install
+# has the bytecode. Keep it in a writable folder of its own, as a user's machine would.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=/tmp/pycache
 [ -f .whl/realesr-animevideov3-x4.bin ] && export KAGURA_ANIMEVIDEOV3_BIN=$PWD/.whl/realesr-animevideov3-x4.bin
 export OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # the libraries' chatter (accelerate hints, float32 casts, progress bars) out of the logs
