@@ -216,7 +216,7 @@ def test_obs_input_remembered_and_windows_closed_together(qtbot, config_dir):
 def test_an_obs_input_gone_from_obs_is_forgotten(qtbot, config_dir):
     """The remembered input was renamed in OBS: the real client, against a small obs-websocket
     server, says so in one line, and the name is forgotten so the next press asks again."""
-    from tests.test_obs_sync import FakeObs
+    from tests.obs_server import FakeObs
 
     server = FakeObs()
     settings = {"obs_host": "127.0.0.1", "obs_port": server.port, "obs_input": "Old mic"}
