@@ -21,7 +21,6 @@ trained on the same front-end.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 __all__ = ["voice_residual"]
 
@@ -59,6 +58,8 @@ def _running(x: np.ndarray, k: int, axis: int, pick) -> np.ndarray:
 def _opening(x: np.ndarray, k: int, axis: int) -> np.ndarray:
     """scipy.ndimage.grey_opening of `x` with a flat window of odd `k` along `axis`."""
     if x.shape[axis] <= k or k % 2 == 0:  # too short to mirror once, or not centred: scipy
+        from scipy import ndimage
+
         size = [1] * x.ndim
         size[axis] = k
         return ndimage.grey_opening(x, size=tuple(size))
@@ -68,6 +69,10 @@ def _opening(x: np.ndarray, k: int, axis: int) -> np.ndarray:
 def _mask(mag: np.ndarray, k_time: int, k_freq: int, broadband: bool) -> np.ndarray:
     """The steady-in-time mask (or with `broadband` the broadband one) of a magnitude
     spectrogram (bins, frames); the two sum to 1, each stage keeps one of them."""
+    # here, not at the top: the live front-end (SteadySuppressor) never needs scipy's filters,
+    # and their import costs a part of `kagura live`'s start (docs/BENCHMARKS.md)
+    from scipy import ndimage
+
     h = _opening(mag, k_time, 1)
     p = _opening(mag, k_freq, 0)
     h = ndimage.uniform_filter1d(h, 3, axis=1) ** 2

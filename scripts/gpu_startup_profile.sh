@@ -2,7 +2,7 @@
 # On the GPU machine (the device tool), from the repo root: where `kagura render --device cuda`
 # spends the time before its first frame (issue 16). Writes $OUT/startup.txt: torch's import and
 # CUDA's start split apart, one traced render's phases, and the setup functions of a profiled
-# render (cProfile of the main thread, cumulative seconds).
+# render and of `kagura bench live --headless` (cProfile of the main thread, cumulative seconds).
 #   bash scripts/gpu_startup_profile.sh [render options, default: 1080p x3 of the demo song]
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
@@ -53,5 +53,15 @@ if __name__ == "__main__":
     pstats.Stats("/tmp/render.prof").sort_stats("cumulative").print_stats(70)
 PY
 python3 /tmp/profile_render.py $song "${opts[@]}"
+echo "== cProfile of kagura live (headless) to its first frames (cumulative s)"
+cat > /tmp/profile_live.py <<'PY'
+import cProfile, pstats
+from app import cli
+args = ["bench", "live", "--headless", "--device", "cuda", "--no-write", "--seconds", "3", "--warm-up", "0"]
+if __name__ == "__main__":
+    cProfile.run("cli.main(args)", "/tmp/live.prof")
+    pstats.Stats("/tmp/live.prof").sort_stats("cumulative").print_stats(60)
+PY
+python3 /tmp/profile_live.py
 } > "$log" 2>&1
 tail -5 "$log"

@@ -128,7 +128,7 @@ class StylizeStage(BaseStage):
     def _capture(self, device: torch.device) -> None:
         from pipeline.accel.graphs import GraphCache
 
-        example = _example_idol(self.height, self.width).to(device)
+        example = _example_idol(self.height, self.width, device)
         graphs = []
         for g in range(self.effect.variants):
             cache = GraphCache(
@@ -200,14 +200,17 @@ class StylizeStage(BaseStage):
         return [f.with_(image=y[i]).timed(self.name, ms) for i, f in enumerate(frames)]
 
 
-def _example_idol(height: int, width: int) -> torch.Tensor:
+def _example_idol(height: int, width: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """A deterministic (1, H, W, 4) premultiplied frame with an opaque, textured disc in the
     middle and a soft edge: what the graph capture is checked on (an empty frame would only
-    exercise the background)."""
-    g = torch.Generator().manual_seed(1)
-    yy, xx = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    exercise the background). Made on `device`: on the CPU these few full-frame operations
+    cost a part of the stylizer's set-up (docs/BENCHMARKS.md, the start-up profile)."""
+    g = torch.Generator(device=device).manual_seed(1)
+    yy, xx = torch.meshgrid(
+        torch.arange(height, device=device), torch.arange(width, device=device), indexing="ij"
+    )
     r = ((yy - height / 2) ** 2 + (xx - width / 2) ** 2).sqrt()
     alpha = (1.0 - (r - height / 4).clamp(0, 8) / 8).clamp(0, 1)
-    rgb = torch.rand(height, width, 3, generator=g) * alpha[..., None]
+    rgb = torch.rand(height, width, 3, generator=g, device=device) * alpha[..., None]
     img = torch.cat([rgb, alpha[..., None]], -1).mul(255).round().to(torch.uint8)
     return img[None]
