@@ -15,7 +15,7 @@ song; `live` is `kagura bench live --headless` (no Qt, no sound device) to its f
   the CUDA driver's kernels), so it compiles what a fresh machine compiles. The OS file cache is not emptied (that needs root and hurts every other process).
 * warm: the machine's own caches, after one untimed run has filled them.
 
-Each child writes time stamps (app/e2e_trace.py, KAGURA_TRACE) that split its wall time into
+Each child writes time stamps (core/trace.py, KAGURA_TRACE) that split its wall time into
 start-up (interpreter + CLI), argument checks, setup (decode, analysis, models, stages), the
 first frame handed to the encoder, the frames, and finishing the file. With imports on (the
 default), one more warm run with PYTHONPROFILEIMPORTTIME (the CLI and the processes it starts)
@@ -51,6 +51,7 @@ PHASES = (
     ("frames", "last frame"),
     ("finish", "finished"),
 )
+STEP_PREFIX = "setup: "  # finer time stamps inside a phase (core.trace.step)
 LIVE_PHASES = (
     ("start-up", "main"),
     ("parse", "parsed"),
@@ -221,7 +222,20 @@ def summarize(runs: list[dict], live: bool) -> dict:
         "fps_whole": [percentile(fps, 50), percentile(fps, 1)] if fps else None,
         "frames": runs[0].get("frames"),
         "phases_s": {k: percentile(v, 50) for k, v in per_phase.items()},
+        "steps_s": _step_medians(runs),
     }
+
+
+def _step_medians(runs: list[dict]) -> dict[str, float]:
+    """Seconds from the launch to each set-up step the command marked ("setup: …" events),
+    median over the runs, in the order they happened."""
+    seen: dict[str, list[float]] = {}
+    for r in runs:
+        for event, t in r["events"].items():
+            if event.startswith(STEP_PREFIX):
+                seen.setdefault(event[len(STEP_PREFIX) :], []).append(t)
+    steps = {k: percentile(v, 50) for k, v in seen.items()}
+    return dict(sorted(steps.items(), key=lambda kv: kv[1]))
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -344,6 +358,15 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
                 f"{_pair(s['wall_s'])} | {_pair(s['first_frame_s'])} | {s['frames'] or '–'} | "
                 f"{_pair(s['fps_whole'], digits=1)} | {_pair(s['cpu_s'])} | {setup} |"
             )
+    steps = [
+        f"- `{command}` {mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["steps_s"].items())
+        for command, entry in results["commands"].items()
+        for mode in ("cold", "warm")
+        if (s := entry.get(mode)) and s.get("steps_s")
+    ]
+    if steps:
+        lines += ["", "Set-up steps, seconds from the launch (median of the runs):", ""]
+        lines += steps
     imports = [
         f"- `{command}`: " + ", ".join(f"{name} {secs:.2f} s" for name, secs in entry["imports"])
         for command, entry in results["commands"].items()
@@ -363,7 +386,7 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "the simulated display shows; – = none within the run). CPU s = user + system time "
         "of the run and its child processes (the wall clock also waits for other work on a "
         "shared machine). frames/s over the command = frames / wall time, setup "
-        "included. Phases, each from the previous time stamp (app/e2e_trace.py): start-up = "
+        "included. Phases, each from the previous time stamp (core/trace.py): start-up = "
         "interpreter + CLI import; checks = the request checks; setup = decode, audio analysis, "
         "models and stages built; first frame = stage set-up (model load, graph capture, "
         "encoder start) and the first frame through the chain; frames = first → last frame; "

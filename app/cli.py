@@ -421,8 +421,8 @@ def _run_render(cfg) -> int:
 
 def _render(cfg) -> int:
     from app import render_job
-    from app.e2e_trace import FrameMarks, mark
     from app.early_analysis import AnalysisProcess, worth_a_process
+    from core.trace import FrameMarks, mark
     from core.workers import WorkerProcessError
     from pipeline.progress import RenderProgress
 
@@ -630,8 +630,8 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.e2e_trace import mark
     from app.errors import raise_on_sigterm, report
+    from core.trace import mark
 
     mark("main")  # `kagura bench e2e`: the interpreter and this module are up
     raise_on_sigterm()

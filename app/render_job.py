@@ -45,6 +45,7 @@ from app.config import (  # the option rules, one place for every command (app/c
 )
 from app.errors import UsageError
 from core.stage import Context, spec
+from core.trace import step
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.device_io import ReadbackStage, UploadStage
 from pipeline.graph import Graph
@@ -240,6 +241,7 @@ def check_gpu_choice(
     if device == "cuda":
         import torch
 
+        step("torch imported")
         if not torch.cuda.is_available():
             raise UsageError(NO_CUDA)
         _start_cuda_init(torch)
@@ -384,6 +386,7 @@ class TrackInProgress:
         from concurrent.futures import ThreadPoolExecutor
 
         self.clip = decode_for_render(req)
+        step("decoded")
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
         self._pending = self._pool.submit(analyze, self.clip, req.fps, seed=req.seed)
 
@@ -418,10 +421,12 @@ def build_graph(
             share_cores_with_other_stages()
             preset = load_preset(req.preset)
             models = diffusion_models(req) if req.diffusion_on else None
+            step("models loaded")
         except BaseException:
             early.drop()
             raise
         track = early.track()
+        step("audio analysed")
     else:
         share_cores_with_other_stages()
         preset = load_preset(req.preset)
@@ -503,6 +508,7 @@ def assemble_graph(
         if req.gpu_stages or i420:  # the encoder reads host memory
             picture = "i420" if i420 else "image"
             sink.needs = spec(picture, size=(w, h), device="cpu")
+    step("stages built")
     drop_unread_motion(first, [*stages[1:], sink])  # the CPU path: no motion vectors drawn
     extras = {"device": req.device} if req.device != "cpu" else {}
     ctx = Context(w, h, req.fps, sample_rate, extras=extras)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from core.frame import Frame
 from core.nvtx import stage_range
 from core.stage import Context, GraphError, Sink, Spec, Stage, check_chain
+from core.trace import step
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.queues import BoundedQueue, Closed, Policy
 
@@ -119,9 +120,11 @@ class Graph:
             launch = getattr(self.sink, "launch", None)
             if callable(launch):  # its processes start up while the stages set up
                 launch(ctx)
+                step("sink launched")
             for part in [*self.stages, self.sink]:
                 part.setup(ctx)
                 prepared.append(part)
+                step(f"{getattr(part, 'name', type(part).__name__)} set up")
             freeze_setup_objects()
             threads = [threading.Thread(target=feed, name="source", daemon=True)]
             for i, stage in enumerate(self.stages):

@@ -56,7 +56,14 @@ def test_tiny_render_bench_reports_every_field(tmp_path):
     order = ["main", "parsed", "checked", "graph built", "first frame", "last frame", "finished"]
     assert [events[e] for e in order] == sorted(events[e] for e in order)
     assert events["finished"] < wall
+    # the set-up steps the render marked (core.trace.step), in the order they happened, all
+    # before its first frame; the report lists them
+    steps = warm["steps_s"]
+    assert {"decoded", "stages built", "render set up", "stylize set up"} <= set(steps)
+    assert list(steps.values()) == sorted(steps.values())
+    assert events["checked"] < steps["stages built"] < events["first frame"]
     section = doc.read_text()
+    assert "- `render` warm: " in section and "stylize set up" in section
     assert "<!-- bench:e2e-cpu-render-160x90-0.5s -->" in section
     assert "kagura bench e2e --device cpu --commands render --size 160x90 --seconds 0.5" in section
     assert "| warm | 1 |" in section

@@ -29,6 +29,13 @@ def mark(event: str, t_ns: int | None = None, **fields) -> None:
         f.write(line + "\n")
 
 
+def step(name: str) -> None:
+    """A time stamp inside a phase ("setup: NAME"), listed by `kagura bench e2e` as a set-up
+    step (where the seconds before the first frame went)."""
+    if os.environ.get(ENV):
+        mark(f"setup: {name}")
+
+
 class FrameMarks:
     """Wraps an `on_frame` callback: marks the first frame at once, the last one on `close`."""
 
