@@ -209,6 +209,7 @@ def run_live(
         look.preset, s.size, s.out_size, FPS
     )
     chain.setup(look)
+    chain.wait_ladder()  # the lower rungs' set-up must not run beside the timed frames
     if cuda:
         torch.cuda.synchronize()
     mode = COMPILED if compile_unet else "CUDA graphs" if cuda_graph and cuda else "eager"

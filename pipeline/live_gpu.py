@@ -36,10 +36,13 @@ graph's check).
 Setup (`GpuChain.setup(look)`, in the session's constructor — off the UI thread in the app):
 the models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
 LiveGpu, so the app's next session reuses it), every ladder stage is built, the whole chain is
-checked with the session's first look (a GraphError before any stage is set up), every
-DiffusionStage of the ladder is set up (CUDA graphs for every k <= max_steps), every upscaler
-the ladder can reach is set up (CUDA graph per shape), and then ONE frame is run through the
-chain at EVERY rung, so no rung pays a first-call cost when the ladder first reaches it.
+checked with the session's first look (a GraphError before any stage is set up), then what the
+start rung runs on is set up — its DiffusionStage (CUDA graphs for every k <= max_steps) and
+its upscalers (a CUDA graph per shape) — and one frame run through the chain at that rung.
+The other rungs' stages are set up on a helper thread while the first frames flow
+(pipeline/ladder/prepare.py, `LowerRungs`); a ladder step that comes before they are ready
+waits for them in `submit`, and when they cannot be set up the ladder keeps only the rungs
+that can run (one line in the session's notices).
 
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
@@ -53,6 +56,7 @@ size differs from the input). `torch.cuda.set_sync_debug_mode("warn")` shows any
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -66,6 +70,7 @@ from core.avatar import AvatarParams
 from core.frame import Frame
 from core.nvtx import stage_range
 from core.stage import Context, spec
+from core.trace import step
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.device_io import UploadStage
 from pipeline.ladder import (
@@ -78,6 +83,7 @@ from pipeline.ladder import (
     VsrLadder,
     fit_ladder,
 )
+from pipeline.ladder.prepare import LowerRungs
 from pipeline.live_chain import check_live
 from pipeline.quality import DEFAULT_LADDER, QualityController, Rung
 
@@ -255,6 +261,10 @@ class GpuChain:
         self.in_flight = 0
         self.frames = 0
         self.setup_s = 0.0
+        self.ladder_ready_s: float | None = None  # the lower rungs' set-up, once done
+        self._rest: LowerRungs | None = None  # the lower rungs, while being set up
+        self._first: tuple[tuple[int, int], int] = ((0, 0), 0)
+        self._first_only = False
         self.plan: LadderPlan
         self.qc: QualityControl
         self.stages: list[Any] = []
@@ -280,6 +290,7 @@ class GpuChain:
         t0 = time.perf_counter()
         spec = self.spec
         self._models = spec.load_models()
+        step("live models loaded")
         d = getattr(self._preset, "diffusion", None)
         steps = d.steps if d is not None else 1
         top = spec.ladder[0].steps if spec.ladder else 1
@@ -334,11 +345,23 @@ class GpuChain:
         )
         self._timer = StageTimer(self.qc, self.cuda)
         check_live(look, self, self.out_size)
+        # the rung the chain starts on, set up and warmed now; the others beside the first
+        # frames (pipeline/ladder/prepare.py)
+        first = self.qc.rung
+        self._first = (tuple(first.latent), int(first.vsr_scale))
         for st in self.stages:
-            st.setup(self.ctx)
-        self._warm(look.stylize)
+            st.prepare([first], self.ctx)
+            step(f"live {type(st).__name__} set up")
+        self._warm(look.stylize, [self.qc.level])
+        step("live chain warmed")
         freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
+        rest = [r for r in plan.rungs if not self._on_first(r)]
+        if rest:
+            self._rest = LowerRungs(
+                self.stages, rest, self.ctx, self.device, thread_name="kagura-live-ladder"
+            )
+            self._rest.start()
         log.info(
             "live GPU chain ready in %.1f s: %s -> %s, budget %.2f ms, ladder:\n%s",
             self.setup_s,
@@ -348,9 +371,49 @@ class GpuChain:
             plan.describe(),
         )
 
-    def _warm(self, stylize: Any) -> None:
-        """One frame through every rung (the timers detached), then back to the start rung
-        with fresh stream state."""
+    def _on_first(self, rung: Rung) -> bool:
+        """Whether `rung` runs on what was set up before the first frame (the diffusion
+        variant covers every step count; temporal is one stage)."""
+        return (tuple(rung.latent), int(rung.vsr_scale)) == self._first
+
+    def _await_lower_rungs(self) -> None:
+        """Frame thread: the ladder moved to a rung that is still being set up: wait for it;
+        when that failed, go on with the rungs that can run (one line for the user)."""
+        rest = self._rest
+        assert rest is not None
+        t0 = time.perf_counter()
+        rest.wait()
+        log.info(
+            "quality: waited %.0f ms for the lower rungs' set-up",
+            (time.perf_counter() - t0) * 1000,
+        )
+        if rest.error is None:
+            self.ladder_ready_s = rest.seconds
+        else:
+            self._first_only = True
+            keep = tuple(r for r in self.plan.rungs if self._on_first(r))
+            self.plan = dataclasses.replace(self.plan, rungs=keep)
+            self.qc.retarget(keep, 0)
+            self.spec.notices.append(
+                f"quality ladder: the lower rungs could not be set up ({rest.error}); "
+                f"running at {keep[0].name} only"
+            )
+        self._rest = None
+
+    @property
+    def ladder_pending(self) -> bool:
+        """The lower rungs are still being set up."""
+        rest = self._rest
+        return rest is not None and not rest.done
+
+    def wait_ladder(self, timeout: float | None = None) -> bool:
+        """Until every rung can run (benchmarks that time the chain; tests). True if ready."""
+        rest = self._rest
+        return True if rest is None else rest.wait(timeout) and rest.error is None
+
+    def _warm(self, stylize: Any, levels: list[int]) -> None:
+        """One frame through each of `levels` (the timers detached), then back to the start
+        rung with fresh stream state."""
         timers = [st.timer for st in self.stages]
         for st in self.stages:
             st.timer = None
@@ -360,7 +423,8 @@ class GpuChain:
         img[..., 3] = 255
         motion = torch.zeros(h, w, 2)
         try:
-            for i, rung in enumerate(self.plan.rungs):
+            for i in levels:
+                rung = self.plan.rungs[i]
                 for st in self.stages:
                     st.apply(i, rung)
                 f = Frame(0, i, AvatarParams(), image=img, motion=motion)
@@ -398,6 +462,9 @@ class GpuChain:
             return
         d = preset.diffusion
         plan = self._plan(d.steps, self.plan.max_steps)
+        if self._first_only:  # the lower rungs could not be set up (_await_lower_rungs)
+            keep = tuple(r for r in plan.rungs if self._on_first(r)) or plan.rungs[:1]
+            plan = dataclasses.replace(plan, rungs=keep)
         if plan.rungs != self.plan.rungs:
             cur, level = self.qc.rung, self.qc.level
             same = [
@@ -448,6 +515,10 @@ class GpuChain:
         """Issue one rendered frame (CPU image + motion) through the chain. Returns (the frame
         with its host image — valid once `done` has completed —, done event or None (CPU))."""
         self.frames += 1
+        if self._rest is not None and not self._rest.ready and not self._on_first(self.qc.rung):
+            self._await_lower_rungs()
+        elif self._rest is not None and self._rest.ready:
+            self.ladder_ready_s, self._rest = self._rest.seconds, None
         if not self.cuda:
             f = self._issue(frame, stylize)
             out = f.with_(image=self.readback.to_host(f.image), motion=None)
@@ -480,6 +551,7 @@ class GpuChain:
             output_size=list(self.out_size),
             transition_frames=self.qc.transition_frames,
             setup_s=round(self.setup_s, 2),
+            lower_rungs_s=None if self.ladder_ready_s is None else round(self.ladder_ready_s, 2),
             stream_batch_lag=self.diffusion.lag_frames if self.diffusion is not None else 0,
         )
         return st
@@ -493,6 +565,8 @@ class GpuChain:
         return self.qc.stage_values(name)
 
     def close(self) -> None:
+        if self._rest is not None:
+            self._rest.close()  # it may be setting up a stage closed below
         if self.cuda:
             torch.cuda.synchronize(self.device)
         for st in self.stages:

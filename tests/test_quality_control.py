@@ -359,3 +359,109 @@ def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread
         assert {"diffusion", "temporal", "upscale", "stylize"} <= set(chain.stage_stats())
     finally:
         chain.close()
+
+
+# -- the lower rungs, set up beside the first frames (pipeline/ladder/prepare.py) -------------
+
+
+def _lower_rung_chain(models):
+    """A CPU live chain of the test ladder, set up; its frame function and its 40x32
+    diffusion variant (the lower rungs'). The tests below make that variant's set-up wait or
+    fail (standing in for a slow or failing CUDA-graph capture; the stage itself is real)."""
+    from pipeline.live_gpu import LiveGpu
+    from pipeline.look import build_look
+
+    look = build_look("cyberpunk", RENDER, 30, False)  # 2 steps: the ladder's top rung runs
+    spec = LiveGpu(
+        device="cpu",
+        models=models,
+        make_upscaler=make_upscalers(),
+        upscale=4,
+        render_size=RENDER,
+        ladder=LADDER,
+        budget_ms=1000.0,
+    )
+    chain = spec.build(look.preset, RENDER, OUT, 30)
+
+    def frame(i):
+        f = look.render.process(Frame(i * 33_333_333, i, AvatarParams()))
+        return chain.submit(f, look.stylize)[0]
+
+    chain.setup(look)
+    small = chain.diffusion.variants[(40, 32)]
+    return look, chain, frame, small, spec
+
+
+def test_live_chain_shows_frames_before_its_lower_rungs_are_set_up(models, one_thread):
+    from pipeline.diffusion import DiffusionStage
+
+    gate = threading.Event()
+    real_setup = DiffusionStage.setup
+
+    def gated(self, ctx=None):
+        if self.work_size == (40, 32):
+            assert gate.wait(30)
+        return real_setup(self, ctx)
+
+    DiffusionStage.setup = gated
+    try:
+        look, chain, frame, small, _ = _lower_rung_chain(models)
+        try:
+            # the first rung's variant is ready, the smaller one is still being set up
+            assert chain.diffusion.variants[(64, 48)].setup_done and not small.setup_done
+            out = [frame(i) for i in range(3)]
+            assert all(tuple(f.image.shape) == (OUT[1], OUT[0], 4) for f in out)
+            assert out[-1].timings["diffusion.rung"] == 0 and not small.setup_done
+            assert chain.status()["lower_rungs_s"] is None
+            # the ladder steps down to the small rung before it is ready: the next frame waits
+            chain.qc.force(2, 0, "test")
+            done: list = []
+            t = threading.Thread(target=lambda: done.append(frame(3)))
+            t.start()
+            t.join(0.5)
+            assert t.is_alive() and not done  # waiting for the set-up, not running un-set-up
+            gate.set()
+            t.join(30)
+            g = done[0]
+            assert small.setup_done and g.timings["diffusion.rung"] == 2
+            assert tuple(g.image.shape) == (OUT[1], OUT[0], 4)
+            assert chain.diffusion.active is small
+            frame(4)
+            assert chain.status()["lower_rungs_s"] > 0
+        finally:
+            gate.set()
+            chain.close()
+            look.close()
+    finally:
+        DiffusionStage.setup = real_setup
+
+
+def test_live_chain_whose_lower_rungs_fail_keeps_the_rung_it_runs(models, one_thread):
+    from pipeline.diffusion import DiffusionStage
+
+    real_setup = DiffusionStage.setup
+
+    def failing(self, ctx=None):
+        if self.work_size == (40, 32):
+            raise RuntimeError("out of memory (simulated)")
+        return real_setup(self, ctx)
+
+    DiffusionStage.setup = failing
+    try:
+        look, chain, frame, small, spec = _lower_rung_chain(models)
+        try:
+            assert chain.wait_ladder(30) is False  # the set-up ended, and failed
+            frame(0)
+            chain.qc.force(2, 0, "test")
+            g = frame(1)  # the ladder cannot reach the small rung: it keeps the one it has
+            assert [r.latent for r in chain.plan.rungs] == [(64, 48), (64, 48)]
+            assert g.timings["diffusion.rung"] in (0, 1) and not small.setup_done
+            assert tuple(g.image.shape) == (OUT[1], OUT[0], 4)
+            assert any("lower rungs could not be set up" in n for n in spec.notices)
+            assert "out of memory (simulated)" in spec.notices[-1]
+            frame(2)
+        finally:
+            chain.close()
+            look.close()
+    finally:
+        DiffusionStage.setup = real_setup

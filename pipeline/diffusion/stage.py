@@ -174,6 +174,15 @@ def _diffusion_of(preset: Any):
     return d
 
 
+def _channels_last(module: torch.nn.Module) -> bool:
+    """Whether every 4-d weight of `module` is already in channels-last memory format."""
+    return all(
+        p.is_contiguous(memory_format=torch.channels_last)
+        for p in module.parameters()
+        if p.dim() == 4
+    )
+
+
 class DiffusionStage(BaseStage):
     name = "diffusion"
     needs = spec("image")
@@ -546,7 +555,9 @@ class DiffusionStage(BaseStage):
             ref_buf = self._state()
             self._restore(state)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
+            # thread_local, on a stream of its own: a live chain prepares its lower rungs
+            # while its frame thread keeps issuing frames (pipeline/live_gpu.py)
+            with torch.cuda.graph(graph, pool=pool, stream=side, capture_error_mode="thread_local"):
                 self._run(k, cfg)
             graph.replay()
             torch.cuda.synchronize(dev)
@@ -616,8 +627,11 @@ class DiffusionStage(BaseStage):
         self._allocate()
         m = self.models
         if self.device.type == "cuda":
-            m.unet.to(memory_format=torch.channels_last)
-            m.vae.to(memory_format=torch.channels_last)
+            # once per model: a live chain sets up its lower rungs' stages while the frame
+            # thread runs the same modules (pipeline/ladder/prepare.py)
+            for module in (m.unet, m.vae):
+                if not _channels_last(module):
+                    module.to(memory_format=torch.channels_last)
         # warm-up on a mid-grey opaque frame, for the current shape
         self._img.fill_(0.0)
         self._alpha.fill_(255)

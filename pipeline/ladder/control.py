@@ -214,6 +214,13 @@ class QualityControl:
             except Exception:
                 log.exception("quality: on_event callback failed")
 
+    def force(self, level: int, pts_ns: int, reason: str) -> QosEvent | None:
+        """Move to rung `level` now, as a measured decision would (benchmarks, tests)."""
+        ev = self.controller.force(level, pts_ns, reason)
+        if ev is not None:
+            self._broadcast(ev)
+        return ev
+
     # -- refit ----------------------------------------------------------------------------------
 
     def retarget(self, ladder: Sequence[Rung], level: int) -> None:

@@ -89,6 +89,14 @@ class DiffusionLadder(LadderStage):
             if not getattr(v, "setup_done", False):
                 v.setup(ctx)
 
+    def prepare(self, rungs: Sequence[Rung], ctx: Context) -> None:
+        """Set up the variants `rungs` paint at (those not set up yet); any thread (see
+        pipeline/ladder/prepare.py)."""
+        for size in dict.fromkeys(tuple(r.latent) for r in rungs):
+            v = self.variants.get(size)
+            if v is not None and not getattr(v, "setup_done", False):
+                v.setup(ctx)
+
     def close(self) -> None:
         for v in self.variants.values():
             v.close()
@@ -183,9 +191,16 @@ class TemporalLadder(LadderStage):
         self.stage = stage
         self.needs, self.gives = stage.needs, stage.gives
         self.max_batch = stage.max_batch
+        self._set_up = False
 
     def setup(self, ctx: Context) -> None:
         self.stage.setup(ctx)
+        self._set_up = True
+
+    def prepare(self, rungs: Sequence[Rung], ctx: Context) -> None:
+        """One stage for every rung: set up once."""
+        if not self._set_up:
+            self.setup(ctx)
 
     def close(self) -> None:
         self.stage.close()
@@ -261,6 +276,7 @@ class VsrLadder(LadderStage):
         self.nets = list(
             {id(v.net): v.net for v in variants.values() if v.net is not None}.values()
         )
+        self._nets_set_up: set[int] = set()
 
     @classmethod
     def build(
@@ -305,6 +321,19 @@ class VsrLadder(LadderStage):
     def setup(self, ctx: Context) -> None:
         for net in self.nets:
             net.setup(ctx)
+            self._nets_set_up.add(id(net))
+
+    def prepare(self, rungs: Sequence[Rung], ctx: Context) -> None:
+        """Set up the networks `rungs` need (those not set up yet): every picture size they
+        paint at, at every scale they upscale by (as LadderPlan.vsr_inputs, for these rungs);
+        any thread (see pipeline/ladder/prepare.py)."""
+        sizes = {tuple(r.latent) for r in rungs}
+        keys = {(w, h, int(r.vsr_scale)) for r in rungs for (w, h) in sizes}
+        for key in sorted(keys & self.variants.keys()):
+            net = self.variants[key].net
+            if net is not None and id(net) not in self._nets_set_up:
+                net.setup(ctx)
+                self._nets_set_up.add(id(net))
 
     def close(self) -> None:
         for net in self.nets:

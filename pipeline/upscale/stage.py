@@ -182,7 +182,9 @@ class UpscaleStage(BaseStage):
                     self._forward(static_in)
             torch.cuda.current_stream(self.device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            # thread_local, on a stream of its own: a live chain prepares its lower rungs
+            # while its frame thread keeps issuing frames (pipeline/live_gpu.py)
+            with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
                 static_out = self._forward(static_in)
             if len(self._graphs) >= MAX_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
