@@ -286,9 +286,9 @@ def measure_headless(args: argparse.Namespace) -> dict:
     import time
 
     from app.config import live_gpu_config, parse_size
-    from app.e2e_trace import mark
-    from app.live_gpu import build_live_gpu
+    from app.live_gpu import build_live_gpu, launch_first_render
     from audio.demo_song import demo_song_path
+    from core.trace import mark
     from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import FilePlayback, LiveSession
     from pipeline.live_frames import AUDIO_AGE, LEAD
@@ -300,10 +300,24 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
         raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
-    gpu = build_live_gpu(live_gpu_config(args), size)
-    src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
-    t_setup = time.perf_counter()
-    session = LiveSession(src, args.preset, size=size or (960, 540), fps=args.fps, gpu=gpu)
+    cfg = live_gpu_config(args)
+    first_render = launch_first_render(cfg, size, args.preset)  # as `kagura live` does
+    try:
+        gpu = build_live_gpu(cfg, size)
+        src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
+        t_setup = time.perf_counter()
+        session = LiveSession(
+            src,
+            args.preset,
+            size=size or (960, 540),
+            fps=args.fps,
+            gpu=gpu,
+            first_render=first_render,
+        )
+    except BaseException:
+        if first_render is not None:
+            first_render.close()
+        raise
     setup_s = time.perf_counter() - t_setup
     refresh_ns = round(1e9 / args.vsync_hz)
     jitter = live_jitter_buffer(args.fps)

@@ -176,11 +176,14 @@ def run(args: argparse.Namespace) -> int:
         except UsageError as exc:
             print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
             return 2
-    from app.live_gpu import build_live_gpu
+    from app.live_gpu import build_live_gpu, launch_first_render
 
+    first_render = launch_first_render(cfg.gpu, cfg.size, cfg.preset)  # before torch's import
     try:
         gpu = build_live_gpu(cfg.gpu, cfg.size)
     except (UsageError, ValueError) as exc:
+        if first_render is not None:
+            first_render.close()
         print(f"kagura live: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     size = cfg.size or LIVE_SIZE
@@ -213,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
         play_out=cfg.play_out,
         avatar=str(cfg.avatar) if cfg.avatar is not None else None,
         gpu=gpu,
+        first_render=first_render,
     )
     win = None
 

@@ -34,6 +34,24 @@ def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True) -> None:
     add(p, device=device, live=True)
 
 
+def launch_first_render(gpu: LiveGpuConfig, size: tuple[int, int] | None, preset: str) -> Any:
+    """The first live session's render process (render/process.py), started before
+    `build_live_gpu` imports torch, so the worker gets ready beside that import instead of
+    after it; hand it to the session (`LiveSession(first_render=...)`), which adopts it or
+    closes it. None where the session draws on its own thread (the CPU chain) or when it
+    cannot be started here: the session then starts its own, and its checks report what is
+    wrong."""
+    if not gpu.requested or not gpu.render_process:
+        return None
+    try:
+        out, render = gpu.sizes(size)
+        from pipeline.look import launch_render_process
+
+        return launch_render_process(preset, render or out)
+    except Exception:
+        return None
+
+
 def build_live_gpu(
     gpu: LiveGpuConfig,
     size: tuple[int, int] | None,

@@ -33,6 +33,8 @@ the controls on:
                            stages off the frame thread and swaps them in with one store
     kagura-live-publish    GPU sessions (`gpu=LiveGpu(...)`, pipeline/live_gpu.py): waits for
                            each frame the frame thread issued to the GPU and hands it on
+    kagura-live-ladder     GPU sessions, for their first second or so: sets up the quality
+                           ladder's lower rungs beside the first frames (pipeline/ladder/prepare.py)
 
 `stats()`: every part's counters and timings (pipeline/live_stats.py). With GPU stages, frames
 have the output size (render size × upscale): `size` is the output size, `render_size` the
@@ -61,6 +63,7 @@ from typing import Any
 from core.clock import NS_PER_S
 from core.frame import Frame
 from core.stats import Timings
+from core.trace import step
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
 from pipeline.live_analysis import LiveAnalysis
@@ -100,6 +103,18 @@ def _part_attr(part: str, name: str, doc: str | None = None, settable: bool = Fa
     return property(get, put if settable else None, doc=doc)
 
 
+def _fits(render: Any, preset: Any, size: tuple[int, int], gpu: Any) -> bool:
+    """Whether a render process the caller launched (pipeline.look.launch_render_process) is
+    the one this session's first look would start: the same preset's colours at its size."""
+    if not getattr(gpu, "render_process", False) or not isinstance(preset, str):
+        return False
+    from presets.loader import load_preset
+
+    p = load_preset(preset)
+    same = (render.width, render.height) == tuple(size)
+    return same and (render.palette, render.line) == (p.palette, p.line)
+
+
 class LiveSession:
     """Audio source → params → frames, on threads; see the module docstring.
 
@@ -111,8 +126,11 @@ class LiveSession:
     `profile`: lip-sync profile (default: the user's calibrated one, else the shipped default).
     `gpu`: a LiveGpu (pipeline/live_gpu.py): the GPU stages and the quality ladder; None: the
     CPU chain. With it, `size` is the output size (render size × upscale; the LiveGpu's
-    render_size wins when it has one) and the constructor builds, sets up and warms the whole
-    chain (seconds to minutes: model loading, CUDA-graph capture).
+    render_size wins when it has one) and the constructor builds, sets up and warms the
+    chain at its first rung (seconds: model loading, CUDA-graph capture; the other rungs are
+    set up beside the first frames). `first_render`: the first look's render process, started
+    by the caller (pipeline.look.launch_render_process) for `preset` at the render size — the
+    session adopts it, or closes it when it is not the one its first look needs.
     """
 
     def __init__(
@@ -132,6 +150,7 @@ class LiveSession:
         on_state: Callable[[str, str], None] | None = None,
         output_capacity: int = 2,
         gpu: Any = None,
+        first_render: Any = None,
     ) -> None:
         w, h = int(size[0]), int(size[1])
         if w <= 0 or h <= 0 or w % 2 or h % 2:
@@ -167,12 +186,18 @@ class LiveSession:
         )
         render_process = bool(getattr(gpu, "render_process", False))
         # GPU sessions draw the idol in a process of their own (render/process.py): started
-        # first, it gets ready while the engines below are built and the models load
-        first_render = launch_render_process(preset, render_size) if render_process else None
+        # first, it gets ready while the engines below are built and the models load; a caller
+        # may have started it sooner still (`first_render`: before torch's import)
+        if first_render is not None and not _fits(first_render, preset, render_size, gpu):
+            first_render.close()
+            first_render = None
+        if render_process and first_render is None:
+            first_render = launch_render_process(preset, render_size)
         launched = [first_render] if first_render is not None else []
         self._gpu: Any = None  # the GpuChain, once set up (below)
         try:
             self.analysis.prepare()  # not in `start`: the first frames would wait for it
+            step("live analysis prepared")
             self.state = "stopped"
             self.error: str | None = None
             share_cores_with_other_stages()
@@ -215,6 +240,7 @@ class LiveSession:
         finally:  # not used: the first look was never built (a bad preset, a broken model)
             for unused in launched:
                 unused.close()
+        step("first look built")
         if gpu is not None:
             chain = gpu.build(self.looks.current.preset, render_size, (w, h), self.fps)
             try:

@@ -229,3 +229,30 @@ def test_a_look_made_with_a_launched_render_process():
     finally:
         look.close()
     assert early._proc is None
+
+
+@pytest.mark.parametrize("size", [(W, H), (W + 2, H)])
+def test_a_live_session_adopts_the_render_process_started_before_it(size):
+    """`kagura live` starts the first look's render process before torch's import
+    (app.live_gpu.launch_first_render); the session uses it when it is its first look's, and
+    closes it (drawing with its own) when it is not."""
+    from audio.demo_song import demo_song_path
+    from pipeline.live import FilePlayback, LiveSession
+    from pipeline.live_gpu import LiveGpu
+    from pipeline.look import launch_render_process
+
+    early = launch_render_process("studio", size)
+    gpu = LiveGpu(device="cpu", temporal=True, render_process=True, render_size=(W, H))
+    src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
+    session = LiveSession(src, "studio", size=(W, H), fps=FPS, gpu=gpu, first_render=early)
+    try:
+        render = session.looks.current.render
+        if size == (W, H):
+            assert render is early and early._proc.is_alive()
+        else:
+            assert render is not early and early._proc is None  # closed: not this look's
+            assert (render.width, render.height) == (W, H) and render._proc.is_alive()
+    finally:
+        session.stop()
+        session.looks.current.close()
+        early.close()

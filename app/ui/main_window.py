@@ -204,6 +204,9 @@ class LiveOptions:
     play_out: bool | None = None
     avatar: str | None = None  # `kagura live --avatar`; None = the remembered one (avatar_menu)
     gpu: Any = None  # the sessions' LiveGpu (app/live_gpu.py); None: the CPU chain
+    # the first session's render process, started by `kagura live` before torch's import
+    # (app.live_gpu.launch_first_render); the first session adopts it or closes it
+    first_render: Any = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +226,7 @@ class MainWindow(QMainWindow):
         if self.options.device:
             self.settings["device"] = self.options.device
         self.session: Any = None
+        self._first_render = self.options.first_render
         self.jitter: Any = None
         self._pump: Any = None  # pipeline.display_feed.FramePump while live
         self._fps_mark = (time.monotonic(), 0)  # (when, frames shown) for the shown-fps meter
@@ -846,6 +850,8 @@ class MainWindow(QMainWindow):
         s = self.settings
         opts = self.options
 
+        first_render, self._first_render = self._first_render, None
+
         def work() -> Any:
             from pipeline.live import LiveSession
 
@@ -861,6 +867,7 @@ class MainWindow(QMainWindow):
                 smoothing=float(s["smoothing"]),
                 on_state=lambda st, msg: self._bridge.state.emit(st, msg),
                 gpu=opts.gpu,
+                first_render=first_render,
             )
             try:
                 session.start()
@@ -1191,6 +1198,9 @@ class MainWindow(QMainWindow):
         self.settings["geometry"] = [g.x(), g.y(), g.width(), g.height()]
         self.settings.save()
         self.shutdown()
+        if self._first_render is not None:  # no session was started to adopt it
+            self._first_render.close()
+            self._first_render = None
         self.stats_overlay.finish_obs()
         # the windows that belong to this one go with it (else the app never quits)
         if self.stage_presenter is not None:
