@@ -356,10 +356,12 @@ class GpuChain:
         step("live chain warmed")
         freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
-        rest = [r for r in plan.rungs if not self._on_first(r)]
-        if rest:
+        if any(not self._on_first(r) for r in plan.rungs):
+            # every rung, not only the lower ones: a frame between two rungs may meet the
+            # upscaler at one rung's scale with the other rung's picture size (what is set up
+            # already is skipped)
             self._rest = LowerRungs(
-                self.stages, rest, self.ctx, self.device, thread_name="kagura-live-ladder"
+                self.stages, plan.rungs, self.ctx, self.device, thread_name="kagura-live-ladder"
             )
             self._rest.start()
         log.info(
@@ -376,17 +378,26 @@ class GpuChain:
         variant covers every step count; temporal is one stage)."""
         return (tuple(rung.latent), int(rung.vsr_scale)) == self._first
 
-    def _await_lower_rungs(self) -> None:
-        """Frame thread: the ladder moved to a rung that is still being set up: wait for it;
-        when that failed, go on with the rungs that can run (one line for the user)."""
+    def _check_lower_rungs(self) -> None:
+        """Frame thread, each frame while the lower rungs are set up: once that has ended, take
+        its outcome; before, wait for it only when the ladder wants a rung it is setting up."""
         rest = self._rest
-        assert rest is not None
-        t0 = time.perf_counter()
-        rest.wait()
-        log.info(
-            "quality: waited %.0f ms for the lower rungs' set-up",
-            (time.perf_counter() - t0) * 1000,
-        )
+        if rest is None:
+            return
+        if not rest.done:
+            if self._on_first(self.qc.rung):
+                return
+            t0 = time.perf_counter()
+            rest.wait()
+            log.info(
+                "quality: waited %.0f ms for the lower rungs' set-up",
+                (time.perf_counter() - t0) * 1000,
+            )
+        self._end_lower_rungs(rest)
+
+    def _end_lower_rungs(self, rest: LowerRungs) -> None:
+        """Their set-up has ended: when it failed, the ladder goes on with the rungs that can
+        run (one line for the user)."""
         if rest.error is None:
             self.ladder_ready_s = rest.seconds
         else:
@@ -462,7 +473,7 @@ class GpuChain:
             return
         d = preset.diffusion
         plan = self._plan(d.steps, self.plan.max_steps)
-        if self._first_only:  # the lower rungs could not be set up (_await_lower_rungs)
+        if self._first_only:  # the lower rungs could not be set up (_end_lower_rungs)
             keep = tuple(r for r in plan.rungs if self._on_first(r)) or plan.rungs[:1]
             plan = dataclasses.replace(plan, rungs=keep)
         if plan.rungs != self.plan.rungs:
@@ -515,10 +526,7 @@ class GpuChain:
         """Issue one rendered frame (CPU image + motion) through the chain. Returns (the frame
         with its host image — valid once `done` has completed —, done event or None (CPU))."""
         self.frames += 1
-        if self._rest is not None and not self._rest.ready and not self._on_first(self.qc.rung):
-            self._await_lower_rungs()
-        elif self._rest is not None and self._rest.ready:
-            self.ladder_ready_s, self._rest = self._rest.seconds, None
+        self._check_lower_rungs()
         if not self.cuda:
             f = self._issue(frame, stylize)
             out = f.with_(image=self.readback.to_host(f.image), motion=None)

@@ -451,15 +451,16 @@ def test_live_chain_whose_lower_rungs_fail_keeps_the_rung_it_runs(models, one_th
         look, chain, frame, small, spec = _lower_rung_chain(models)
         try:
             assert chain.wait_ladder(30) is False  # the set-up ended, and failed
-            frame(0)
-            chain.qc.force(2, 0, "test")
-            g = frame(1)  # the ladder cannot reach the small rung: it keeps the one it has
+            frame(0)  # the next frame takes the outcome: the ladder keeps the rungs that run
             assert [r.latent for r in chain.plan.rungs] == [(64, 48), (64, 48)]
-            assert g.timings["diffusion.rung"] in (0, 1) and not small.setup_done
-            assert tuple(g.image.shape) == (OUT[1], OUT[0], 4)
             assert any("lower rungs could not be set up" in n for n in spec.notices)
             assert "out of memory (simulated)" in spec.notices[-1]
-            frame(2)
+            chain.qc.force(1, 0, "test")  # its cheapest rung now: one step, full size
+            g = frame(1)
+            assert g.timings["diffusion.rung"] == 1 and g.timings["diffusion.steps"] == 1
+            assert tuple(g.image.shape) == (OUT[1], OUT[0], 4) and not small.setup_done
+            with pytest.raises(ValueError, match="index the ladder"):
+                chain.qc.force(2, 0, "test")  # the small rung is no longer on the ladder
         finally:
             chain.close()
             look.close()
