@@ -93,6 +93,14 @@ def make_upscalers():
     return shared_upscalers(make_x4)
 
 
+def _cpu_live_gpu(models, **options):
+    """kagura live's GPU chain spec on the CPU with the tiny models and random upscalers."""
+    from pipeline.live_gpu import LiveGpu
+
+    kw = {"render_size": RENDER, "budget_ms": 1000.0, **options}
+    return LiveGpu(device="cpu", models=models, make_upscaler=make_upscalers(), **kw)
+
+
 def picture(seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     img = torch.randint(0, 256, (RENDER[1], RENDER[0], 4), generator=g, dtype=torch.uint8)
@@ -320,18 +328,10 @@ def test_ladder_in_a_running_graph_under_a_slow_stage(models, preset, caplog, on
 def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread):
     """The live session's chain (pipeline/live_gpu.py) on the CPU: set up and warmed at every
     rung, then a preset with more diffusion steps arrives between frames."""
-    from pipeline.live_gpu import LiveGpu
     from pipeline.look import build_look
 
     look = build_look("studio", RENDER, 30, False)  # studio: 1 diffusion step
-    spec = LiveGpu(
-        device="cpu",
-        models=models,
-        make_upscaler=make_upscalers(),
-        upscale=2,
-        render_size=RENDER,
-        budget_ms=1000.0,
-    )
+    spec = _cpu_live_gpu(models, upscale=2)
     chain = spec.build(look.preset, RENDER, (128, 96), 30)
     chain.setup(look)
     try:
@@ -368,19 +368,10 @@ def _lower_rung_chain(models):
     """A CPU live chain of the test ladder, set up; its frame function and its 40x32
     diffusion variant (the lower rungs'). The tests below make that variant's set-up wait or
     fail (standing in for a slow or failing CUDA-graph capture; the stage itself is real)."""
-    from pipeline.live_gpu import LiveGpu
     from pipeline.look import build_look
 
     look = build_look("cyberpunk", RENDER, 30, False)  # 2 steps: the ladder's top rung runs
-    spec = LiveGpu(
-        device="cpu",
-        models=models,
-        make_upscaler=make_upscalers(),
-        upscale=4,
-        render_size=RENDER,
-        ladder=LADDER,
-        budget_ms=1000.0,
-    )
+    spec = _cpu_live_gpu(models, upscale=4, ladder=LADDER)
     chain = spec.build(look.preset, RENDER, OUT, 30)
 
     def frame(i):
