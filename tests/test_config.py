@@ -301,7 +301,7 @@ def test_one_folder_rule_for_settings_profile_presets_and_caches(tmp_path, monke
 
 def test_the_default_look_per_device_is_resolved_once(tmp_path):
     """On cuda the render and live configs carry Kagura's own model unless told otherwise (the
-    namespace keeps what was typed); `bench offline` asks for no default model."""
+    namespace keeps what was typed); `default_model=False` leaves it out."""
     from pipeline.model_factory import KAGURA
 
     out = str(tmp_path / "x.mp4")
