@@ -378,6 +378,11 @@ class GpuChain:
         variant covers every step count; temporal is one stage)."""
         return (tuple(rung.latent), int(rung.vsr_scale)) == self._first
 
+    def _first_rungs_only(self, plan: LadderPlan) -> LadderPlan:
+        """`plan` with only the rungs that run on what was set up before the first frame."""
+        keep = tuple(r for r in plan.rungs if self._on_first(r)) or plan.rungs[:1]
+        return dataclasses.replace(plan, rungs=keep)
+
     def _check_lower_rungs(self) -> None:
         """Frame thread, each frame while the lower rungs are set up: once that has ended, take
         its outcome; before, wait for it only when the ladder wants a rung it is setting up."""
@@ -402,8 +407,8 @@ class GpuChain:
             self.ladder_ready_s = rest.seconds
         else:
             self._first_only = True
-            keep = tuple(r for r in self.plan.rungs if self._on_first(r))
-            self.plan = dataclasses.replace(self.plan, rungs=keep)
+            self.plan = self._first_rungs_only(self.plan)
+            keep = self.plan.rungs
             self.qc.retarget(keep, 0)
             self.spec.notices.append(
                 f"quality ladder: the lower rungs could not be set up ({rest.error}); "
@@ -420,7 +425,7 @@ class GpuChain:
     def wait_ladder(self, timeout: float | None = None) -> bool:
         """Until every rung can run (benchmarks that time the chain; tests). True if ready."""
         rest = self._rest
-        return True if rest is None else rest.wait(timeout) and rest.error is None
+        return True if rest is None else rest.wait(timeout) and rest.ready
 
     def _warm(self, stylize: Any, levels: list[int]) -> None:
         """One frame through each of `levels` (the timers detached), then back to the start
@@ -474,8 +479,7 @@ class GpuChain:
         d = preset.diffusion
         plan = self._plan(d.steps, self.plan.max_steps)
         if self._first_only:  # the lower rungs could not be set up (_end_lower_rungs)
-            keep = tuple(r for r in plan.rungs if self._on_first(r)) or plan.rungs[:1]
-            plan = dataclasses.replace(plan, rungs=keep)
+            plan = self._first_rungs_only(plan)
         if plan.rungs != self.plan.rungs:
             cur, level = self.qc.rung, self.qc.level
             same = [

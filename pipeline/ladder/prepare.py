@@ -93,6 +93,8 @@ class LowerRungs:
         finally:
             self.seconds = time.perf_counter() - t0
             self._done.set()
-        log.info(
-            "quality: the lower rungs are ready (%.2f s, beside the first frames)", self.seconds
-        )
+        if self.error is None:
+            log.info(
+                "quality: the lower rungs are ready (%.2f s, beside the first frames)",
+                self.seconds,
+            )
