@@ -74,6 +74,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "motion); "
         "repeatable",
     )
+    p.add_argument(
+        "--motion-preset",
+        action="append",
+        default=[],
+        metavar="PRESET=F",
+        help="scale the motion loss on one preset's pairs by F (1 for the others); repeatable",
+    )
     p.add_argument("--design-poses", type=int, default=4, help="poses per held-out design")
     p.add_argument("--bench-out", type=Path, default=Path("docs/BENCHMARKS.md"))
     p.add_argument("--docs-img", type=Path, default=DOCS_IMG)
@@ -92,6 +99,7 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def config_from(args: argparse.Namespace):
+    from training.poses import PRESETS
     from training.train import TrainConfig
 
     cfg = TrainConfig(out=str(args.out), device=args.device, seed=args.seed, size=_size(args.size))
@@ -126,6 +134,18 @@ def config_from(args: argparse.Namespace):
                 f"{', '.join(cfg.loss_weights)} and W a number >= 0"
             )
         cfg.loss_weights = {**cfg.loss_weights, name: weight}
+    for item in args.motion_preset:
+        name, _, value = item.partition("=")
+        try:
+            factor = float(value)
+        except ValueError:
+            factor = float("nan")
+        if name not in PRESETS or not factor >= 0:
+            raise UsageError(
+                f"--motion-preset {item}: expected PRESET=F with PRESET one of "
+                f"{', '.join(PRESETS)} and F a number >= 0"
+            )
+        cfg.motion_presets = {**cfg.motion_presets, name: factor}
     if args.no_gan:
         cfg.loss_weights = {**cfg.loss_weights, "gan": 0.0}
     cfg.ae_steps = min(cfg.ae_steps, cfg.steps // 2)

@@ -255,6 +255,10 @@ def test_motion_loss_charges_flicker_the_reference_does_not_have():
     flickery = ref + 0.1 * torch.randn(2, 2, 3, 24, 32, generator=g)
     assert float(motion_l1(flickery, ref, motion, cover)) > 0.05
     assert float(motion_l1(flickery, ref, motion, torch.zeros_like(cover))) == 0.0
+    # a pair's weight scales only that pair's share: 0 on the second leaves the first's alone
+    first_only = motion_l1(flickery, ref, motion, cover, torch.tensor([1.0, 0.0]))
+    alone = motion_l1(flickery[:1], ref[:1], motion[:1], cover[:1])
+    assert abs(float(first_only) - float(alone) / 2) < 1e-6
 
 
 def test_pairs_are_the_models_input_and_the_reference_look():
@@ -338,6 +342,8 @@ def test_train_resume_export_and_evaluate(tmp_path):
         "motion=0.5",
         "--motion-bank",
         "2",
+        "--motion-preset",
+        "cyberpunk=3",
         timeout=600,
     )
     assert second.returncode == 0, second.stderr[-2000:]
@@ -361,7 +367,8 @@ def test_train_resume_export_and_evaluate(tmp_path):
     assert again.returncode == 0, again.stderr[-2000:]
     kept = json.loads((export / "metrics.json").read_text())
     assert kept["train"] == metrics["train"] and "--eval-only" in kept["evaluated_by"]
-    assert "4 steps in the last run" in (export / "MODEL_CARD.md").read_text()
+    card = (export / "MODEL_CARD.md").read_text()
+    assert "4 steps in the last run" in card and "{'cyberpunk': 3.0} by preset" in card
 
 
 def test_train_refuses_bad_options():
@@ -371,6 +378,9 @@ def test_train_refuses_bad_options():
     done = kagura("train", "--device", "cuda", "--loss-weight", "sharp=2")
     assert done.returncode == 2 and "--loss-weight sharp=2" in done.stderr
     assert "texture" in done.stderr and "Traceback" not in done.stderr
+    done = kagura("train", "--device", "cuda", "--motion-preset", "neon=2")
+    assert done.returncode == 2 and "--motion-preset neon=2" in done.stderr
+    assert "cyberpunk" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_live_gpu_reports_the_fallback_as_a_notice(saved, monkeypatch):

@@ -8,6 +8,12 @@ from pathlib import Path
 from training.poses import N_BACKGROUNDS, PRESETS
 
 
+def _motion_presets(cfg: dict) -> str:
+    """The per-preset factors on the motion loss, when a run set any."""
+    factors = cfg.get("motion_presets") or {}
+    return f" (motion loss x{factors} by preset)" if factors else ""
+
+
 def _table(metrics: dict) -> str:
     rows = [
         "| preset | model PSNR (dB) | model SSIM | fast look PSNR (dB) | fast look SSIM |",
@@ -111,7 +117,7 @@ diffusers or transformers at run time), or by diffusers like any checkpoint (thi
   starts from the last exported weights) (first {cfg["ae_steps"]} decoder only{"; " + t["note"] if t.get("note") else ""}), batch {cfg["batch"]},
   AdamW lr {cfg["lr"]} with warm-up and cosine decay, EMA {cfg["ema"]}, bf16 autocast,
   seed {cfg["seed"]}, {w}x{h}; {minutes:.1f} min on {t["device"]}.
-- Loss weights: {cfg["loss_weights"]}; curves: `docs/img/kagura_training.png`.
+- Loss weights: {cfg["loss_weights"]}{_motion_presets(cfg)}; curves: `docs/img/kagura_training.png`.
 - Command: `{t.get("command", "kagura train")}`
 
 ## Metrics (held-out poses, against the reference painter, through the real diffusion stage)

@@ -104,6 +104,8 @@ class TrainConfig:
     motion_bank: int = 384  # temporal pairs kept on the device (when the "motion" loss is on)
     motion_fresh: int = 16  # ... of which this many are replaced every `refresh_every` steps
     motion_batch: int = 4  # temporal pairs per step
+    motion_presets: dict[str, float] = field(default_factory=dict)  # preset -> factor on its
+    # pairs' motion loss (1 for a preset not named)
     gan_start: int = 1500  # discriminator from this step on (after the decoder has settled)
     init: str | None = None  # weights folder to start from (see module doc)
     step0: int = 0  # steps done before this run (from init's train_state.json)
@@ -211,18 +213,25 @@ SHIFT_MARGIN = 16  # pixels: beyond the reach of the wrap seam through the autoe
 
 
 def motion_l1(
-    painted: torch.Tensor, ref: torch.Tensor, motion: torch.Tensor, cover: torch.Tensor
+    painted: torch.Tensor,
+    ref: torch.Tensor,
+    motion: torch.Tensor,
+    cover: torch.Tensor,
+    pair_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """painted, ref (n, 2, 3, H, W) of two consecutive frames, motion (n, H, W, 2) from the first
     to the second, cover (n, 1, H, W): mean over covered pixels of |e1 - warp(e0)|, e = painted -
     ref. Zero when the painting changes from frame to frame exactly as the reference does
     (whatever its still error), so it charges the flicker the model adds, not the
-    reference's own motion, blinks or resampling at edges."""
+    reference's own motion, blinks or resampling at edges. pair_weight (n,) scales each pair's
+    pixels (a preset whose flicker is further from its goal is charged more)."""
     from pipeline.temporal.stage import warp
 
     err = painted - ref
     moved, _ = warp(err[:, 0], motion, "bilinear")
     diff = (err[:, 1] - moved).abs().mean(1, keepdim=True)
+    if pair_weight is not None:
+        diff = diff * pair_weight.view(-1, 1, 1, 1).to(diff)
     return (diff * cover).sum() / cover.sum().clamp(min=1.0)
 
 
@@ -497,7 +506,10 @@ class Trainer:
         eps = torch.randn(n, *z.shape[1:], generator=g).to(self.dev).repeat_interleave(2, 0)
         _, painted = self._paint(fast, z, z, eps, t, pid.repeat_interleave(2))
         target = to_unit(ref.reshape(2 * n, c, h, w))
-        return motion_l1(painted.view(n, 2, c, h, w), target.view(n, 2, c, h, w), motion, cover)
+        factor = torch.tensor([self.cfg.motion_presets.get(name, 1.0) for name in PRESETS])
+        return motion_l1(
+            painted.view(n, 2, c, h, w), target.view(n, 2, c, h, w), motion, cover, factor[pid.cpu()]
+        )
 
     def _paint(self, fast, z_fast, z_src, eps, t, pid) -> tuple[torch.Tensor, torch.Tensor]:
         """(predicted latent, its picture decoded onto `fast`): the UNet on the noisy latent
