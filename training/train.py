@@ -508,7 +508,11 @@ class Trainer:
         target = to_unit(ref.reshape(2 * n, c, h, w))
         factor = torch.tensor([self.cfg.motion_presets.get(name, 1.0) for name in PRESETS])
         return motion_l1(
-            painted.view(n, 2, c, h, w), target.view(n, 2, c, h, w), motion, cover, factor[pid.cpu()]
+            painted.view(n, 2, c, h, w),
+            target.view(n, 2, c, h, w),
+            motion,
+            cover,
+            factor[pid.cpu()],
         )
 
     def _paint(self, fast, z_fast, z_src, eps, t, pid) -> tuple[torch.Tensor, torch.Tensor]:
