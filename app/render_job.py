@@ -315,6 +315,7 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
                 dtype="float16",
                 stream_batch=preset.diffusion.steps == 1,
                 cuda_graph=req.graphs_on,
+                capture_steps=(preset.diffusion.steps,),  # one preset for the whole song
             )
         )
     if req.temporal_on:

@@ -194,6 +194,10 @@ def test_random_weights_tiny_runs_and_says_random():
     st.setup(None)
     assert st.apply(picture(0, 32, 16, corners=False)).shape == (16, 32, 4)
 
+    # the graphs' step counts lie within the buffers' slots
+    with pytest.raises(ValueError, match=r"capture_steps \(3,\) must lie in 1..max_steps \(2\)"):
+        DiffusionStage(m, _diffusion(), 32, 16, device="cpu", max_steps=2, capture_steps=(3,))
+
 
 # -- the stage ----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pipeline.diffusion import DiffusionStage, random_weights
+from pipeline.diffusion.stage import GraphCaptureError
 from presets.schema import Diffusion
 from tests.gpu_timing import cuda_median_ms
 
@@ -77,3 +78,29 @@ def test_preset_switch_keeps_graphs(models):
     ref = DiffusionStage(models, b, W, H, device="cuda", dtype="float16")
     ref.setup(None)
     assert (out.float() - ref.apply(img).float()).abs().mean().item() < 1.0
+
+
+def test_capture_steps_captures_only_the_steps_asked(models):
+    """An offline render's stage (one preset for the whole song) captures the preset's step
+    count only, replays it like eager, and names a step count it did not capture."""
+    d = Diffusion(prompt="ink wash idol", strength=0.5, steps=2, seed=1)
+    st = DiffusionStage(
+        models,
+        d,
+        W,
+        H,
+        device="cuda",
+        dtype="float16",
+        cuda_graph=True,
+        stream_batch=False,
+        capture_steps=(2,),
+    )
+    st.setup(None)
+    assert set(st._graphs) == {(2, False)}
+    eager = DiffusionStage(models, d, W, H, device="cuda", dtype="float16", stream_batch=False)
+    eager.setup(None)
+    img = frame()
+    assert (st.apply(img).float() - eager.apply(img).float()).abs().mean().item() < 1.0
+    st.set_preset(Diffusion(prompt="ink wash idol", strength=0.5, steps=1, seed=1))
+    with pytest.raises(GraphCaptureError, match="steps=1"):
+        st.apply(img)

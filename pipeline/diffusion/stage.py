@@ -2,7 +2,8 @@
 
     DiffusionStage(models, preset, width, height, device="cpu", dtype="float16",
                    stream_batch=True, *, max_steps=None, allow_cfg=None, cuda_graph=False,
-                   latent_scale=1.0, compile_unet=False, compile_cache=None)
+                   latent_scale=1.0, compile_unet=False, compile_cache=None,
+                   capture_steps=None)
         name "diffusion", needs spec("image", size=(width, height)),
         gives spec("image", size=work_size, device=device)
         models:  a DiffusionModels (pipeline/diffusion/models.py: load_models / random_weights)
@@ -71,9 +72,9 @@ Preset switching. set_preset() copies the new embeddings and constants into the 
 no model, buffer or CUDA graph is rebuilt. A prompt-only change keeps the frames in flight
 (they finish under the new prompt); a change of steps, strength or seed re-primes from the
 next frame, so no blank frame either way. Buffers are allocated for `max_steps` slots
-(default: the first preset's steps) and CUDA graphs are captured for every k <= max_steps
-(and for the CFG batch when allow_cfg, default: the first preset's guidance > 1); a preset
-outside that raises ValueError naming the argument to raise — nothing is rebuilt behind the
+(default: the first preset's steps) and CUDA graphs are captured for every k <= max_steps,
+or only for the `capture_steps` given (and for the CFG batch when allow_cfg, default: the first
+preset's guidance > 1); a preset outside that raises ValueError naming the argument to raise — nothing is rebuilt behind the
 caller's back.
 
 Threads: set_preset()/reset() write the tensors the step reads; call them between frames on
@@ -107,6 +108,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +207,7 @@ class DiffusionStage(BaseStage):
         latent_scale: float = 1.0,
         compile_unet: bool = False,
         compile_cache: Path | str | None = None,
+        capture_steps: Sequence[int] | None = None,
     ):
         from pipeline.diffusion.models import _dtype
 
@@ -223,6 +226,16 @@ class DiffusionStage(BaseStage):
         self.max_steps = int(max_steps if max_steps is not None else d.steps)
         if not 1 <= self.max_steps <= 8:
             raise ValueError(f"diffusion: max_steps must be 1..8, got {self.max_steps}")
+        # the step counts the graphs are captured for: every k <= max_steps unless told (an
+        # offline render keeps its preset's steps, so one capture is all it replays)
+        self.capture_steps = tuple(
+            sorted(set(capture_steps)) if capture_steps else range(1, self.max_steps + 1)
+        )
+        if not all(1 <= k <= self.max_steps for k in self.capture_steps):
+            raise ValueError(
+                f"diffusion: capture_steps {tuple(capture_steps or ())} must lie in 1..max_steps "
+                f"({self.max_steps})"
+            )
         self.lcm_w = models.unet.config.get("time_cond_proj_dim") is not None
         # a UNet with twice the latent channels in stacks the clean input latent onto the noisy
         # one (InstructPix2Pix-style image conditioning; Kagura's own model)
@@ -581,7 +594,7 @@ class DiffusionStage(BaseStage):
 
     def _shapes(self) -> list[tuple[int, bool]]:
         cfgs = [False, True] if self.allow_cfg else [False]
-        return [(k, cfg) for cfg in cfgs for k in range(1, self.max_steps + 1)]
+        return [(k, cfg) for cfg in cfgs for k in self.capture_steps]
 
     @torch.no_grad()
     def _compile(self) -> None:
