@@ -8,9 +8,8 @@ heavy work, so stages overlap on several cores) and moves frames through bounded
 
     source ─► q ─► stage 1 ─► q ─► … ─► stage n ─► q ─► sink
 
-Before the first frame the stages and the sink are set up side by side
-(pipeline/setup_together.py). This is the offline runtime (`kagura render`, `kagura bench
-offline`): every queue blocks (Policy.BLOCK: every frame reaches the file), nothing waits on a wall clock, and a stage that
+This is the offline runtime (`kagura render`, `kagura bench offline`): every queue blocks
+(Policy.BLOCK: every frame reaches the file), nothing waits on a wall clock, and a stage that
 allows it receives up to `max_batch` frames at once. Live mode (pipeline/live.py) runs the same
 stage classes on the capture clock in its own frame loop (pipeline/live_frames.py), not
 through this class, with latest-wins queues (Policy.LATEST) where a late item is worthless:
@@ -31,7 +30,6 @@ from core.stage import Context, GraphError, Sink, Spec, Stage, check_chain
 from core.trace import step
 from pipeline.cpu_memory import freeze_setup_objects
 from pipeline.queues import BoundedQueue, Closed, Policy
-from pipeline.setup_together import set_up_together
 
 __all__ = ["Graph", "GraphError", "RunStats"]  # GraphError: core.stage's, named here too
 
@@ -123,12 +121,10 @@ class Graph:
             if callable(launch):  # its processes start up while the stages set up
                 launch(ctx)
                 step("sink launched")
-            set_up_together(
-                [*self.stages, self.sink],
-                ctx,
-                prepared,
-                on_each=lambda part: step(f"{getattr(part, 'name', type(part).__name__)} set up"),
-            )
+            for part in [*self.stages, self.sink]:
+                part.setup(ctx)
+                prepared.append(part)
+                step(f"{getattr(part, 'name', type(part).__name__)} set up")
             freeze_setup_objects()
             threads = [threading.Thread(target=feed, name="source", daemon=True)]
             for i, stage in enumerate(self.stages):

@@ -141,50 +141,6 @@ def test_sink_error_aborts():
     assert sink.aborted
 
 
-class MeetsOnSetup(BaseStage):
-    """Its set-up waits for every other part's set-up to have begun (a barrier): it can end
-    only if the graph sets its parts up side by side."""
-
-    needs = spec("params")
-
-    def __init__(self, name: str, barrier: threading.Barrier, fail: bool = False):
-        self.name, self.barrier, self.fail = name, barrier, fail
-        self.closed = False
-        self.setup_thread: str | None = None
-
-    def setup(self, ctx):
-        self.setup_thread = threading.current_thread().name
-        self.barrier.wait(timeout=10)
-        if self.fail:
-            raise RuntimeError(f"{self.name}: no model on disk")
-
-    def process(self, frame):
-        return frame
-
-    def close(self):
-        self.closed = True
-
-
-def test_stages_are_set_up_side_by_side():
-    barrier = threading.Barrier(3)
-    stages = [MeetsOnSetup("a", barrier), MeetsOnSetup("b", barrier), MeetsOnSetup("c", barrier)]
-    sink = ListSink()
-    stats = Graph(track_frames(make_track(10)), TRACK_GIVES, stages, sink).run(CTX)
-    assert stats.frames == 10 and sink.finished
-    assert len({s.setup_thread for s in stages}) == 3  # each on a thread of its own
-    assert all(s.closed for s in stages)
-
-
-def test_a_failed_set_up_closes_the_parts_that_did_set_up():
-    barrier = threading.Barrier(2)
-    ok, bad = MeetsOnSetup("ok", barrier), MeetsOnSetup("bad", barrier, fail=True)
-    sink = ListSink()
-    with pytest.raises(RuntimeError, match="bad: no model on disk"):
-        Graph(track_frames(make_track(10)), TRACK_GIVES, [ok, bad], sink).run(CTX)
-    assert ok.closed and not bad.closed  # only what did set up is closed
-    assert sink.aborted and not sink.frames
-
-
 def test_latest_policy_drops_oldest_and_counts():
     q: BoundedQueue[int] = BoundedQueue(3, Policy.LATEST)
     for i in range(10):
