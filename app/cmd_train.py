@@ -98,6 +98,22 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+def _named_number(item: str, flag: str, form: str, names) -> tuple[str, float]:
+    """'NAME=X' -> (NAME, X) with NAME one of `names` and X a number >= 0, else UsageError."""
+    name, _, value = item.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if name not in names or not number >= 0:
+        key, x = form.split("=")
+        raise UsageError(
+            f"{flag} {item}: expected {form} with {key} one of {', '.join(names)} and {x} a "
+            "number >= 0"
+        )
+    return name, number
+
+
 def config_from(args: argparse.Namespace):
     from training.poses import PRESETS
     from training.train import TrainConfig
@@ -123,28 +139,10 @@ def config_from(args: argparse.Namespace):
     if args.gan_start is not None:
         cfg.gan_start = args.gan_start
     for item in args.loss_weight:
-        name, _, value = item.partition("=")
-        try:
-            weight = float(value)
-        except ValueError:
-            weight = float("nan")
-        if name not in cfg.loss_weights or not weight >= 0:
-            raise UsageError(
-                f"--loss-weight {item}: expected NAME=W with NAME one of "
-                f"{', '.join(cfg.loss_weights)} and W a number >= 0"
-            )
+        name, weight = _named_number(item, "--loss-weight", "NAME=W", cfg.loss_weights)
         cfg.loss_weights = {**cfg.loss_weights, name: weight}
     for item in args.motion_preset:
-        name, _, value = item.partition("=")
-        try:
-            factor = float(value)
-        except ValueError:
-            factor = float("nan")
-        if name not in PRESETS or not factor >= 0:
-            raise UsageError(
-                f"--motion-preset {item}: expected PRESET=F with PRESET one of "
-                f"{', '.join(PRESETS)} and F a number >= 0"
-            )
+        name, factor = _named_number(item, "--motion-preset", "PRESET=F", PRESETS)
         cfg.motion_presets = {**cfg.motion_presets, name: factor}
     if args.no_gan:
         cfg.loss_weights = {**cfg.loss_weights, "gan": 0.0}
