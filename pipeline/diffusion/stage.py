@@ -74,8 +74,8 @@ no model, buffer or CUDA graph is rebuilt. A prompt-only change keeps the frames
 next frame, so no blank frame either way. Buffers are allocated for `max_steps` slots
 (default: the first preset's steps) and CUDA graphs are captured for every k <= max_steps,
 or only for the `capture_steps` given (and for the CFG batch when allow_cfg, default: the first
-preset's guidance > 1); a preset outside that raises ValueError naming the argument to raise — nothing is rebuilt behind the
-caller's back.
+preset's guidance > 1); a preset outside that raises ValueError naming the argument to raise —
+nothing is rebuilt behind the caller's back.
 
 Threads: set_preset()/reset() write the tensors the step reads; call them between frames on
 the thread that runs the stage (e.g. from the graph's control queue), not concurrently.
