@@ -5,7 +5,8 @@
                       sd-turbo|tiny] [--upscale N] [--[no-]temporal] [--budget-ms MS]
                       [--fps N] [--vsync-hz HZ] [--present-lead-ms MS] [--[no-]phase-lock]
                       [--release follow|adaptive] [--frame-margin-ms MS] [--[no-]latch-mouth]
-                      [--[no-]late-mouth] [--[no-]render-process] [--section KEY]
+                      [--[no-]late-mouth] [--[no-]render-process] [--stream-batch]
+                      [--section KEY]
                       [--seconds S] [--size WxH] [--preset NAME]
 
 Desktop app (default): each run is a real `kagura live --audio-file … --quit-after N` in its
@@ -486,6 +487,8 @@ def _headless_command(args: argparse.Namespace) -> str:
         parts.append(f"--release {args.release}")
     if not getattr(args, "render_process", True):
         parts.append("--no-render-process")
+    if getattr(args, "stream_batch", False):
+        parts.append("--stream-batch")
     if args.size:
         parts.append(f"--size {args.size}")
     parts += [f"--fps {args.fps}", f"--present-lead-ms {args.present_lead_ms:g}"]

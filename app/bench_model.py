@@ -5,8 +5,9 @@
 
 CUDA: the shipped weights (float16) in a DiffusionStage with CUDA graphs at the given size;
 each replay of `step()` (encode, UNet, decode, output conversion: one frame) is timed with CUDA
-events, for 1 step and for the presets' 2 steps (stream batch: one UNet call of batch 2 per
-frame). The reference painters are timed per frame at batch 1 and at batch 16 (CUDA events).
+events, for 1 step and for the presets' 2 steps, both ways: one after another (what `kagura
+live` and `render` run: the frame's own picture) and stream batch (one UNet call of batch 2 per
+frame, the picture a frame late). The reference painters are timed per frame at batch 1 and at batch 16 (CUDA events).
 CPU: frames/s of the eager stage (float32, torch's threads) and the reference painters' seconds
 per frame. Median and P99 for every figure; the ratio reference / model is per frame, measured
 in the same run. Writes the "kagura-model-speed" section of docs/BENCHMARKS.md and the Speed
@@ -77,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     frames, raw, specs = _frames(args.device, (w, h), 4)
     lines: list[str] = []
     rows: list[str] = []
-    model_ms: dict[int, float] = {}
-    for steps in (1, 2):
+    model_ms: dict[tuple[int, bool], float] = {}
+    for steps, stream_batch in ((1, False), (2, False), (2, True)):
         preset = load_preset("cyberpunk")
         d = preset.diffusion.model_copy(update={"steps": steps})
         st = DiffusionStage(
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             h,
             device=args.device,
             dtype="float16",
-            stream_batch=True,
+            stream_batch=stream_batch,
             cuda_graph=cuda,
         )
         st.setup()
@@ -103,10 +104,11 @@ def run(args: argparse.Namespace) -> int:
                 st.apply(frames["cyberpunk"][i % len(frames["cyberpunk"])])
                 ms.append((time.perf_counter() - t0) * 1e3)
         med, p99 = median_p99(ms)
-        model_ms[steps] = med
+        model_ms[steps, stream_batch] = med
         label = "CUDA graph replay" if cuda else "eager, float32"
         rows.append(
-            f"| model, {steps} step{'s' if steps > 1 else ''} | {label} | {med:.2f} | {p99:.2f} | "
+            f"| model, {steps} step{'s' if steps > 1 else ''}"
+            f"{' (stream batch)' if stream_batch else ''} | {label} | {med:.2f} | {p99:.2f} | "
             f"{1000.0 / med:.1f} |"
         )
         st.close()
@@ -134,10 +136,10 @@ def run(args: argparse.Namespace) -> int:
             f"| reference painter {name}, batch 1 | {'CUDA events' if cuda else 'eager'} | "
             f"{med:.2f} | {p99:.2f} | {1000.0 / med:.1f} |"
         )
-        ratio = med / model_ms[2]
+        ratio = med / model_ms[2, False]
         lines.append(
             f"reference {name}: {med:.1f} ms/frame at batch 1 = {ratio:.1f}x the model's 2-step "
-            f"frame ({model_ms[2]:.2f} ms)"
+            f"frame ({model_ms[2, False]:.2f} ms)"
             + (f"; {median(batch):.2f} ms/frame at batch 16" if batch else "")
         )
     where = torch.cuda.get_device_name() if cuda else "CPU"

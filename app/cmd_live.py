@@ -4,7 +4,7 @@
                 [--quit-after SECONDS] [--screenshot PNG]
                 [--device cpu|cuda] [--diffusion PATH | --diffusion-random sd-turbo|tiny]
                 [--diffusion-size WxH] [--upscale 1|2|3|4] [--[no-]temporal]
-                [--[no-]cuda-graphs] [--budget-ms MS] [--no-ladder]
+                [--[no-]cuda-graphs] [--budget-ms MS] [--no-ladder] [--stream-batch]
 
 `--audio-file` plays the file through the live path at real-time pace (as if it came from a
 microphone; it is also played out loud when an output device exists, unless --no-play-out).

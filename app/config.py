@@ -12,7 +12,7 @@ namespace is read once, here, and never written.
 
     GpuConfig       --device --diffusion/--no-diffusion/--diffusion-random --diffusion-size
                     --upscale --[no-]temporal --[no-]cuda-graphs (render, demo, live, benches)
-    LiveGpuConfig   GpuConfig + --budget-ms --no-ladder --[no-]render-process (live)
+    LiveGpuConfig   GpuConfig + --budget-ms --no-ladder --[no-]render-process --stream-batch (live)
     RenderConfig    render / demo (and still: its look options)  → `.request()` RenderRequest
     LiveConfig      kagura live                                   → LiveOptions + LiveGpu
 
@@ -249,6 +249,7 @@ class LiveGpuConfig(GpuConfig):
     budget_ms: float | None = Field(None, allow_inf_nan=False)
     adaptive: bool = True  # False: --no-ladder
     render_process: bool = True
+    stream_batch: bool = False  # --stream-batch: the diffusion steps batched, a frame late
 
 
 class RenderConfig(Frozen):
@@ -478,7 +479,8 @@ def gpu_flags(
 
 
 def live_gpu_config(args: argparse.Namespace, device: str | None = None) -> LiveGpuConfig:
-    """GpuConfig's flags and the quality ladder's (--budget-ms, --no-ladder, --render-process)."""
+    """GpuConfig's flags, the quality ladder's (--budget-ms, --no-ladder) and the live chain's
+    (--render-process, --stream-batch)."""
     budget = getattr(args, "budget_ms", None)
     if budget is not None and not (budget > 0 and math.isfinite(budget)):
         raise UsageError(f"--budget-ms {budget:g}: expected a positive number of ms")
@@ -487,6 +489,7 @@ def live_gpu_config(args: argparse.Namespace, device: str | None = None) -> Live
         budget_ms=budget,
         adaptive=not getattr(args, "no_ladder", False),
         render_process=getattr(args, "render_process", True),
+        stream_batch=getattr(args, "stream_batch", False),
     )
 
 

@@ -85,6 +85,12 @@ def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True, live: bo
         help="stay on the top rung (measure only; never change quality)",
     )
     g.add_argument(
+        "--stream-batch",
+        action="store_true",
+        help="diffusion steps of a 2-step preset in one batched UNet call (StreamDiffusion): "
+        "less GPU time, but the picture shows the frame before (default: one after another)",
+    )
+    g.add_argument(
         "--render-process",
         action=argparse.BooleanOptionalAction,
         default=True,

@@ -116,6 +116,7 @@ def build_live_gpu(
         controller=dict(controller or {}),
         cuda_graphs=graphs,
         render_process=gpu.render_process,
+        stream_batch=gpu.stream_batch,
         label=label,
         notices=notices,
     )

@@ -168,8 +168,11 @@ class LiveGpu:
     adaptive       False: stay on `start_rung` (the measurements are still reported)
     controller     keyword arguments for QualityController (window, min_samples, ...)
     cuda_graphs    capture the diffusion and upscale CUDA graphs (CUDA only)
-    stream_batch   StreamDiffusion stream batch (one UNet call for k steps; the picture lags
-                   k - 1 frames, which the latency measurement accounts for)
+    stream_batch   False (default): a frame of k steps runs its k UNet calls one after
+                   another, so the picture is the frame's own; True: StreamDiffusion's stream
+                   batch (one UNet call for k steps: less GPU time, but the picture lags k - 1
+                   frames — a whole frame period of audio-to-photon per extra step, more than
+                   the second UNet call costs on the GPU; docs/BENCHMARKS.md)
     max_in_flight  frames issued to the GPU and not yet published
     compile_unet   the UNet compiled by torch.compile before its CUDA graph is captured
                    (`kagura bench pipeline --compile-unet`; inductor's caches in compile_cache)
@@ -187,7 +190,7 @@ class LiveGpu:
     start_rung: int = 0
     controller: dict[str, Any] = field(default_factory=dict)
     cuda_graphs: bool = True
-    stream_batch: bool = True
+    stream_batch: bool = False
     max_in_flight: int = 2
     dtype: str = "float16"
     render_process: bool = True  # the idol drawn in its own process (render/process.py)

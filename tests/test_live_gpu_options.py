@@ -57,3 +57,8 @@ def test_a_missing_checkpoint_folder_is_named():
 
     with pytest.raises(ModelError, match="no-such-model"):
         _build("--device", "cpu", "--diffusion", "/tmp/no-such-model")
+
+
+def test_two_steps_run_one_after_another_unless_stream_batch_is_asked():
+    assert _build("--device", "cpu", "--temporal").stream_batch is False
+    assert _build("--device", "cpu", "--temporal", "--stream-batch").stream_batch is True

@@ -383,6 +383,24 @@ def _lower_rung_chain(models):
     return look, chain, frame, small, spec
 
 
+def test_live_chain_paints_each_frame_of_a_two_step_preset_itself(models, one_thread):
+    """Live runs a 2-step preset's steps one after another (no stream-batch lag: the picture
+    is the frame's own, as in `kagura render`); LiveGpu(stream_batch=True) lags a frame."""
+    look, chain, frame, _small, _spec = _lower_rung_chain(models)
+    try:
+        f = frame(0)
+        assert f.timings["diffusion.steps"] == 2 and chain.status()["stream_batch_lag"] == 0
+    finally:
+        chain.close()
+    batched = _cpu_live_gpu(models, upscale=4, ladder=LADDER, stream_batch=True)
+    chain = batched.build(look.preset, RENDER, OUT, 30)
+    chain.setup(look)
+    try:
+        assert chain.status()["stream_batch_lag"] == 1
+    finally:
+        chain.close()
+
+
 def test_live_chain_shows_frames_before_its_lower_rungs_are_set_up(models, one_thread):
     from pipeline.diffusion import DiffusionStage
 
