@@ -150,6 +150,29 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "frame starts (render/stage.py; default on); --no-late-mouth: the whole idol at the start",
     )
     h.add_argument(
+        "--relearn-after-setup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="forget the frame times learnt while the quality ladder's lower rungs were set up "
+        "beside the first frames, once they are ready (PhaseLock.forget; default on)",
+    )
+    h.add_argument(
+        "--frame-window",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --phase-lock: the recent frames whose P99 the lead covers "
+        "(default: pipeline.phase_lock.FRAME_PREDICT_WINDOW)",
+    )
+    h.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="JSONL",
+        help="write one JSON line per shown frame (the warm-up's too): its start (s from the session's "
+        "start), audio-to-photon ms and the frame's own timings (lead, target, start, stages)",
+    )
+    h.add_argument(
         "--release",
         choices=("follow", "adaptive"),
         default="follow",
@@ -292,7 +315,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from core.trace import mark
     from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import FilePlayback, LiveSession
-    from pipeline.live_frames import AUDIO_AGE, LEAD
+    from pipeline.live_frames import AUDIO_AGE, LEAD, STARTED
 
     if args.fps <= 0 or args.fps > 240:
         raise UsageError(f"--fps {args.fps}: expected 1..240")
@@ -337,6 +360,10 @@ def measure_headless(args: argparse.Namespace) -> dict:
     sys.setswitchinterval(0.0005)
     session.latch_mouth = args.latch_mouth
     session.late_mouth = args.late_mouth
+    session.relearn_after_setup = args.relearn_after_setup
+    if args.frame_window is not None:
+        session.phase_lock.predict_window = args.frame_window
+    trace: list[dict] = []
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
@@ -380,6 +407,18 @@ def measure_headless(args: argparse.Namespace) -> dict:
             if counting:
                 wake_late.append((woke - due) / 1e6)
                 tick_to_flip.append((t0 + k_flip * refresh_ns - woke) / 1e6)
+            if frame is not None and jitter.last_was_new and args.trace is not None:
+                age = frame.timings.get(AUDIO_AGE)
+                trace.append(
+                    {
+                        "start_s": frame.timings.get(STARTED, 0.0) / 1e3 - started,
+                        "counted": counting,
+                        "audio_to_photon_ms": None
+                        if age is None
+                        else (t_flip - frame.pts_ns) / 1e6 + age,
+                        **frame.timings,
+                    }
+                )
             if frame is not None and jitter.last_was_new and counting:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
@@ -400,6 +439,10 @@ def measure_headless(args: argparse.Namespace) -> dict:
         session.stop()
         pump.thread.join(timeout=10)
     js = jitter.stats()
+    if args.trace is not None:
+        with open(args.trace, "w") as f:
+            for row in trace:
+                f.write(json.dumps(row) + "\n")
     for ev in events:
         ev["t_s"] = round(ev.pop("t") - started, 2)
     gpu_name = None

@@ -306,6 +306,9 @@ class LiveSession:
     late_mouth = _part_attr(
         "frames", "late_mouth", "False: the idol drawn whole at the start.", True
     )
+    relearn_after_setup = _part_attr(
+        "frames", "relearn_after_setup", "False: keep what was learnt during set-up.", True
+    )
     lead_ms = _part_attr("phase_lock", "lead_ms", "The last phase-locked frame's lead (ms).")
     frame_margin_ns = _part_attr("phase_lock", "frame_margin_ns", "Added to the lead.", True)
 

@@ -141,6 +141,9 @@ class FrameLoop:
         # True: each frame's idol is drawn ahead and its mouth redrawn at the frame's start
         # (render/stage.py); False: drawn whole at the start (for comparison)
         self.late_mouth = True
+        # True: what was learnt while the GPU chain's lower rungs were set up beside the first
+        # frames is forgotten when they are ready (PhaseLock.forget); False: kept (comparison)
+        self.relearn_after_setup = True
         self.lag_ms: deque[float] = deque(maxlen=300)  # the mouth's age at each frame's pts
         self.last_frame: Frame | None = None
         self.frames_produced = 0
@@ -208,6 +211,9 @@ class FrameLoop:
         gpu_look = self.looks.current
         next_t = clock.now_ns() / 1e9
         target: int | None = None  # phase-locked: the display tick the last frame aimed at
+        # the GPU chain's lower rungs are still being set up (their end: PhaseLock.forget)
+        ladder_pending = self.gpu is not None and self.gpu.ladder_pending
+        ladder_pending = ladder_pending and self.relearn_after_setup
 
         def newest() -> AvatarParams:
             nonlocal params, fresh
@@ -271,6 +277,11 @@ class FrameLoop:
                     gpu.set_preset(look.preset)
                     gpu_look = look
                 gpu.poll()  # finished frames' CUDA events -> the ladder (no waiting)
+                if ladder_pending and not gpu.ladder_pending:
+                    # the lower rungs' set-up beside the first frames slowed them: not a
+                    # frame time to plan the lead on (PhaseLock.forget)
+                    self.phase_lock.forget()
+                ladder_pending = ladder_pending and gpu.ladder_pending
                 if gpu.busy():
                     self.gpu_busy_ticks += 1
                     continue

