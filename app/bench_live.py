@@ -165,6 +165,14 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(default: pipeline.phase_lock.FRAME_PREDICT_WINDOW)",
     )
     h.add_argument(
+        "--lead-outliers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --phase-lock: the worst frame times and start errors the lead leaves out "
+        "(default: pipeline.phase_lock.LEAD_OUTLIERS_LEFT_OUT; 0: none, the plain P99)",
+    )
+    h.add_argument(
         "--trace",
         type=Path,
         default=None,
@@ -363,6 +371,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     session.relearn_after_setup = args.relearn_after_setup
     if args.frame_window is not None:
         session.phase_lock.predict_window = args.frame_window
+    if args.lead_outliers is not None:
+        session.phase_lock.outliers_left_out = args.lead_outliers
     trace: list[dict] = []
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)

@@ -8,13 +8,14 @@
     lock.note_frame(started_ms, frame_ms)               # after the frame was handed on
     lock.release_delay_ns()                             # for JitterBuffer.follow
 
-A frame starts at the display tick that will show it minus the lead, lead = max(this percentile
-of the recent frame times + `frame_margin_ns`, the presenter's own release delay if it has one)
-+ the wake-up allowance: the frame thread's own wake-up lateness (P99 of the recent start
-errors, at least START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not
-less: every frame that misses its tick is shown a refresh later, and the goal is the P99 of
-audio-to-photon. No thread, no sleep here: the frame loop (pipeline/live_frames.py) sleeps until the
-start this returns; every time is passed in or read from the injected clock.
+A frame starts at the display tick that will show it minus the lead, lead = max(this
+percentile of the recent frame times, their worst left out, + `frame_margin_ns`, the
+presenter's own release delay if it has one) + the wake-up allowance: the frame thread's own
+wake-up lateness (P99 of the recent start errors, the worst left out, at least
+START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not less: every frame
+that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
+No thread, no sleep here: the frame loop (pipeline/live_frames.py) sleeps until the start this
+returns; every time is passed in or read from the injected clock.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.clock import NS_PER_S
-from core.stats import percentile, summary
+from core.stats import percentile_sorted, summary
 
 FRAME_PREDICT_Q = 99.0
 # frames (2 s at 60 fps): the P99 of 120 is about its second-worst, as a longer window's is
@@ -44,6 +45,13 @@ FRAME_LEARN_AFTER_S = 0.5
 FRAME_LEARN_MIN = 10
 START_MARGIN_NS = 1_000_000
 START_ERRORS_KEPT = 300
+# Both estimates leave out their worst sample. A stall (one frame of 80 ms, one wake-up 100 ms
+# late) cannot be predicted, and covering it moves every frame of the next window that much
+# later to save the one frame that already missed; while few samples are learnt (after the
+# start, after `forget`) the P99 is their maximum, so one stall set the lead for seconds
+# (docs/BENCHMARKS.md, "The live lead's window"). Over a full window of 120 the P99 without the
+# worst is still about the second-worst frame: a slow spell of two frames or more is covered.
+LEAD_OUTLIERS_LEFT_OUT = 1
 
 
 class PhaseLock:
@@ -57,6 +65,7 @@ class PhaseLock:
         self.lead_ms: float | None = None  # the last lead used
         self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.started_at: float | None = None  # s on the clock: when the session started
+        self.outliers_left_out = LEAD_OUTLIERS_LEFT_OUT  # worst samples no estimate uses
 
     @property
     def locked(self) -> bool:
@@ -103,7 +112,8 @@ class PhaseLock:
 
         Frame k then targets the tick nearest to the previous target + 1/fps and starts at
         that tick minus the lead: max(the predicted frame time — FRAME_PREDICT_Q percentile of
-        the last FRAME_PREDICT_WINDOW tick -> publication times + `frame_margin_ns` —, release
+        the last FRAME_PREDICT_WINDOW tick -> publication times, the worst left out, +
+        `frame_margin_ns` —, release
         delay) + the wake-up allowance (`wake_ns`). The frame is then due (pts + release delay
         <= tick) and has arrived by the tick that shows it, instead of waiting up to one refresh
         after being due, as it does with a timer whose phase to the display is arbitrary.
@@ -132,19 +142,25 @@ class PhaseLock:
         if self.learning(woke_ns / 1e6):
             self.start_errors_ms.append((woke_ns - start_ns) / 1e6)
 
+    def _p99_without_outliers(self, samples: deque[float]) -> float:
+        """FRAME_PREDICT_Q percentile of `samples` less their `outliers_left_out` largest (LEAD_OUTLIERS_LEFT_OUT)."""
+        kept = sorted(samples)[: len(samples) - self.outliers_left_out]
+        return percentile_sorted(kept, FRAME_PREDICT_Q)
+
     def wake_ns(self) -> int:
-        """The wake-up allowance: P99 of the recent start errors, at least START_MARGIN_NS."""
+        """The wake-up allowance: P99 of the recent start errors (the worst left out), at least
+        START_MARGIN_NS."""
         if len(self.start_errors_ms) < 10:
             return START_MARGIN_NS
-        return max(START_MARGIN_NS, int(percentile(self.start_errors_ms, 99) * 1e6))
+        return max(START_MARGIN_NS, int(self._p99_without_outliers(self.start_errors_ms) * 1e6))
 
     def predicted_frame_ns(self) -> int:
-        """The frame time the lead covers: FRAME_PREDICT_Q percentile of the recent tick ->
-        publication times + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
+        """The frame time the lead covers: P99 of the recent tick -> publication times (the
+        worst left out) + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
         were learnt from."""
         if len(self.frame_ms) < FRAME_LEARN_MIN:
             return NS_PER_S // self.fps
-        return int(percentile(self.frame_ms, FRAME_PREDICT_Q) * 1e6) + int(self.frame_margin_ns)
+        return int(self._p99_without_outliers(self.frame_ms) * 1e6) + int(self.frame_margin_ns)
 
     def lead_ns(self, release_delay: Callable[[], int] | None) -> int:
         lead = self.predicted_frame_ns()

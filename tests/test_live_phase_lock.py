@@ -149,6 +149,32 @@ def test_frames_slowed_while_the_lower_rungs_were_set_up_are_forgotten():
     assert lock.predicted_frame_ns() == 8_000_000 + lock.frame_margin_ns
 
 
+def test_one_stall_right_after_forgetting_does_not_set_the_lead():
+    """While few samples are learnt their P99 is their maximum: one 80 ms frame or one wake-up
+    100 ms late, learnt right after forget(), held the lead at ~80-100 ms for seconds on the
+    H200. The worst sample is left out of both estimates; two slow samples are covered."""
+    clock = SimulatedClock(1000 * NS_PER_S)
+    lock = PhaseLock(60, now_ns=clock)
+    lock.start()
+    learnt_ms = (1000.0 + FRAME_LEARN_AFTER_S) * 1e3
+    lock.forget()
+    lock.note_frame(learnt_ms, 80.0)
+    planned = round(learnt_ms * 1e6)
+    lock.note_start(planned + 100_000_000, planned)
+    for _ in range(FRAME_LEARN_MIN):
+        lock.note_frame(learnt_ms, 9.0)
+        lock.note_start(planned + 300_000, planned)
+    assert lock.predicted_frame_ns() == 9_000_000 + lock.frame_margin_ns
+    assert lock.wake_ns() == START_MARGIN_NS
+    lock.note_frame(learnt_ms, 70.0)  # a second slow frame: a slow spell, not a stall
+    lock.note_start(planned + 90_000_000, planned)
+    # the P99 of 11 samples, interpolated: 9/10 of the way from the steady value to the slow one
+    assert lock.predicted_frame_ns() == round((9.0 + 0.9 * 61.0) * 1e6) + lock.frame_margin_ns
+    assert lock.wake_ns() > 80_000_000
+    lock.outliers_left_out = 0  # the plain P99 (bench live --lead-outliers 0): the worst counts
+    assert lock.predicted_frame_ns() > 70_000_000 + lock.frame_margin_ns
+
+
 def test_frames_start_at_every_other_tick_minus_the_lead_on_simulated_time():
     """30 fps on 60 Hz ticks: each frame targets the tick one frame period after the last
     and starts the lead before it; the lead is the release delay + the wake-up allowance."""
