@@ -110,7 +110,16 @@ class Temporal(Strict):
     """The temporal stage's settings for this look (pipeline/temporal/stage.py): a flat, clean
     look shows a history misplaced at a part boundary sooner than a textured one does."""
 
-    blend: float = Field(0.7, ge=0.0, lt=1.0, description="history weight")
+    blend: float = Field(
+        0.7, ge=0.0, lt=1.0, description="history weight (where nothing moves, with moving_blend)"
+    )
+    moving_blend: float | None = Field(
+        None,
+        ge=0.0,
+        lt=1.0,
+        description="history weight near motion (None: `blend` everywhere); a still ground "
+        "can average more of a model's flicker than a moving part can without an echo",
+    )
     guard: int = Field(
         4, ge=0, le=16, description="px around part boundaries where no history is used"
     )

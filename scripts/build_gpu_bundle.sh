@@ -64,7 +64,8 @@ EOF
     # what no import needs (the packages' own tests, type stubs), and xz's strongest preset:
     # the working tree and the carried bundle must fit the device tool's 64 MiB
     find /tmp/kagura-site -type d -name tests -prune -exec rm -rf {} +
-    find /tmp/kagura-site -name "*.pyi" -delete
+    # (lazy_loader reads a package's __init__.pyi to know what it exports: librosa needs its own)
+    find /tmp/kagura-site -name "*.pyi" ! -name "__init__.pyi" -delete
     XZ_OPT="-9e -T2" tar -cJf .whl/site.tar.xz -C /tmp/kagura-site .
 fi
 du -sh .gl .whl

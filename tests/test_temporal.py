@@ -301,3 +301,43 @@ def test_the_preset_sets_tolerance_and_bad_values_are_refused():
         TemporalStage(tolerance=100.0)
     with pytest.raises(ValueError, match="gate"):
         TemporalStage(tolerance=8.0, gate=2)
+
+
+def test_still_pixels_take_blend_and_pixels_near_motion_take_moving_blend():
+    """With `moving_blend` the history weighs `blend` where nothing moved within `moving_reach`
+    px and `moving_blend` near motion; the preset's [temporal] sets it, None keeps one weight."""
+    from presets.loader import load_preset
+
+    h, w = 32, 64
+    motion = torch.zeros(h, w, 2)
+    motion[:, 40:, 0] = 1.0  # the right part moves one pixel
+    prev = torch.full((h, w, 4), 255, dtype=torch.uint8)
+    prev[..., :3] = 110
+    cur = prev.clone()  # columns of 120 and 100: the history's 110 is inside the 3x3 range
+    cur[:, 0::2, :3] = 120
+    cur[:, 1::2, :3] = 100
+
+    def out_at(stage: TemporalStage, x: int) -> int:
+        stage.reset()
+        stage.apply(prev, motion, 0)
+        return int(stage.apply(cur, motion, 1)[h // 2, x, 0])
+
+    stage = TemporalStage(blend=0.9, moving_blend=0.4, moving_reach=8, guard=0)
+    assert out_at(stage, 20) == 111  # still: 120 + 0.9 x (110 - 120)
+    assert out_at(stage, 40 - 6) == 116  # within reach of the motion: 120 + 0.4 x (110 - 120)
+    assert out_at(stage, 50) == 116  # moving itself
+    one = TemporalStage(blend=0.9, guard=0)
+    assert out_at(one, 20) == out_at(one, 50) == 111
+
+    base = load_preset("studio")
+    split = base.model_copy(
+        update={"temporal": base.temporal.model_copy(update={"blend": 0.9, "moving_blend": 0.4})}
+    )
+    stage = TemporalStage.for_preset(split)
+    assert (stage.blend, stage.moving_blend) == (0.9, 0.4)
+    stage.use_preset(base)
+    assert stage.moving_blend == base.temporal.moving_blend
+    with pytest.raises(ValueError, match="moving_blend"):
+        TemporalStage(moving_blend=1.0)
+    with pytest.raises(ValueError, match="moving_reach"):
+        TemporalStage(moving_blend=0.5, moving_reach=-1)

@@ -2,10 +2,10 @@
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
                   interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
-                  tolerance=0.0, gate=3, max_batch=4)
-    TemporalStage.for_preset(preset, device, **kw): blend, guard and tolerance from the preset's
-        [temporal] section (what render, live and the model's evaluation use); use_preset(p)
-        switches them on a running stage.
+                  tolerance=0.0, gate=3, moving_blend=None, moving_reach=8, max_batch=4)
+    TemporalStage.for_preset(preset, device, **kw): blend, moving_blend, guard and tolerance
+        from the preset's [temporal] section (what render, live and the model's evaluation
+        use); use_preset(p) switches them on a running stage.
         name "temporal", needs spec("image", "motion"), gives spec("image", device=device)
         process_batch(frames): frame by frame, in order (frame i blends with frame i-1's
             *output*, also inside one batch); images stay on `device`.
@@ -62,6 +62,12 @@ shading the vectors do not carry) is not used at all instead of being pulled int
 Measured on the model's painting ("The temporal stage's agreement gate" in docs/BENCHMARKS.md),
 it trades flicker for ghosting like every other weight does and does not beat the exact clamp's
 trade on any preset, so no shipped preset sets it (0: the stage as before).
+
+Still and moving pixels (`moving_blend`). Echo lines can only appear where something moves;
+a still ground (the background, a part at rest) can average more of the model's flicker. With
+`moving_blend` set, pixels within `moving_reach` px of a pixel that moved half a pixel or more
+take that weight and the others take `blend` (the weights of temporal anti-aliasing that lower
+the history's share with the motion). None: `blend` everywhere.
 
 Part boundaries. The renderer's vectors are rigid per part and blocky (4x4) at part
 boundaries, so within `guard` pixels of a jump in the motion field (more than half a pixel
@@ -148,6 +154,18 @@ def _near_motion_jumps(motion: torch.Tensor, radius: int, batch: int) -> torch.T
     return near.expand(batch, -1, -1, -1) if near.shape[0] != batch else near
 
 
+def _near_moving(motion: torch.Tensor, reach: int, batch: int) -> torch.Tensor:
+    """bool (B, 1, H, W): within `reach` px of a pixel that moved half a pixel or more."""
+    m = motion if motion.ndim == 4 else motion.unsqueeze(0)
+    moved = (m.float().norm(dim=-1) >= 0.5).unsqueeze(1).float()
+    if reach:  # a square max is two 1-D ones
+        k = 2 * reach + 1
+        moved = F.max_pool2d(moved, (1, k), stride=1, padding=(0, reach))
+        moved = F.max_pool2d(moved, (k, 1), stride=1, padding=(reach, 0))
+    near = moved > 0
+    return near.expand(batch, -1, -1, -1) if near.shape[0] != batch else near
+
+
 def _ramp(diff: torch.Tensor, tol: float) -> torch.Tensor:
     """1 below tol/2, 0 above tol, linear between."""
     return ((tol - diff) * (2.0 / tol)).clamp_(0.0, 1.0)
@@ -188,6 +206,8 @@ class TemporalStage(BaseStage):
         guard: int = 4,
         tolerance: float = 0.0,
         gate: int = 3,
+        moving_blend: float | None = None,
+        moving_reach: int = 8,
         max_batch: int = 4,
     ):
         if not 0.0 <= blend < 1.0:
@@ -213,6 +233,13 @@ class TemporalStage(BaseStage):
         if gate < 1 or gate % 2 == 0:
             raise ValueError(f"temporal: gate must be an odd window size >= 1, got {gate}")
         self.tolerance, self.gate = float(tolerance), int(gate)
+        if moving_blend is not None and not 0.0 <= moving_blend < 1.0:
+            raise ValueError(
+                f"temporal: moving_blend must be in [0, 1) or None, got {moving_blend}"
+            )
+        if not 0 <= moving_reach <= 32:
+            raise ValueError(f"temporal: moving_reach must be in [0, 32] px, got {moving_reach}")
+        self.moving_blend, self.moving_reach = moving_blend, int(moving_reach)
         self.device = torch.device(device)
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"temporal: device must be 'cpu' or 'cuda', got {device!r}")
@@ -252,13 +279,13 @@ class TemporalStage(BaseStage):
         return stage
 
     def use_preset(self, preset) -> None:
-        """A look's history weight, part-boundary guard and agreement tolerance, from the next
+        """A look's history weights, part-boundary guard and agreement tolerance, from the next
         frame on (the history itself carries over); a preset without that section (None, a
         caller's own object) leaves them as they are."""
         t = getattr(preset, "temporal", None)
         if t is not None:
             self.blend, self.guard = float(t.blend), int(t.guard)
-            self.tolerance = float(t.tolerance)
+            self.tolerance, self.moving_blend = float(t.tolerance), t.moving_blend
 
     def set_enabled(self, on: bool) -> None:
         if not on:
@@ -294,7 +321,11 @@ class TemporalStage(BaseStage):
             agree = _ramp(cdiff, tol)
             w.mul_(agree)
             margin = agree.mul_(tol) if margin is None else agree.mul_(tol).add_(margin)
-        w.mul_(self.blend)
+        if self.moving_blend is None or self.moving_blend == self.blend:
+            w.mul_(self.blend)
+        else:
+            moving = _near_moving(motion.to(cur.device), self.moving_reach, cur.shape[0])
+            w.mul_(torch.where(moving, self.moving_blend, self.blend))
         hi = F.max_pool2d(cur, 3, stride=1, padding=1)
         lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_()
         if margin is not None:
