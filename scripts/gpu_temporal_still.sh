@@ -14,6 +14,8 @@ cat >/tmp/variants.json <<'JSON'
  "still 0.95 moving 0.5": {"blend": 0.95, "moving_blend": 0.5},
  "still 0.95 moving 0.65": {"blend": 0.95, "moving_blend": 0.65},
  "still 0.95 moving 0.7": {"blend": 0.95, "moving_blend": 0.7},
+ "still 0.95 moving 0.75": {"blend": 0.95, "moving_blend": 0.75},
+ "still 0.97 moving 0.65": {"blend": 0.97, "moving_blend": 0.65},
  "still 0.97 moving 0.7": {"blend": 0.97, "moving_blend": 0.7}}
 JSON
 for clip in song speech; do
