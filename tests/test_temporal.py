@@ -206,6 +206,7 @@ def test_the_preset_sets_blend_and_guard_and_a_switch_changes_them():
     the motion field) blends history with the default guard of 4 and not with a guard of 8;
     `use_preset` switches a running stage."""
     from presets.loader import load_preset
+    from presets.schema import Temporal
 
     h, w = 32, 48
     motion = torch.zeros(h, w, 2)
@@ -217,7 +218,7 @@ def test_the_preset_sets_blend_and_guard_and_a_switch_changes_them():
     cur = prev.clone()
     cur[:, 0::2, :3] = 120
     cur[:, 1::2, :3] = 100
-    base = load_preset("cyberpunk")
+    base = load_preset("cyberpunk").model_copy(update={"temporal": Temporal()})  # the defaults
     wide = base.model_copy(update={"temporal": base.temporal.model_copy(update={"guard": 8})})
     assert base.temporal.guard == 4 and base.temporal.blend == 0.7
 
