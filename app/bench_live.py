@@ -165,6 +165,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "(default: pipeline.phase_lock.FRAME_PREDICT_WINDOW)",
     )
     h.add_argument(
+        "--hold-ladder",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hold the quality ladder (measure, decide nothing) while its lower rungs are set up "
+        "beside the first frames (QualityControl.hold; default on)",
+    )
+    h.add_argument(
         "--lead-outliers",
         type=int,
         default=None,
@@ -371,6 +378,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     session.relearn_after_setup = args.relearn_after_setup
     if args.frame_window is not None:
         session.phase_lock.predict_window = args.frame_window
+    if not args.hold_ladder:
+        session.hold_ladder(False)  # the A/B arm: decide on the frames beside the set-up too
     if args.lead_outliers is not None:
         session.phase_lock.outliers_left_out = args.lead_outliers
     trace: list[dict] = []

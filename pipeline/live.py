@@ -466,6 +466,12 @@ class LiveSession:
         """Every part's counters and timings (pipeline/live_stats.py lists the keys)."""
         return snapshot(self)
 
+    def hold_ladder(self, on: bool) -> None:
+        """Hold the quality ladder (measure, decide nothing) or release it (GPU sessions; the
+        session holds it while the lower rungs are set up: QualityControl.hold)."""
+        if self._gpu is not None:
+            self._gpu.qc.hold(on)
+
     def quality_events(self) -> list[dict[str, Any]]:
         """Every rung change so far (GPU sessions; [] otherwise): time, rungs, reason."""
         return [] if self._gpu is None else [dict(c) for c in self._gpu.qc.changes]

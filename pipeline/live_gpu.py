@@ -40,9 +40,11 @@ checked with the session's first look (a GraphError before any stage is set up),
 start rung runs on is set up — its DiffusionStage (CUDA graphs for every k <= max_steps) and
 its upscalers (a CUDA graph per shape) — and one frame run through the chain at that rung.
 The other rungs' stages are set up on a helper thread while the first frames flow
-(pipeline/ladder/prepare.py, `LowerRungs`); a ladder step that comes before they are ready
-waits for them in `submit`, and when they cannot be set up the ladder keeps only the rungs
-that can run (one line in the session's notices).
+(pipeline/ladder/prepare.py, `LowerRungs`). Until they are ready the ladder is held
+(`QualityControl.hold`: frames measured, no decision: their cost is shared with that set-up,
+and a step down would make the frame thread wait for it); a step that still comes before they
+are ready (a preset switch) waits for them in `submit`, and when they cannot be set up the
+ladder keeps only the rungs that can run (one line in the session's notices).
 
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
@@ -367,6 +369,9 @@ class GpuChain:
                 self.stages, plan.rungs, self.ctx, self.device, thread_name="kagura-live-ladder"
             )
             self._rest.start()
+            # the first frames share the GPU with that set-up: their cost is not the start
+            # rung's, and a step down now would make the frame thread wait for the set-up
+            self.qc.hold(True)
         log.info(
             "live GPU chain ready in %.1f s: %s -> %s, budget %.2f ms, ladder:\n%s",
             self.setup_s,
@@ -406,6 +411,7 @@ class GpuChain:
     def _end_lower_rungs(self, rest: LowerRungs) -> None:
         """Their set-up has ended: when it failed, the ladder goes on with the rungs that can
         run (one line for the user)."""
+        self.qc.hold(False)
         if rest.error is None:
             self.ladder_ready_s = rest.seconds
         else:
@@ -565,6 +571,7 @@ class GpuChain:
             render_size=list(self.render_size),
             output_size=list(self.out_size),
             transition_frames=self.qc.transition_frames,
+            held_frames=self.qc.held_frames,
             setup_s=round(self.setup_s, 2),
             lower_rungs_s=None if self.ladder_ready_s is None else round(self.ladder_ready_s, 2),
             stream_batch_lag=self.diffusion.lag_frames if self.diffusion is not None else 0,

@@ -364,6 +364,27 @@ def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread
 # -- the lower rungs, set up beside the first frames (pipeline/ladder/prepare.py) -------------
 
 
+def test_a_held_ladder_measures_but_does_not_step_and_starts_afresh_when_released():
+    """Frames over budget while held (the lower rungs' set-up shares the GPU) change nothing;
+    released, the controller decides on frames measured from then on only."""
+    ladder = DEFAULT_LADDER[:3]
+    qc = QualityControl(
+        QualityController(10.0, ladder, min_samples=5), [], measure=["gpu"], device="cpu"
+    )
+
+    def frame(i: int, ms: float) -> list:
+        return qc.observe(Frame(i, i, AvatarParams(), timings={"gpu": ms}))
+
+    qc.hold(True)
+    assert all(frame(i, 50.0) == [] for i in range(20))
+    assert qc.level == 0 and qc.held_frames == 20 and qc.fed == 0
+    assert qc.stage_stats()["gpu"]["median"] == 50.0  # still measured
+    qc.hold(False)
+    assert all(frame(20 + i, 5.0) == [] for i in range(10))  # a fresh window, within budget
+    events = [ev for i in range(5) for ev in frame(30 + i, 50.0)]
+    assert qc.fed == 15 and [ev.to_rung for ev in events] == [1]
+
+
 def _lower_rung_chain(models):
     """A CPU live chain of the test ladder, set up; its frame function and its 40x32
     diffusion variant (the lower rungs'). The tests below make that variant's set-up wait or
@@ -422,6 +443,8 @@ def test_live_chain_shows_frames_before_its_lower_rungs_are_set_up(models, one_t
             assert all(tuple(f.image.shape) == (OUT[1], OUT[0], 4) for f in out)
             assert out[-1].timings["diffusion.rung"] == 0 and not small.setup_done
             assert chain.status()["lower_rungs_s"] is None
+            # frames beside the set-up share the device with it: measured, never decided on
+            assert chain.qc.held and chain.qc.held_frames == 3 and chain.qc.fed == 0
             # the ladder steps down to the small rung before it is ready: the next frame waits
             chain.qc.force(2, 0, "test")
             done: list = []
@@ -437,6 +460,7 @@ def test_live_chain_shows_frames_before_its_lower_rungs_are_set_up(models, one_t
             assert chain.diffusion.active is small
             frame(4)
             assert chain.status()["lower_rungs_s"] > 0
+            assert not chain.qc.held and chain.qc.fed == 2 and chain.qc.held_frames == 3
         finally:
             gate.set()
             chain.close()

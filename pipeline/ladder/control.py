@@ -34,6 +34,7 @@ class _Pending:
     pts_ns: int
     levels: dict[str, float]
     wall: dict[str, float]
+    held: bool = False  # measured while the controller was held (QualityControl.hold)
     events: list = field(default_factory=list)  # (name, start, end, n)
 
 
@@ -48,6 +49,9 @@ class QualityControl:
     on_event    called with each QosEvent (any thread that calls poll/observe)
     adaptive    False: measure and report only; the controller is never fed (no changes)
 
+    hold(on)        held: frames are measured but not fed (their cost is not the rung's:
+                    something else shares the GPU, e.g. the lower rungs' set-up); released:
+                    the controller's window starts afresh
     observe(frame)  where the time is measured (the graph's sink / on_frame, or the live loop
                     after issuing the frame): queues the frame for measurement and polls
     poll()          reads back every finished frame's events (event.query(), no waiting), in
@@ -81,6 +85,8 @@ class QualityControl:
         self._stage_ms = Timings(history)
         self.fed = 0
         self.transition_frames = 0
+        self.held = False
+        self.held_frames = 0  # measured while held, not fed
         # the latest changes, with the rung names at the time (a refit renumbers the ladder);
         # bounded (pipeline.quality.keep_latest)
         self.changes: list[dict[str, Any]] = []
@@ -144,12 +150,20 @@ class QualityControl:
             for i in indices:
                 self._events.setdefault(i, []).append((name, start, end, n))
 
+    def hold(self, on: bool) -> None:
+        """Hold the controller (frames from now on are measured, not fed) or release it (the
+        window it decides on starts afresh with the next frame measured after this)."""
+        with self._lock:
+            if self.held and not on:
+                self.controller.reset_window()
+            self.held = bool(on)
+
     def observe(self, frame: Frame) -> list[QosEvent]:
         levels = {s.name: frame.timings.get(s.name + RUNG_SUFFIX, -1.0) for s in self.ladder_stages}
         # stage wall times only: "<stage>.<what>" keys are what a stage applied, not times
         wall = {k: float(v) for k, v in frame.timings.items() if "." not in k and k != AUDIO_AGE}
         with self._lock:
-            self._order.append(_Pending(frame.index, frame.pts_ns, levels, wall))
+            self._order.append(_Pending(frame.index, frame.pts_ns, levels, wall, self.held))
         return self.poll()
 
     def poll(self) -> list[QosEvent]:
@@ -182,6 +196,9 @@ class QualityControl:
             self.transition_frames += 1  # made (partly) at another rung: says nothing here
             return None
         if not self.adaptive:
+            return None
+        if p.held:
+            self.held_frames += 1
             return None
         self.fed += 1
         ev = c.feed(cost, p.pts_ns)
