@@ -172,6 +172,14 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "beside the first frames (QualityControl.hold; default on)",
     )
     h.add_argument(
+        "--learn-min",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --phase-lock: frames learnt before their times set the lead, one frame "
+        "period until then (default: pipeline.phase_lock.FRAME_LEARN_MIN)",
+    )
+    h.add_argument(
         "--lead-outliers",
         type=int,
         default=None,
@@ -380,6 +388,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
         session.phase_lock.predict_window = args.frame_window
     if not args.hold_ladder:
         session.hold_ladder(False)  # the A/B arm: decide on the frames beside the set-up too
+    if args.learn_min is not None:
+        session.phase_lock.learn_min = max(2, args.learn_min)
     if args.lead_outliers is not None:
         session.phase_lock.outliers_left_out = args.lead_outliers
     trace: list[dict] = []

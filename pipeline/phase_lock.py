@@ -66,6 +66,7 @@ class PhaseLock:
         self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.started_at: float | None = None  # s on the clock: when the session started
         self.outliers_left_out = LEAD_OUTLIERS_LEFT_OUT  # worst samples no estimate uses
+        self.learn_min = FRAME_LEARN_MIN  # frames learnt before they set the lead
 
     @property
     def locked(self) -> bool:
@@ -158,7 +159,7 @@ class PhaseLock:
         """The frame time the lead covers: P99 of the recent tick -> publication times (the
         worst left out) + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
         were learnt from."""
-        if len(self.frame_ms) < FRAME_LEARN_MIN:
+        if len(self.frame_ms) < self.learn_min:
             return NS_PER_S // self.fps
         return int(self._p99_without_outliers(self.frame_ms) * 1e6) + int(self.frame_margin_ns)
 
