@@ -146,10 +146,13 @@ def test_flicker_halved_sharpness_kept():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_matches_cpu():
+@pytest.mark.parametrize("weights", [{}, {"blend": 0.9, "moving_blend": 0.5}])
+def test_cuda_matches_cpu(weights):
     imgs = [rgba(32, 48, 20 + i, alpha=200) for i in range(4)]
     mots = [torch.full((32, 48, 2), 0.6) for _ in range(4)]
-    cpu, gpu = TemporalStage(), TemporalStage(device="cuda")
+    for m in mots:
+        m[:, :16] = 0.0  # a still part: with moving_blend it takes the other weight
+    cpu, gpu = TemporalStage(**weights), TemporalStage(device="cuda", **weights)
     for i in range(4):
         a = cpu.apply(imgs[i], mots[i], i)
         b = gpu.apply(imgs[i], mots[i], i)
