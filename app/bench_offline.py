@@ -281,13 +281,18 @@ def child(argv: list[str]) -> int:
 # ---------------------------------------------------------------------------- parent
 
 
-def add_parser(bench_subparsers, add_render_options) -> argparse.ArgumentParser:
+def add_parser(
+    bench_subparsers, add_render_options, add_settings_option
+) -> argparse.ArgumentParser:
     b = bench_subparsers.add_parser(
         "offline",
         help="finished MP4 frames/s of an offline render (synthetic track, demo song audio), "
         "N encoders against 1",
     )
     add_render_options(b)
+    # the render settings file, as `kagura render` reads it (render.toml, --config FILE); the
+    # size and length stay the bench's own unless given as flags
+    add_settings_option(b)
     b.set_defaults(size="1920x1080", seconds=20.0, quiet=True)
     b.add_argument("--out", type=Path, default=Path("docs/BENCHMARKS.md"))
     b.add_argument("--no-write", action="store_true", help="print only, do not update the file")
@@ -302,13 +307,24 @@ def _config(args: argparse.Namespace) -> tuple[dict, int, int]:
     from app.config import render_config
     from app.errors import UsageError
     from app.render_job import PARALLEL_MIN_SECONDS, check_request, resolve_workers
+    from app.render_settings import load
 
     if args.seconds is None or args.seconds <= 0:
         raise UsageError(f"--seconds {args.seconds}: expected a duration in seconds > 0")
-    # `kagura render`'s config and defaults: on cuda Kagura's own model paints unless
-    # --no-diffusion (or another model) is given, as it does in the command this bench stands for
-    req = render_config(args, audio=SONG, output=Path("x.mp4")).request()
+    # `kagura render`'s config and defaults over the same settings file: on cuda Kagura's own
+    # model paints unless --no-diffusion (or another model) is given, as it does in the command
+    # this bench stands for
+    settings = load(args.config)
+    notices = list(settings.notices)
+    try:
+        req = render_config(
+            args, audio=SONG, output=Path("x.mp4"), settings=settings, notices=notices
+        ).request()
+    finally:
+        for line in notices:
+            print(f"kagura: {line}", file=sys.stderr)
     cfg = {
+        "settings": str(settings.path) if settings.values else None,
         "preset": req.preset,
         "width": req.width,
         "height": req.height,
@@ -437,8 +453,10 @@ def _command(args: argparse.Namespace, cfg: dict, n: int, m: int) -> str:
         parts.append("--temporal" if cfg["temporal"] else "--no-temporal")
     if cfg["cuda_graphs"] is not None:
         parts.append("--cuda-graphs" if cfg["cuda_graphs"] else "--no-cuda-graphs")
-    parts += [f"--encoders {args.encoders}", f"--render-workers {args.render_workers}"]
+    parts += [f"--encoders {n}", f"--render-workers {m}"]  # as resolved ("auto", the file)
     parts.append(f"--x264-preset {cfg['x264_preset']}")
+    if cfg["settings"]:
+        parts.append(f"--config {cfg['settings']}")
     return "kagura bench offline " + " ".join(parts)
 
 
@@ -496,6 +514,8 @@ def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
         f"- command: `{_command(args, cfg, n, m)}`",
         f"- chain: {_chain(cfg, m)} (what `kagura render` runs with these options: its "
         "defaults, on cuda Kagura's own model unless `--no-diffusion`)",
+        f"- settings file: {cfg['settings'] or 'none'} (read as `kagura render` reads it; the "
+        "size and length are the bench's own unless given as flags)",
         f"- input: synthetic AvatarTrack (procedural mouth, vowels, head and body sway, blinks; "
         f"no audio analysis) with the demo song's audio, {cfg['seconds']:g} s at {fps} fps "
         f"= {base['expected_frames']} frames",

@@ -312,7 +312,7 @@ _BENCHES = (
     (
         "offline",
         "finished MP4 frames/s of an offline render, N encoders against 1",
-        _module_fill("app.bench_offline", _add_render_options),
+        _module_fill("app.bench_offline", _add_render_options, _add_settings_option),
     ),
     ("stylize", "the preset post-process alone, CPU or CUDA", _fill_bench_stylize),
     (

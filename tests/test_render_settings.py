@@ -4,6 +4,7 @@ renders of half a second at 96x64 read back with av."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -264,3 +265,29 @@ def test_relative_paths_in_the_file_are_from_its_folder(config_dir, tmp_path, ca
     assert cfg.preset == str(config_dir / "looks" / "mine.toml") and cfg.avatar is None
     (line,) = capsys.readouterr().err.splitlines()
     assert "avatar='gone.psd'" in line and "no such file or folder" in line
+
+
+def test_bench_offline_reads_the_file_as_render_does(config_dir, tmp_path, capsys):
+    """`kagura bench offline` stands for `kagura render`: the same file under its flags (its own
+    size and length unless given), named in its report; a bad value is the same notice."""
+    from app.bench_offline import _command, _config
+
+    def bench(*flags: str) -> tuple[dict, int, int, argparse.Namespace]:
+        args = build_parser().parse_args(["bench", "offline", "--device", "cpu", *flags])
+        return (*_config(args), args)
+
+    cfg, _, _, _ = bench()
+    assert cfg["settings"] is None and cfg["preset"] == "studio"
+    settings = config_dir / "render.toml"
+    settings.write_text('preset = "ink-wash"\nx264_preset = "ultrafast"\nsize = "640x360"\n')
+    cfg, n, m, args = bench()
+    assert (cfg["preset"], cfg["x264_preset"]) == ("ink-wash", "ultrafast")
+    assert (cfg["width"], cfg["height"]) == (1920, 1080)  # the bench's own size
+    assert cfg["settings"] == str(settings.absolute())
+    assert f"--config {settings.absolute()}" in _command(args, cfg, n, m)
+    assert bench("--preset", "cyberpunk")[0]["preset"] == "cyberpunk"  # the flag wins
+    capsys.readouterr()
+    settings.write_text("fps = 0\n")
+    assert bench()[0]["fps"] == 30  # the default, with the same one-line notice as render's
+    err = capsys.readouterr().err
+    assert "render.toml" in err and "fps" in err
