@@ -445,6 +445,7 @@ def test_live_chain_shows_frames_before_its_lower_rungs_are_set_up(models, one_t
             assert chain.status()["lower_rungs_s"] is None
             # frames beside the set-up share the device with it: measured, never decided on
             assert chain.qc.held and chain.qc.held_frames == 3 and chain.qc.fed == 0
+            assert chain.status()["held"] and chain.status()["held_frames"] == 3
             # the ladder steps down to the small rung before it is ready: the next frame waits
             chain.qc.force(2, 0, "test")
             done: list = []

@@ -36,3 +36,6 @@ def test_quality_line(qtbot, monkeypatch, tmp_path):
     assert "over the 9.00 ms budget" in w.quality_label.toolTip()
     up = {**q, "level": 1, "last_event": {"direction": "up", "reason": "P99 5 ms under"}}
     assert "↑ P99 5 ms under" in quality_text(up)
+    assert "setting up the lower rungs" not in quality_text(q)
+    held = {**q, "level": 0, "held": True, "last_event": None}
+    assert quality_text(held).endswith("(setting up the lower rungs)")

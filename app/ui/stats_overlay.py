@@ -387,10 +387,13 @@ class StatsOverlay(QWidget):
 
 
 def quality_text(q: dict) -> str:
-    """'quality 2/7: <the rung's name>' and, after a change, 'last ↓ <its reason>'."""
+    """'quality 2/7: <the rung's name>' (and that the ladder is held while its lower rungs are
+    set up) and, after a change, 'last ↓ <its reason>'."""
     level, n = q.get("level"), q.get("rungs")
     head = f"quality {int(level) + 1}/{int(n)}" if level is not None and n else "quality"
     text = f"{head}: {q.get('rung')}"
+    if q.get("held"):  # the lower rungs are still being set up: measured, no change yet
+        text += " (setting up the lower rungs)"
     last = q.get("last_event")
     if isinstance(last, dict) and last.get("reason"):
         arrow = "↓" if last.get("direction", "down") == "down" else "↑"

@@ -132,6 +132,7 @@ class QualityControl:
             p99 = None
         return {
             "adaptive": self.adaptive,
+            "held": self.held,  # measuring only: the lower rungs are being set up
             "level": c.level,
             "rungs": len(c.ladder),
             "rung": c.rung.name,
