@@ -1,0 +1,93 @@
+"""Replay live lead policies over `kagura bench live --headless --trace FILE` traces.
+
+    python3 scripts/lead_replay.py TRACE.jsonl ... [--policies JSON]
+
+Each trace holds every shown frame's start, target tick, lead and tick-to-publication time as
+measured on the machine that ran it. For each policy ({label: {margin, window, drop, q,
+learn_min}}), the lead is recomputed frame by frame from the same frame times, learnt as
+pipeline/phase_lock.py learns them (not in the first 0.5 s, forgotten where the trace's lead
+falls back to one frame period after the lower rungs' set-up, the wake-up allowance the real
+lead carried kept); a frame is on time if its publication comes by its tick with the new lead,
+and its audio-to-photon moves by the lead's change, or by a refresh if it would now miss (or no
+longer miss) its tick. The shipped policy replayed gives back the measured P99s: that is the
+check that the replay follows the scheduler. It ignores what a different start time would do
+to the frame's own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+REFRESH_MS = 1000 / 60
+PERIOD_MS = 1000 / 60  # the lead before FRAME_LEARN_MIN frames are learnt (60 fps)
+SHIPPED = {"margin": 3.0, "window": 120, "drop": 1, "q": 99.0, "learn_min": 10}
+POLICIES = {
+    "shipped": {},
+    "margin 2": {"margin": 2.0},
+    "margin 1.5": {"margin": 1.5},
+    "margin 1": {"margin": 1.0},
+    "window 60": {"window": 60},
+    "drop 2": {"drop": 2},
+    "P98": {"q": 98.0},
+}
+
+
+def load(path: str) -> list[dict]:
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
+    return [r for r in rows if r.get("frame.lead") is not None and r.get("frame") is not None]
+
+
+def predicted(history: list[float], margin, window, drop, q, learn_min) -> float:
+    if len(history) < learn_min:
+        return PERIOD_MS
+    kept = sorted(history[-window:])
+    return float(np.percentile(kept[: len(kept) - drop], q)) + margin
+
+
+def replay(rows: list[dict], policy: dict) -> list[float]:
+    """Audio-to-photon ms of the counted frames under `policy`."""
+    p = {**SHIPPED, **policy}
+    default = [abs(r["frame.lead"] - (PERIOD_MS + 1.0)) < 0.02 for r in rows]
+    forget = max((i for i in range(1, len(rows)) if default[i] and not default[i - 1]), default=-1)
+    history: list[float] = []
+    out = []
+    for i, r in enumerate(rows):
+        if i == forget:
+            history = []
+        wake = r["frame.lead"] - predicted(history, **SHIPPED)
+        lead = predicted(history, **p) + wake
+        start_error = r["frame.started"] - (r["frame.target"] - r["frame.lead"])
+        was_on_time = r["frame.started"] + r["frame"] <= r["frame.target"]
+        on_time = lead - start_error >= r["frame"]
+        if r.get("counted") and r.get("audio_to_photon_ms") is not None:
+            a2p = r["audio_to_photon_ms"] - (r["frame.lead"] - lead)
+            a2p += REFRESH_MS * (
+                int(was_on_time and not on_time) - int(on_time and not was_on_time)
+            )
+            out.append(a2p)
+        if r["start_s"] >= 0.5:
+            history.append(r["frame"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--policies", default=None, help="JSON {label: {margin, window, ...}}")
+    a = ap.parse_args()
+    policies = json.loads(a.policies) if a.policies else POLICIES
+    runs = [load(t) for t in a.traces]
+    for label, policy in policies.items():
+        p99 = [float(np.percentile(replay(rows, policy), 99)) for rows in runs]
+        print(
+            f"{label:>12}: P99 median {np.median(p99):.2f} ms, worst {max(p99):.2f}, "
+            f"<= 35 ms in {sum(x <= 35 for x in p99)} of {len(p99)} runs"
+        )
+
+
+if __name__ == "__main__":
+    main()
