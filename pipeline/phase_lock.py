@@ -50,7 +50,8 @@ START_ERRORS_KEPT = 300
 # later to save the one frame that already missed; while few samples are learnt (after the
 # start, after `forget`) the P99 is their maximum, so one stall set the lead for seconds
 # (docs/BENCHMARKS.md, "The live lead's window"). Over a full window of 120 the P99 without the
-# worst is still about the second-worst frame: a slow spell of two frames or more is covered.
+# worst lies between the third- and the second-worst frame: a slow spell of a few frames is
+# still covered.
 LEAD_OUTLIERS_LEFT_OUT = 1
 
 
