@@ -157,12 +157,12 @@ def _near_motion_jumps(motion: torch.Tensor, radius: int, batch: int) -> torch.T
 def _near_moving(motion: torch.Tensor, reach: int, batch: int) -> torch.Tensor:
     """bool (B, 1, H, W): within `reach` px of a pixel that moved half a pixel or more."""
     m = motion if motion.ndim == 4 else motion.unsqueeze(0)
-    moved = (m.float().norm(dim=-1) >= 0.5).unsqueeze(1).float()
-    if reach:  # a square max is two 1-D ones
+    speed = m.float().norm(dim=-1).unsqueeze(1)  # px per frame
+    if reach:  # the fastest within reach (a square max is two 1-D ones): fewer kernels to launch
         k = 2 * reach + 1
-        moved = F.max_pool2d(moved, (1, k), stride=1, padding=(0, reach))
-        moved = F.max_pool2d(moved, (k, 1), stride=1, padding=(reach, 0))
-    near = moved > 0
+        speed = F.max_pool2d(speed, (1, k), stride=1, padding=(0, reach))
+        speed = F.max_pool2d(speed, (k, 1), stride=1, padding=(reach, 0))
+    near = speed >= 0.5
     return near.expand(batch, -1, -1, -1) if near.shape[0] != batch else near
 
 
