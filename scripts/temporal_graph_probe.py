@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from app.config import parse_size
 from pipeline.accel.graphs import GraphCache
 from pipeline.temporal.measure import render_clip
 from pipeline.temporal.stage import TemporalStage, _to_float
@@ -38,11 +39,11 @@ def packed_blend(stage: TemporalStage):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size", default="640x360")
+    ap.add_argument("--size", type=parse_size, default="640x360")
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--presets", default="studio,cyberpunk,ink-wash")
     a = ap.parse_args()
-    w, h = (int(v) for v in a.size.split("x"))
+    w, h = a.size
     dev = torch.device("cuda")
     images, motions = render_clip(min(a.frames, 120), w, h)
     images, motions = images.to(dev), motions.to(dev)
