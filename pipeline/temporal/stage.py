@@ -105,16 +105,22 @@ import torch.nn.functional as F
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
 
-_GRIDS: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+_GRIDS: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
 
-def _pixel_centres(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """(pixel centres float (1, H, W, 2) at i + 0.5, the frame's (w, h), the (2 / w, 2 / h)
+    that maps a position to grid_sample's -1..1), cached per size and device: `warp` runs every
+    frame, and each operation it saves is one kernel launch less on the live frame thread."""
     key = (h, w, str(device))
     g = _GRIDS.get(key)
     if g is None:
-        xs = torch.arange(w, dtype=torch.float32, device=device).add_(0.5).view(1, 1, w)
-        ys = torch.arange(h, dtype=torch.float32, device=device).add_(0.5).view(1, h, 1)
-        g = _GRIDS[key] = (xs, ys)
+        xs = torch.arange(w, dtype=torch.float32, device=device).add_(0.5)
+        ys = torch.arange(h, dtype=torch.float32, device=device).add_(0.5)
+        centres = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).unsqueeze(0)
+        size = torch.tensor([float(w), float(h)], dtype=torch.float32, device=device)
+        scale = torch.tensor([2.0 / w, 2.0 / h], dtype=torch.float32, device=device)
+        g = _GRIDS[key] = (centres, size, scale)
         if len(_GRIDS) > 16:
             _GRIDS.pop(next(iter(_GRIDS)))
     return g
@@ -132,14 +138,13 @@ def warp(
         motion = motion.unsqueeze(0)
     b, _, h, w = prev.shape
     motion = motion.to(prev.device, torch.float32)
-    xs, ys = _pixel_centres(h, w, prev.device)
-    sx = xs - motion[..., 0]  # (B, H, W) source position, pixel centres at i + 0.5
-    sy = ys - motion[..., 1]
-    grid = torch.stack((sx * (2.0 / w) - 1.0, sy * (2.0 / h) - 1.0), dim=-1)
+    centres, size, scale = _pixel_grid(h, w, prev.device)
+    src = centres - motion  # (B, H, W, 2) source positions, pixel centres at i + 0.5
+    inside = ((src >= 0) & (src <= size)).all(dim=-1).unsqueeze(1).to(prev.dtype)
+    grid = src.mul_(scale).sub_(1.0)
     if grid.shape[0] != b:
         grid = grid.expand(b, -1, -1, -1)
     warped = F.grid_sample(prev, grid, mode=mode, padding_mode="border", align_corners=False)
-    inside = ((sx >= 0) & (sx <= w) & (sy >= 0) & (sy <= h)).unsqueeze(1).to(prev.dtype)
     return warped, inside
 
 
@@ -181,9 +186,9 @@ def _to_float(images: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def _to_u8(x: torch.Tensor) -> torch.Tensor:
     """float (B, 4, H, W) premultiplied 0..1 -> uint8 (B, H, W, 4) with 0 <= rgb <= alpha."""
-    a = x[:, 3:].clamp(0.0, 1.0)
-    rgb = torch.minimum(x[:, :3].clamp(min=0.0), a)
-    y = torch.cat((rgb, a), dim=1).mul_(255.0).add_(0.5).clamp_(0.0, 255.0)
+    y = x.clamp(0.0, 1.0)  # alpha <= 1, so min(rgb clamped to 0..1, alpha) = min(rgb >= 0, alpha)
+    torch.minimum(y[:, :3], y[:, 3:], out=y[:, :3])
+    y.mul_(255.0).add_(0.5).clamp_(0.0, 255.0)
     return y.to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 
@@ -328,7 +333,9 @@ class TemporalStage(BaseStage):
             w.mul_(torch.where(moving, self.moving_blend, self.blend))
         hi = F.max_pool2d(cur, 3, stride=1, padding=1)
         lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_()
-        if margin is not None:
+        if isinstance(margin, float) and margin == 0.0:  # the exact clamp (the default)
+            warped = warped.clamp_(lo, hi)
+        elif margin is not None:
             warped = torch.minimum(torch.maximum(warped, lo - margin), hi + margin)
         fix = warped.sub_(cur).mul_(w)
         if self.smooth == 1:
