@@ -118,8 +118,11 @@ def _pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, ...
         xs = torch.arange(w, dtype=torch.float32, device=device).add_(0.5)
         ys = torch.arange(h, dtype=torch.float32, device=device).add_(0.5)
         centres = torch.stack(torch.meshgrid(xs, ys, indexing="xy"), dim=-1).unsqueeze(0)
-        size = torch.tensor([float(w), float(h)], dtype=torch.float32, device=device)
-        scale = torch.tensor([2.0 / w, 2.0 / h], dtype=torch.float32, device=device)
+        # filled on the device, not copied from a host list (that copy would wait for the GPU)
+        size, scale = (
+            torch.stack([torch.full((), v, dtype=torch.float32, device=device) for v in pair])
+            for pair in ((float(w), float(h)), (2.0 / w, 2.0 / h))
+        )
         g = _GRIDS[key] = (centres, size, scale)
         if len(_GRIDS) > 16:
             _GRIDS.pop(next(iter(_GRIDS)))
