@@ -87,11 +87,12 @@ rounding accumulates), the output is rounded to uint8 with 0 <= rgb <= alpha. Th
 it cumulatively (an unstylized 640x360 clip lost 12 % of its gradient through the stage at
 blend 0.7), bicubic keeps it (-1.6 %), hence the default.
 
-Cost (docs/BENCHMARKS.md, "Temporal alignment: flicker and cost"): launch-bound (about twenty
-small kernels), not bandwidth-bound. No fused Triton kernel: it would save a small share of the
-whole chain's time;
-the cheaper first step, if it is ever needed, is replaying `_blend` as a CUDA graph
-(pipeline.accel.GraphCache), since its shapes are fixed.
+Cost (docs/BENCHMARKS.md, "Temporal alignment: flicker and cost" and "Where a frame's time
+goes"): launch-bound (some fifty small kernels a frame with the conversions in and out), not
+bandwidth-bound: in live the frame thread spends longer issuing this stage than any other, so
+every operation saved here is one launch less per frame. The next step is replaying `_blend`
+as a CUDA graph (pipeline.accel.GraphCache; scripts/temporal_graph_probe.py measures it), since
+its shapes are fixed; a fused Triton kernel would save little more than that.
 """
 
 from __future__ import annotations
