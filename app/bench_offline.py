@@ -307,22 +307,17 @@ def _config(args: argparse.Namespace) -> tuple[dict, int, int]:
     from app.config import render_config
     from app.errors import UsageError
     from app.render_job import PARALLEL_MIN_SECONDS, check_request, resolve_workers
-    from app.render_settings import load
+    from app.render_settings import layered
 
     if args.seconds is None or args.seconds <= 0:
         raise UsageError(f"--seconds {args.seconds}: expected a duration in seconds > 0")
     # `kagura render`'s config and defaults over the same settings file: on cuda Kagura's own
     # model paints unless --no-diffusion (or another model) is given, as it does in the command
     # this bench stands for
-    settings = load(args.config)
-    notices = list(settings.notices)
-    try:
-        req = render_config(
-            args, audio=SONG, output=Path("x.mp4"), settings=settings, notices=notices
-        ).request()
-    finally:
-        for line in notices:
-            print(f"kagura: {line}", file=sys.stderr)
+    config, settings = layered(
+        args, lambda a, **kw: render_config(a, audio=SONG, output=Path("x.mp4"), **kw)
+    )
+    req = config.request()
     cfg = {
         "settings": str(settings.path) if settings.values else None,
         "preset": req.preset,

@@ -470,26 +470,12 @@ def _render(cfg) -> int:
     return 0
 
 
-def _over_settings(args: argparse.Namespace, make):
-    """(make(args, settings=..., notices=...), settings) over the render settings file
-    (--config FILE, else render.toml in the config folder, if any); each notice about the file
-    is one line on stderr, also when `make` refuses the request."""
-    from app.render_settings import load
-
-    settings = load(args.config)
-    notices = list(settings.notices)
-    try:
-        return make(args, settings=settings, notices=notices), settings
-    finally:
-        for line in notices:
-            print(f"kagura: {line}", file=sys.stderr)
-
-
 def _layered_render_config(args: argparse.Namespace, **kwargs):
-    """render_config over the render settings file (_over_settings)."""
+    """render_config over the render settings file (app.render_settings.layered)."""
     from app.config import render_config
+    from app.render_settings import layered
 
-    cfg, settings = _over_settings(args, lambda a, **kw: render_config(a, **kw, **kwargs))
+    cfg, settings = layered(args, lambda a, **kw: render_config(a, **kw, **kwargs))
     if settings.values:  # sizes that do not fit together may come from the file: say so
         try:
             cfg.gpu.sizes(cfg.size)
@@ -527,9 +513,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_still(args: argparse.Namespace) -> int:
+    from app.render_settings import layered
     from app.still import render_still, still_config
 
-    cfg, _ = _over_settings(args, still_config)
+    cfg, _ = layered(args, still_config)
     render_still(cfg)
     print(f"kagura: wrote {args.output}", file=sys.stderr)
     return 0

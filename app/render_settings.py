@@ -140,6 +140,22 @@ def load(config: Path | None) -> RenderSettings:
     return settings
 
 
+def layered(args: Any, make: Callable[..., Any]) -> tuple[Any, RenderSettings]:
+    """(make(args, settings=..., notices=...), settings) over the settings file `args.config`
+    names (else render.toml in the config folder, if any): what `render`, `demo`, `still` and
+    `bench offline` build their config with. Each notice about the file is one line on stderr,
+    also when `make` refuses the request."""
+    import sys
+
+    settings = load(args.config)
+    notices = list(settings.notices)
+    try:
+        return make(args, settings=settings, notices=notices), settings
+    finally:
+        for line in notices:
+            print(f"kagura: {line}", file=sys.stderr)
+
+
 # --- per-key rules: a ValueError refuses the value (its default is used, with a notice)
 
 
