@@ -66,8 +66,10 @@ class PhaseLock:
         self.lead_ms: float | None = None  # the last lead used
         self.frame_margin_ns = FRAME_MARGIN_NS  # added to the predicted frame time (the lead)
         self.started_at: float | None = None  # s on the clock: when the session started
+        # what the lead is made of, settable for an A/B (`kagura bench live`, scripts/lead_replay.py)
         self.outliers_left_out = LEAD_OUTLIERS_LEFT_OUT  # worst samples no estimate uses
         self.learn_min = FRAME_LEARN_MIN  # frames learnt before they set the lead
+        self.predict_q = FRAME_PREDICT_Q  # the percentile of the frame times the lead covers
 
     @property
     def locked(self) -> bool:
@@ -115,10 +117,10 @@ class PhaseLock:
         Frame k then targets the tick nearest to the previous target + 1/fps and starts at
         that tick minus the lead: max(the predicted frame time — FRAME_PREDICT_Q percentile of
         the last FRAME_PREDICT_WINDOW tick -> publication times, the worst left out, +
-        `frame_margin_ns` —, release
-        delay) + the wake-up allowance (`wake_ns`). The frame is then due (pts + release delay
-        <= tick) and has arrived by the tick that shows it, instead of waiting up to one refresh
-        after being due, as it does with a timer whose phase to the display is arbitrary.
+        `frame_margin_ns` —, release delay) + the wake-up allowance (`wake_ns`). The frame is
+        then due (pts + release delay <= tick) and has arrived by the tick that shows it,
+        instead of waiting up to one refresh after being due, as it does with a timer whose
+        phase to the display is arbitrary.
         """
         if tick_ns is None:
             self.display = None
@@ -144,25 +146,27 @@ class PhaseLock:
         if self.learning(woke_ns / 1e6):
             self.start_errors_ms.append((woke_ns - start_ns) / 1e6)
 
-    def _p99_without_outliers(self, samples: deque[float]) -> float:
-        """FRAME_PREDICT_Q percentile of `samples` less their `outliers_left_out` largest (LEAD_OUTLIERS_LEFT_OUT)."""
+    def _percentile_without_outliers(self, samples: deque[float], q: float) -> float:
+        """The q-th percentile of `samples` less their `outliers_left_out` largest."""
         kept = sorted(samples)[: len(samples) - self.outliers_left_out]
-        return percentile_sorted(kept, FRAME_PREDICT_Q)
+        return percentile_sorted(kept, q)
 
     def wake_ns(self) -> int:
         """The wake-up allowance: P99 of the recent start errors (the worst left out), at least
         START_MARGIN_NS."""
         if len(self.start_errors_ms) < 10:
             return START_MARGIN_NS
-        return max(START_MARGIN_NS, int(self._p99_without_outliers(self.start_errors_ms) * 1e6))
+        p99 = self._percentile_without_outliers(self.start_errors_ms, 99.0)
+        return max(START_MARGIN_NS, int(p99 * 1e6))
 
     def predicted_frame_ns(self) -> int:
-        """The frame time the lead covers: P99 of the recent tick -> publication times (the
-        worst left out) + `frame_margin_ns`; one frame period until FRAME_LEARN_MIN frames
-        were learnt from."""
+        """The frame time the lead covers: P99 (`predict_q`) of the recent tick -> publication
+        times (the worst left out) + `frame_margin_ns`; one frame period until `learn_min`
+        frames were learnt from."""
         if len(self.frame_ms) < self.learn_min:
             return NS_PER_S // self.fps
-        return int(self._p99_without_outliers(self.frame_ms) * 1e6) + int(self.frame_margin_ns)
+        covered = self._percentile_without_outliers(self.frame_ms, self.predict_q)
+        return int(covered * 1e6) + int(self.frame_margin_ns)
 
     def lead_ns(self, release_delay: Callable[[], int] | None) -> int:
         lead = self.predicted_frame_ns()

@@ -3,9 +3,10 @@
     python3 scripts/lead_replay.py TRACE.jsonl ... [--policies JSON]
 
 Each trace holds every shown frame's start, target tick, lead and tick-to-publication time as
-measured on the machine that ran it. For each policy ({label: {margin, window, drop, q,
-learn_min}}), the lead is recomputed frame by frame from the same frame times, learnt as
-pipeline/phase_lock.py learns them (not in the first 0.5 s, forgotten where the trace's lead
+measured on the machine that ran it. For each policy ({label: {PhaseLock attribute: value}}:
+frame_margin_ns, predict_window, outliers_left_out, predict_q, learn_min), the lead is
+recomputed frame by frame from the same frame times by pipeline/phase_lock.py's PhaseLock itself
+(nothing learnt in the first FRAME_LEARN_AFTER_S, forgotten where the trace's lead
 falls back to one frame period after the lower rungs' set-up, the wake-up allowance the real
 lead carried kept); a frame is on time if its publication comes by its tick with the new lead,
 and its audio-to-photon moves by the lead's change, or by a refresh if it would now miss (or no
@@ -21,17 +22,22 @@ import json
 
 import numpy as np
 
+from core.clock import NS_PER_S
+from pipeline.phase_lock import FRAME_LEARN_AFTER_S, PhaseLock
+
+FPS = 60
 REFRESH_MS = 1000 / 60
-PERIOD_MS = 1000 / 60  # the lead before FRAME_LEARN_MIN frames are learnt (60 fps)
-SHIPPED = {"margin": 3.0, "window": 120, "drop": 1, "q": 99.0, "learn_min": 10}
+PERIOD_MS = NS_PER_S // FPS / 1e6  # the lead before `learn_min` frames are learnt
+# policies as PhaseLock attributes: frame_margin_ns, predict_window, outliers_left_out,
+# predict_q, learn_min ({}: as shipped)
 POLICIES = {
     "shipped": {},
-    "margin 2": {"margin": 2.0},
-    "margin 1.5": {"margin": 1.5},
-    "margin 1": {"margin": 1.0},
-    "window 60": {"window": 60},
-    "drop 2": {"drop": 2},
-    "P98": {"q": 98.0},
+    "margin 2": {"frame_margin_ns": 2_000_000},
+    "margin 1.5": {"frame_margin_ns": 1_500_000},
+    "margin 1": {"frame_margin_ns": 1_000_000},
+    "window 60": {"predict_window": 60},
+    "drop 2": {"outliers_left_out": 2},
+    "P98": {"predict_q": 98.0},
 }
 
 
@@ -41,25 +47,26 @@ def load(path: str) -> list[dict]:
     return [r for r in rows if r.get("frame.lead") is not None and r.get("frame") is not None]
 
 
-def predicted(history: list[float], margin, window, drop, q, learn_min) -> float:
-    if len(history) < learn_min:
-        return PERIOD_MS
-    kept = sorted(history[-window:])
-    return float(np.percentile(kept[: len(kept) - drop], q)) + margin
+def lock_for(policy: dict) -> PhaseLock:
+    lock = PhaseLock(FPS, now_ns=lambda: 0)
+    for name, value in policy.items():
+        setattr(lock, name, value)
+    return lock
 
 
 def replay(rows: list[dict], policy: dict) -> list[float]:
     """Audio-to-photon ms of the counted frames under `policy`."""
-    p = {**SHIPPED, **policy}
+    shipped, lock = lock_for({}), lock_for(policy)
+    # the lead the trace starts over with (one frame period + the wake-up floor) after forget()
     default = [abs(r["frame.lead"] - (PERIOD_MS + 1.0)) < 0.02 for r in rows]
     forget = max((i for i in range(1, len(rows)) if default[i] and not default[i - 1]), default=-1)
-    history: list[float] = []
     out = []
     for i, r in enumerate(rows):
         if i == forget:
-            history = []
-        wake = r["frame.lead"] - predicted(history, **SHIPPED)
-        lead = predicted(history, **p) + wake
+            shipped.forget()
+            lock.forget()
+        wake = r["frame.lead"] - shipped.predicted_frame_ns() / 1e6
+        lead = lock.predicted_frame_ns() / 1e6 + wake
         start_error = r["frame.started"] - (r["frame.target"] - r["frame.lead"])
         was_on_time = r["frame.started"] + r["frame"] <= r["frame.target"]
         on_time = lead - start_error >= r["frame"]
@@ -69,15 +76,18 @@ def replay(rows: list[dict], policy: dict) -> list[float]:
                 int(was_on_time and not on_time) - int(on_time and not was_on_time)
             )
             out.append(a2p)
-        if r["start_s"] >= 0.5:
-            history.append(r["frame"])
+        if r["start_s"] >= FRAME_LEARN_AFTER_S:
+            shipped.note_frame(None, r["frame"])
+            lock.note_frame(None, r["frame"])
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("traces", nargs="+")
-    ap.add_argument("--policies", default=None, help="JSON {label: {margin, window, ...}}")
+    ap.add_argument(
+        "--policies", default=None, help="JSON {label: {PhaseLock attribute: value, ...}}"
+    )
     a = ap.parse_args()
     policies = json.loads(a.policies) if a.policies else POLICIES
     runs = [load(t) for t in a.traces]
