@@ -121,6 +121,29 @@ def test_pad_batch_uses_larger_bucket():
         assert torch.allclose(y, net(x), rtol=1e-4, atol=1e-5)
 
 
+def test_several_inputs_and_outputs_and_a_device_scalar_read_at_replay():
+    """fn(a, b) -> (sum, product * weight): each input copied into its own static tensor, both
+    outputs returned; a weight kept in a device scalar changes with fill_ and needs no capture."""
+    weight = torch.full((), 2.0, device="cuda")
+
+    def fn(a, b):
+        return a + b, (a * b).mul_(weight)
+
+    cache = GraphCache(fn, "cuda", rtol=0, atol=0)
+    a, b = torch.rand(2, 1, 8, device="cuda"), torch.rand(2, 3, 8, device="cuda")
+    key = cache.capture(a, b)
+    assert key == (((1, 8), 2, torch.float32), ((3, 8), 2, torch.float32))
+    with torch.inference_mode():
+        a2, b2 = torch.rand(2, 1, 8, device="cuda"), torch.rand(2, 3, 8, device="cuda")
+        s, p = cache(a2, b2)
+        assert torch.equal(s, a2 + b2) and torch.equal(p, a2 * b2 * 2.0)
+        weight.fill_(5.0)
+        _, p = cache(a2, b2)
+        assert torch.equal(p, a2 * b2 * 5.0) and cache.replays == 2
+    with pytest.raises(GraphCaptureError, match="no CUDA graph captured"):
+        cache(a2, b2[:, :2])
+
+
 def test_high_priority_stream_and_replay_on_it():
     s = high_priority_stream("cuda")
     assert s.priority < 0 and s.priority <= torch.cuda.Stream(priority=-1).priority

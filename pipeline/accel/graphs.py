@@ -10,6 +10,12 @@
 captured bucket with room for it (rows past the batch keep stale data, so only for functions
 that treat batch rows independently — convolutions, eval-mode norms).
 
+Several inputs and outputs: `fn(a, b, ...) -> Tensor | tuple[Tensor, ...]`, captured with
+`cache.capture(a, b, ...)` and called as `cache(a, b, ...)`; the bucket key is then the tuple of
+each input's key, and every input is copied into its static twin (no packing into one tensor).
+Values the graph should read without being recaptured (a blend weight) belong in device tensors
+the function reads, changed with `fill_` on the stream that replays it.
+
 Capture is CHECKED, never silently replaced by eager:
 - any exception while warming up or capturing (a host sync, `.item()`, a CPU tensor, dynamic
   control flow, an allocation the capture forbids) raises `GraphCaptureError` naming the
@@ -36,6 +42,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -87,14 +94,34 @@ def warm_up(
 @dataclass
 class _Entry:
     graph: torch.cuda.CUDAGraph
-    static_in: torch.Tensor
-    static_out: torch.Tensor
+    static_in: tuple[torch.Tensor, ...]
+    static_out: tuple[torch.Tensor, ...]
+    single_out: bool  # fn returned one tensor, not a tuple
+
+
+def _key_of(xs: tuple[torch.Tensor, ...]) -> Any:
+    """One input: its bucket key (what `buckets` has always listed); several: the tuple."""
+    return bucket_key(xs[0]) if len(xs) == 1 else tuple(bucket_key(x) for x in xs)
+
+
+def _describe_key(key: Any) -> str:
+    if isinstance(key[-1], torch.dtype):  # one input's key
+        return _describe(key)
+    return " + ".join(_describe(k) for k in key)
+
+
+def _as_outputs(out: object) -> tuple[tuple[torch.Tensor, ...], bool]:
+    if isinstance(out, torch.Tensor):
+        return (out,), True
+    if isinstance(out, tuple) and out and all(isinstance(t, torch.Tensor) for t in out):
+        return out, False
+    raise TypeError(f"fn returned {type(out).__name__}, not a tensor or a tuple of tensors")
 
 
 class GraphCache:
     def __init__(
         self,
-        fn: Callable[[torch.Tensor], torch.Tensor],
+        fn: Callable[..., torch.Tensor | tuple[torch.Tensor, ...]],
         device: torch.device | str = "cuda",
         *,
         stream: torch.cuda.Stream | None = None,
@@ -117,26 +144,30 @@ class GraphCache:
         self.clone_output = clone_output
         self.capture_on_miss = capture_on_miss
         self.name = name
-        self._entries: dict[BucketKey, _Entry] = {}
+        self._entries: dict[Any, _Entry] = {}
         self.replays = 0
 
     # -- capture --------------------------------------------------------------------------------
 
     @property
-    def buckets(self) -> list[BucketKey]:
+    def buckets(self) -> list[Any]:
         return list(self._entries)
 
-    def capture(self, example: torch.Tensor) -> BucketKey:
-        """Capture `fn` for the bucket of `example` and check the replay against eager.
+    def capture(self, *examples: torch.Tensor) -> Any:
+        """Capture `fn` for the bucket of `examples` and check the replay against eager.
         Raises GraphCaptureError with the reason on any failure."""
+        if not examples:
+            raise ValueError(f"{self.name}: capture needs an example input")
+        if self.pad_batch and len(examples) > 1:
+            raise ValueError(f"{self.name}: pad_batch takes one input, got {len(examples)}")
         if not torch.cuda.is_available():
             raise GraphCaptureError(f"{self.name}: cannot capture, CUDA is not available")
-        key = bucket_key(example)
-        what = f"{self.name}: CUDA graph for {_describe(key)}"
+        key = _key_of(examples)
+        what = f"{self.name}: CUDA graph for {_describe_key(key)}"
         if key in self._entries:
             return key
         try:
-            static_in = example.detach().to(self.device).clone()
+            static_in = tuple(e.detach().to(self.device).clone() for e in examples)
         except Exception as exc:
             raise GraphCaptureError(
                 f"{what}: cannot place the example on {self.device}: {exc}"
@@ -148,12 +179,9 @@ class GraphCache:
                 # lazy initialisation, the caching allocator's first blocks)
                 capture_stream.wait_stream(torch.cuda.current_stream(self.device))
                 with torch.cuda.stream(capture_stream):
-                    reference = self.fn(static_in)
-                    if not isinstance(reference, torch.Tensor):
-                        raise TypeError(f"fn returned {type(reference).__name__}, not a tensor")
-                    reference = reference.clone()
+                    reference = tuple(t.clone() for t in _as_outputs(self.fn(*static_in))[0])
                     for _ in range(self.warmup_iters):
-                        self.fn(static_in)
+                        self.fn(*static_in)
                 capture_stream.synchronize()
         except Exception as exc:
             raise GraphCaptureError(f"{what}: the eager warm-up failed: {exc}") from exc
@@ -164,7 +192,7 @@ class GraphCache:
                 torch.inference_mode(),
                 torch.cuda.graph(graph, stream=capture_stream, capture_error_mode="thread_local"),
             ):
-                static_out = self.fn(static_in)
+                captured = self.fn(*static_in)
         except Exception as exc:
             _recover_after_failed_capture(self.device)
             raise GraphCaptureError(
@@ -172,19 +200,24 @@ class GraphCache:
                 "the function must not synchronise with the host (.item(), .cpu(), printing a "
                 "CUDA tensor, torch.cuda.synchronize), create CPU tensors or branch on GPU values"
             ) from exc
-        if not isinstance(static_out, torch.Tensor):
-            raise GraphCaptureError(
-                f"{what}: fn returned {type(static_out).__name__}, not a tensor"
-            )
+        try:
+            static_out, single = _as_outputs(captured)
+        except TypeError as exc:
+            raise GraphCaptureError(f"{what}: {exc}") from exc
 
-        entry = _Entry(graph, static_in, static_out)
+        entry = _Entry(graph, static_in, static_out, single)
         try:
             with torch.inference_mode():
                 graph.replay()
                 torch.cuda.synchronize(self.device)
         except Exception as exc:
             raise GraphCaptureError(f"{what}: the first replay failed: {_first_line(exc)}") from exc
-        self._check(what, static_out, reference)
+        if len(static_out) != len(reference):
+            raise GraphCaptureError(
+                f"{what}: replay gives {len(static_out)} outputs, eager {len(reference)}"
+            )
+        for out, ref in zip(static_out, reference, strict=True):
+            self._check(what, out, ref)
         self._entries[key] = entry
         log.info("%s captured and checked against eager", what)
         return key
@@ -211,40 +244,38 @@ class GraphCache:
 
     # -- replay ---------------------------------------------------------------------------------
 
-    def _find(self, x: torch.Tensor) -> tuple[_Entry, int]:
-        key = bucket_key(x)
+    def _find(self, xs: tuple[torch.Tensor, ...]) -> tuple[_Entry, int]:
+        key = _key_of(xs)
         entry = self._entries.get(key)
         if entry is not None:
-            return entry, key[1]
-        if self.pad_batch:
+            return entry, int(xs[0].shape[0])
+        if self.pad_batch and len(xs) == 1:
             fits = [
                 k for k in self._entries if k[0] == key[0] and k[2] == key[2] and k[1] >= key[1]
             ]
             if fits:
                 return self._entries[min(fits, key=lambda k: k[1])], key[1]
         if self.capture_on_miss:
-            log.warning("%s: no graph for %s; capturing now", self.name, _describe(key))
-            self.capture(x)
-            return self._entries[key], key[1]
-        have = ", ".join(_describe(k) for k in self._entries) or "none"
+            log.warning("%s: no graph for %s; capturing now", self.name, _describe_key(key))
+            self.capture(*xs)
+            return self._entries[key], int(xs[0].shape[0])
+        have = ", ".join(_describe_key(k) for k in self._entries) or "none"
         raise GraphCaptureError(
-            f"{self.name}: no CUDA graph captured for {_describe(key)} (captured: {have}); "
+            f"{self.name}: no CUDA graph captured for {_describe_key(key)} (captured: {have}); "
             "capture every steady-state shape at setup"
         )
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        entry, batch = self._find(x)
-        static_in = entry.static_in
-        if batch == static_in.shape[0]:
-            static_in.copy_(x, non_blocking=True)
-        else:
-            static_in[:batch].copy_(x, non_blocking=True)
+    def __call__(self, *xs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        entry, batch = self._find(xs)
+        full = batch == entry.static_in[0].shape[0]
+        for static, x in zip(entry.static_in, xs, strict=True):
+            (static if full else static[:batch]).copy_(x, non_blocking=True)
         entry.graph.replay()
         self.replays += 1
-        out = entry.static_out
-        if batch != static_in.shape[0]:
-            out = out[:batch]
-        return out.clone() if self.clone_output else out
+        outs = entry.static_out if full else tuple(o[:batch] for o in entry.static_out)
+        if self.clone_output:
+            outs = tuple(o.clone() for o in outs)
+        return outs[0] if entry.single_out else outs
 
     def clear(self) -> None:
         self._entries.clear()
