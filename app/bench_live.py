@@ -172,6 +172,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "beside the first frames (QualityControl.hold; default on)",
     )
     h.add_argument(
+        "--temporal-graph",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --cuda-graphs: the temporal stage replayed as a CUDA graph (default on); "
+        "--no-temporal-graph: issued eagerly (the A/B arm)",
+    )
+    h.add_argument(
         "--learn-min",
         type=int,
         default=None,
@@ -351,6 +358,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     first_render = launch_first_render(cfg, size, args.preset)  # as `kagura live` does
     try:
         gpu = build_live_gpu(cfg, size)
+        if gpu is not None:
+            gpu.temporal_graph = args.temporal_graph
         src = FilePlayback(demo_song_path(), loop=True, play_out=False, start=False)
         t_setup = time.perf_counter()
         session = LiveSession(

@@ -169,7 +169,9 @@ class LiveGpu:
     ladder         the quality ladder before fitting (pipeline.quality.DEFAULT_LADDER)
     adaptive       False: stay on `start_rung` (the measurements are still reported)
     controller     keyword arguments for QualityController (window, min_samples, ...)
-    cuda_graphs    capture the diffusion and upscale CUDA graphs (CUDA only)
+    cuda_graphs    capture the diffusion, temporal and upscale CUDA graphs (CUDA only)
+    temporal_graph with cuda_graphs: the temporal stage replayed as a graph too (False: issued
+                   eagerly, the A/B arm of `kagura bench live --no-temporal-graph`)
     stream_batch   False (default): a frame of k steps runs its k UNet calls one after
                    another, so the picture is the frame's own; True: StreamDiffusion's stream
                    batch (one UNet call for k steps: less GPU time, but the picture lags k - 1
@@ -192,6 +194,7 @@ class LiveGpu:
     start_rung: int = 0
     controller: dict[str, Any] = field(default_factory=dict)
     cuda_graphs: bool = True
+    temporal_graph: bool = True
     stream_batch: bool = False
     max_in_flight: int = 2
     dtype: str = "float16"
@@ -328,7 +331,12 @@ class GpuChain:
             from pipeline.temporal import TemporalStage
 
             self.temporal = TemporalLadder(
-                TemporalStage.for_preset(self._preset, device=spec.device, max_batch=1)
+                TemporalStage.for_preset(
+                    self._preset,
+                    device=spec.device,
+                    max_batch=1,
+                    cuda_graph=self.cuda and spec.cuda_graphs and spec.temporal_graph,
+                )
             )
             self.stages.append(self.temporal)
         sizes_vary = any(tuple(r.latent) != tuple(self.out_size) for r in plan.rungs)

@@ -345,3 +345,53 @@ def test_still_pixels_take_blend_and_pixels_near_motion_take_moving_blend():
         TemporalStage(moving_blend=1.0)
     with pytest.raises(ValueError, match="moving_reach"):
         TemporalStage(moving_blend=0.5, moving_reach=-1)
+
+
+@pytest.mark.parametrize("moving_blend", [None, 0.4])
+def test_blend_with_weight_tensors_equals_the_stages_numbers(moving_blend):
+    """The graphed path reads (blend, moving_blend) from device scalars and always tells moving
+    from still pixels: the same numbers as the stage's own, bit for bit."""
+    h, w = 32, 48
+    cur = (rgba(h, w, 1, alpha=220).permute(2, 0, 1)[None].float() / 255.0).contiguous()
+    hist = (rgba(h, w, 2, alpha=220).permute(2, 0, 1)[None].float() / 255.0).contiguous()
+    motion = torch.zeros(1, h, w, 2)
+    motion[:, :, 24:, 0] = 1.5  # the right half moves: both weights are used
+    stage = TemporalStage(blend=0.9, moving_blend=moving_blend, color_tol=None)
+    own = stage._blend(cur, hist.clone(), motion)
+    b = torch.tensor(0.9)
+    m = torch.tensor(0.9 if moving_blend is None else moving_blend)
+    scalars = stage._blend(cur, hist.clone(), motion, (b, m))
+    assert torch.equal(own, scalars)
+    assert not torch.equal(own, cur)  # the history was blended in
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_graphed_stage_equals_eager_through_a_preset_switch_and_a_guard_change():
+    """cuda_graph=True: the blend is replayed from a graph captured at setup. Over a rendered
+    clip its frames equal the eager stage's; a preset switch (other weights) needs no new
+    graph; a guard change (other kernels) drops the graphs and captures again."""
+    from presets.loader import load_preset
+
+    images, motions = render_clip(24, 160, 96)
+    studio, cyber = load_preset("studio"), load_preset("cyberpunk")
+    assert studio.temporal.moving_blend is None and cyber.temporal.moving_blend is not None
+    eager = TemporalStage.for_preset(studio, device="cuda")
+    graphed = TemporalStage.for_preset(studio, device="cuda", cuda_graph=True)
+    graphed.capture([(160, 96)])
+    assert len(graphed._graphs.buckets) == 1
+    wide = cyber.model_copy(update={"temporal": cyber.temporal.model_copy(update={"guard": 8})})
+    for i in range(images.shape[0]):
+        if i == 8:
+            eager.use_preset(cyber)
+            graphed.use_preset(cyber)
+        if i == 16:
+            eager.use_preset(wide)
+            graphed.use_preset(wide)
+        a = eager.apply(images[i], motions[i], i)
+        b = graphed.apply(images[i], motions[i], i)
+        assert b.is_cuda and b.shape == a.shape
+        assert torch.equal(a, b), f"frame {i}: graphed and eager differ"
+        if i == 15:
+            assert graphed._graphs.replays == 15 and len(graphed._graphs.buckets) == 1
+    assert graphed._graphs.replays == 8  # captured again (guard 8) on frame 16, then replayed

@@ -198,9 +198,11 @@ class TemporalLadder(LadderStage):
         self._set_up = True
 
     def prepare(self, rungs: Sequence[Rung], ctx: Context) -> None:
-        """One stage for every rung: set up once."""
+        """One stage for every rung: set up once; its CUDA graphs (when it uses them) for the
+        picture sizes of `rungs` that refine (any thread, see pipeline/ladder/prepare.py)."""
         if not self._set_up:
             self.setup(ctx)
+        self.stage.capture([tuple(r.latent) for r in rungs if r.temporal])
 
     def close(self) -> None:
         self.stage.close()

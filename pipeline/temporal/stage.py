@@ -2,7 +2,8 @@
 
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
                   interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
-                  tolerance=0.0, gate=3, moving_blend=None, moving_reach=8, max_batch=4)
+                  tolerance=0.0, gate=3, moving_blend=None, moving_reach=8, max_batch=4,
+                  cuda_graph=False)
     TemporalStage.for_preset(preset, device, **kw): blend, moving_blend, guard and tolerance
         from the preset's [temporal] section (what render, live and the model's evaluation
         use); use_preset(p) switches them on a running stage.
@@ -14,6 +15,9 @@
         reset(): forget the history (scene cut, preset switch). Also done automatically when
             the frame size changes or the frame index does not follow the last one (a dropped
             frame: its motion vectors no longer describe the step from the history).
+        capture(sizes): with cuda_graph on a CUDA device, capture the blend for each (w, h)
+            at setup (checked against eager, pipeline.accel.GraphCache); a frame of another
+            size is captured when it first comes (logged).
 
     warp(prev, motion) -> (warped, inside)      backward warp, see below
     flicker(frames, motions) -> float           mean |frame - warped predecessor| (0..255)
@@ -89,10 +93,11 @@ blend 0.7), bicubic keeps it (-1.6 %), hence the default.
 
 Cost (docs/BENCHMARKS.md, "Temporal alignment: flicker and cost" and "Where a frame's time
 goes"): launch-bound (some fifty small kernels a frame with the conversions in and out), not
-bandwidth-bound: in live the frame thread spends longer issuing this stage than any other, so
-every operation saved here is one launch less per frame. The next step is replaying `_blend`
-as a CUDA graph (pipeline.accel.GraphCache; scripts/temporal_graph_probe.py measures it), since
-its shapes are fixed; a fused Triton kernel would save little more than that.
+bandwidth-bound: issued eagerly, the live frame thread spent longer issuing this stage than any
+other. With `cuda_graph` the conversions and the blend of a frame are one CUDA graph per frame
+size (three copies in, one replay, one copy out). The look's history weights are device
+scalars the graph reads, so a preset switch needs no new capture; a change of the guard or the
+tolerance (the computation's shape) drops the graphs, which are captured again on first use.
 """
 
 from __future__ import annotations
@@ -105,6 +110,7 @@ import torch.nn.functional as F
 
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
+from pipeline.accel.graphs import GraphCache
 
 _GRIDS: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
@@ -218,6 +224,7 @@ class TemporalStage(BaseStage):
         moving_blend: float | None = None,
         moving_reach: int = 8,
         max_batch: int = 4,
+        cuda_graph: bool = False,
     ):
         if not 0.0 <= blend < 1.0:
             raise ValueError(f"temporal: blend (history weight) must be in [0, 1), got {blend}")
@@ -259,6 +266,12 @@ class TemporalStage(BaseStage):
         self.resets = 0  # how many times the history was dropped (diagnostics)
         self._history: torch.Tensor | None = None  # float32 (1, 4, H, W) premultiplied
         self._last_index: int | None = None
+        self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
+        self._graphs: GraphCache | None = None
+        self._graphed_shape: tuple | None = None  # what the captured graphs computed with
+        # (blend, moving_blend) as the graphs read them; filled before the next replay
+        self._weights: torch.Tensor | None = None
+        self._weights_set: tuple[float, float] | None = None
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -272,6 +285,8 @@ class TemporalStage(BaseStage):
 
     def close(self) -> None:
         self.reset()
+        if self._graphs is not None:
+            self._graphs.clear()
 
     def reset(self) -> None:
         """Forget the history: the next frame passes through unchanged (scene cut, preset)."""
@@ -301,9 +316,79 @@ class TemporalStage(BaseStage):
             self.reset()
         self.enabled = bool(on)
 
+    # -- the blend as CUDA graphs -------------------------------------------------------------
+
+    def _shape(self) -> tuple:
+        """What the graphs' kernels depend on besides the weights (use_preset may change it)."""
+        return (self.guard, self.tolerance, self.moving_reach)
+
+    def _graph_cache(self) -> GraphCache:
+        if self._graphs is None or self._graphed_shape != self._shape():
+            if self._graphs is not None:
+                # the history may live in a dropped graph's output: keep a copy of its own
+                if self._history is not None:
+                    self._history = self._history.clone()
+                self._graphs.clear()
+            self._graphs = GraphCache(
+                self._graphed_step,
+                self.device,
+                name="temporal",
+                clone_output=False,
+                capture_on_miss=True,
+            )
+            self._graphed_shape = self._shape()
+        return self._graphs
+
+    def _weights_now(self) -> torch.Tensor:
+        """The device scalars the graphs read, filled (on the current stream) when the look's
+        weights changed since the last frame."""
+        want = (self.blend, self.blend if self.moving_blend is None else self.moving_blend)
+        if self._weights is None:
+            self._weights = torch.zeros(2, dtype=torch.float32, device=self.device)
+        if self._weights_set != want:
+            self._weights[0].fill_(want[0])
+            self._weights[1].fill_(want[1])
+            self._weights_set = want
+        return self._weights
+
+    def _graphed_step(
+        self, image: torch.Tensor, motion: torch.Tensor, hist: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """What one graph replays: uint8 (1, H, W, 4) + motion (1, H, W, 2) + history float
+        (1, 4, H, W) -> (the new history, uint8 (1, H, W, 4))."""
+        # never _weights_now() here: a fill inside a capture would replay the old weights
+        weights = self._weights
+        if weights is None:
+            raise RuntimeError("temporal: the graph's weights were not filled before capture")
+        out = self._blend(_to_float(image, self.device), hist, motion, (weights[0], weights[1]))
+        return out, _to_u8(out)
+
+    def capture(self, sizes) -> None:
+        """Capture the blend for each (w, h) of `sizes` (cuda_graph on a CUDA device; else
+        nothing). Raises GraphCaptureError when a graph cannot be captured or does not match
+        the eager blend."""
+        if not self.cuda_graph:
+            return
+        cache = self._graph_cache()
+        self._weights_now()
+        g = torch.Generator(device="cpu").manual_seed(0)
+        for w, h in dict.fromkeys(tuple(s) for s in sizes):
+            image = torch.randint(0, 256, (1, h, w, 4), dtype=torch.uint8, generator=g)
+            motion = torch.rand(1, h, w, 2, generator=g).sub_(0.5).mul_(6.0)
+            hist = torch.rand(1, 4, h, w, generator=g)
+            cache.capture(image.to(self.device), motion.to(self.device), hist.to(self.device))
+
     # -- work ---------------------------------------------------------------------------------
 
-    def _blend(self, cur: torch.Tensor, hist: torch.Tensor, motion: torch.Tensor) -> torch.Tensor:
+    def _blend(
+        self,
+        cur: torch.Tensor,
+        hist: torch.Tensor,
+        motion: torch.Tensor,
+        weights: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """`weights`: (blend, moving_blend) as device scalars (the graphed path, which always
+        tells moving from still pixels); None: this stage's own numbers."""
         warped, inside = warp(hist, motion, self.interp)
         # the agreement tests look at the history as warped; the blend uses it clamped
         w = _ramp((warped[:, 3:] - cur[:, 3:]).abs_(), self.alpha_tol).mul_(inside)
@@ -330,7 +415,10 @@ class TemporalStage(BaseStage):
             agree = _ramp(cdiff, tol)
             w.mul_(agree)
             margin = agree.mul_(tol) if margin is None else agree.mul_(tol).add_(margin)
-        if self.moving_blend is None or self.moving_blend == self.blend:
+        if weights is not None:
+            moving = _near_moving(motion.to(cur.device), self.moving_reach, cur.shape[0])
+            w.mul_(torch.where(moving, weights[1], weights[0]))
+        elif self.moving_blend is None or self.moving_blend == self.blend:
             w.mul_(self.blend)
         else:
             moving = _near_moving(motion.to(cur.device), self.moving_reach, cur.shape[0])
@@ -364,16 +452,22 @@ class TemporalStage(BaseStage):
         if not self.enabled:  # refinement off (quality ladder): pass through, no float round trip
             return image.to(self.device, non_blocking=True)
         with torch.inference_mode():
-            cur = _to_float(image, self.device)
             hist = self._history
             follows = index is None or self._last_index is None or index == self._last_index + 1
-            if hist is not None and (hist.shape != cur.shape or not follows):
+            if hist is not None and (tuple(hist.shape) != (1, 4, h, w) or not follows):
                 self.reset()
                 hist = None
-            out = cur if hist is None or not self.enabled else self._blend(cur, hist, motion)
-            if self.enabled:
-                self._history = out
-                self._last_index = index
+            self._last_index = index
+            if hist is None:
+                self._history = cur = _to_float(image, self.device)
+                return _to_u8(cur)[0]
+            if self.cuda_graph:
+                self._weights_now()  # before the replay, on the stream that replays it
+                # the new history is the graph's output: valid until the graph replays next,
+                # by when it has been copied into the graph's input
+                self._history, u8 = self._graph_cache()(image[None], motion[None], hist)
+                return u8[0].clone()
+            self._history = out = self._blend(_to_float(image, self.device), hist, motion)
             return _to_u8(out)[0]
 
     def process(self, frame: Frame) -> Frame:
