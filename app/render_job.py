@@ -321,9 +321,11 @@ def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
     if req.temporal_on:
         from pipeline.temporal import TemporalStage
 
-        temporal = TemporalStage.for_preset(preset, device=req.device, cuda_graph=req.graphs_on)
-        temporal.capture([render])  # its CUDA graph (with --cuda-graphs on a GPU), checked
-        stages.append(temporal)
+        stages.append(
+            TemporalStage.for_preset(
+                preset, device=req.device, cuda_graph=req.graphs_on, graph_sizes=[render]
+            )
+        )
     if req.upscale != 1:
         stages.append(
             upscale_stage(

@@ -3,7 +3,7 @@
     TemporalStage(blend=0.7, device="cpu", *, alpha_tol=0.25, color_tol=0.35,
                   interp="bicubic", clamp_margin=0.0, smooth=3, edge_tol=0.15, guard=4,
                   tolerance=0.0, gate=3, moving_blend=None, moving_reach=8, max_batch=4,
-                  cuda_graph=False)
+                  cuda_graph=False, graph_sizes=())
     TemporalStage.for_preset(preset, device, **kw): blend, moving_blend, guard and tolerance
         from the preset's [temporal] section (what render, live and the model's evaluation
         use); use_preset(p) switches them on a running stage.
@@ -16,8 +16,8 @@
             the frame size changes or the frame index does not follow the last one (a dropped
             frame: its motion vectors no longer describe the step from the history).
         capture(sizes): with cuda_graph on a CUDA device, capture the blend for each (w, h)
-            at setup (checked against eager, pipeline.accel.GraphCache); a frame of another
-            size is captured when it first comes (logged).
+            (checked against eager, pipeline.accel.GraphCache); setup() captures
+            `graph_sizes`; a frame of another size is captured when it first comes (logged).
 
     warp(prev, motion) -> (warped, inside)      backward warp, see below
     flicker(frames, motions) -> float           mean |frame - warped predecessor| (0..255)
@@ -225,6 +225,7 @@ class TemporalStage(BaseStage):
         moving_reach: int = 8,
         max_batch: int = 4,
         cuda_graph: bool = False,
+        graph_sizes: Sequence[tuple[int, int]] = (),
     ):
         if not 0.0 <= blend < 1.0:
             raise ValueError(f"temporal: blend (history weight) must be in [0, 1), got {blend}")
@@ -267,6 +268,7 @@ class TemporalStage(BaseStage):
         self._history: torch.Tensor | None = None  # float32 (1, 4, H, W) premultiplied
         self._last_index: int | None = None
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
+        self.graph_sizes = [tuple(s) for s in graph_sizes]  # captured by setup()
         self._graphs: GraphCache | None = None
         self._graphed_shape: tuple | None = None  # what the captured graphs computed with
         # (blend, moving_blend) as the graphs read them; filled before the next replay
@@ -280,6 +282,7 @@ class TemporalStage(BaseStage):
         # load the kernels once so the first real frame is not slow
         x = torch.zeros(1, 4, 8, 8, device=self.device)
         self._blend(x, x, torch.zeros(1, 8, 8, 2, device=self.device))
+        self.capture(self.graph_sizes)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
@@ -371,14 +374,14 @@ class TemporalStage(BaseStage):
             return
         cache = self._graph_cache()
         self._weights_now()
-        g = torch.Generator(device="cpu").manual_seed(0)
+        g = torch.Generator(device=self.device).manual_seed(0)
+        dev = self.device
         for w, h in dict.fromkeys(tuple(s) for s in sizes):
-            image = torch.randint(0, 256, (1, h, w, 4), dtype=torch.uint8, generator=g)
-            motion = torch.rand(1, h, w, 2, generator=g).sub_(0.5).mul_(6.0)
-            hist = torch.rand(1, 4, h, w, generator=g)
-            cache.capture(image.to(self.device), motion.to(self.device), hist.to(self.device))
-
-    # -- work ---------------------------------------------------------------------------------
+            # examples made on the device: a frame, vectors of a few px and a history
+            image = torch.randint(0, 256, (1, h, w, 4), generator=g, device=dev).to(torch.uint8)
+            motion = torch.rand(1, h, w, 2, generator=g, device=dev).sub_(0.5).mul_(6.0)
+            hist = torch.rand(1, 4, h, w, generator=g, device=dev)
+            cache.capture(image, motion, hist)
 
     def _blend(
         self,
