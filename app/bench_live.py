@@ -336,6 +336,7 @@ def _pct(values: list[float]) -> dict[str, float | None]:
 
 def measure_headless(args: argparse.Namespace) -> dict:
     """Run the live session headless for `args.seconds`; returns the measurements."""
+    import gc
     import math
     import time
 
@@ -402,6 +403,18 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if args.lead_outliers is not None:
         session.phase_lock.outliers_left_out = args.lead_outliers
     trace: list[dict] = []
+    gc_ns = [0, 0, 0]  # --trace: garbage collection time since the last traced frame (ns),
+    # its collections of the oldest generation, and the current collection's start
+
+    def gc_timer(phase: str, info: dict) -> None:
+        if phase == "start":
+            gc_ns[2] = time.perf_counter_ns()
+        else:
+            gc_ns[0] += time.perf_counter_ns() - gc_ns[2]
+            gc_ns[1] += info.get("generation") == 2
+
+    if args.trace is not None:
+        gc.callbacks.append(gc_timer)
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
@@ -454,9 +467,12 @@ def measure_headless(args: argparse.Namespace) -> dict:
                         "audio_to_photon_ms": None
                         if age is None
                         else (t_flip - frame.pts_ns) / 1e6 + age,
+                        "gc_ms": gc_ns[0] / 1e6,  # any thread's collections since the last row
+                        "gc_full": gc_ns[1],
                         **frame.timings,
                     }
                 )
+                gc_ns[0] = gc_ns[1] = 0
             if frame is not None and jitter.last_was_new and counting:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
@@ -473,6 +489,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
         events = session.quality_events()
         error = session.error
     finally:
+        if gc_timer in gc.callbacks:
+            gc.callbacks.remove(gc_timer)
         sys.setswitchinterval(switch)
         session.stop()
         pump.thread.join(timeout=10)

@@ -64,6 +64,11 @@ AUDIO_AGE = "audio_age"  # = pipeline.ladder.AUDIO_AGE (not imported: torch-free
 STARTED = "frame.started"
 LEAD = "frame.lead"  # phase-locked: the lead this frame was started with (ms before its tick)
 TARGET = "frame.target"  # phase-locked: the display tick this frame was started for (ms)
+# the frame thread's own issuing of a frame (from its start to the GPU chain's submit): wall ms
+# and this thread's CPU ms over that span — wall far above CPU means the thread was waiting to
+# run (the GIL, or the machine), not working (the bench's --trace keeps both)
+ISSUE_WALL = "frame.issue"
+ISSUE_CPU = "frame.issue_cpu"
 LEVEL_WINDOW_CENTRE_MS = 6.0  # the lip-sync openness comes from the newest 12 ms of audio
 # the idol drawn ahead is copied out of the render process while the frame thread waits for
 # the frame's start, but not later than this before it (room for the copy)
@@ -269,6 +274,7 @@ class FrameLoop:
                 timings[LEAD] = lead_ms
                 timings[TARGET] = target / 1e6
             t0 = clock.now_ns()
+            cpu0 = time.thread_time_ns()
             p = self._posed(params, pts)
             look = self.looks.current  # one read: this frame is entirely one look
             gpu = self.gpu
@@ -289,6 +295,11 @@ class FrameLoop:
             index += 1
             if gpu is not None:
                 frame, done = gpu.submit(frame, look.stylize)
+                issued = {
+                    ISSUE_WALL: (clock.now_ns() - t0) / 1e6,
+                    ISSUE_CPU: (time.thread_time_ns() - cpu0) / 1e6,
+                }
+                frame = frame.with_(timings={**frame.timings, **issued})
                 if done is None:
                     self._publish(frame, look, t0)
                 else:

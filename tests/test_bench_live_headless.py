@@ -36,7 +36,7 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
     args = [
         "bench", "live", "--headless", "--device", "cpu", "--diffusion-random", "tiny",
         "--diffusion-size", "64x64", "--upscale", "2", "--fps", "5", "--seconds", "2",
-        "--warm-up", "0.5", "--out", str(out),
+        "--warm-up", "0.5", "--out", str(out), "--trace", str(tmp_path / "trace.jsonl"),
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", RUN, *args],
@@ -76,6 +76,12 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
     # librosa missing (as on the GPU machine): the live analysis needs none of it — lip-sync,
     # pitch and motion all run, nothing is reported left out
     assert result["analysis_note"] is None
+    # --trace: a line per new frame shown, with the frame thread's issuing of it (wall and its
+    # own CPU time: a thread cannot use more CPU than wall time) and the collector's time
+    rows = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert len(rows) >= 3 and all(r["gc_ms"] >= 0 and r["gc_full"] >= 0 for r in rows)
+    for r in rows:
+        assert 0 < r["frame.issue_cpu"] <= r["frame.issue"] + 0.5, r
 
     text = out.read_text()
     assert "<!-- bench:live-headless-cpu -->" in text
