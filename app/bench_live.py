@@ -172,6 +172,15 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "beside the first frames (QualityControl.hold; default on)",
     )
     h.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="Python's thread switch interval during the run (default: as kagura live sets it, "
+        "app.cmd_live.UI_SWITCH_INTERVAL_S): how long a thread waiting for the GIL waits "
+        "before asking the holder to drop it",
+    )
+    h.add_argument(
         "--temporal-graph",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -352,6 +361,12 @@ def measure_headless(args: argparse.Namespace) -> dict:
         raise UsageError(f"--fps {args.fps}: expected 1..240")
     if args.vsync_hz <= 0 or args.seconds <= 0:
         raise UsageError("--vsync-hz and --seconds must be positive")
+    from app.cmd_live import UI_SWITCH_INTERVAL_S
+
+    ms = args.switch_interval_ms
+    if ms is not None and not 0.01 <= ms <= 100:
+        raise UsageError(f"--switch-interval-ms {ms:g}: expected 0.01 .. 100")
+    switch_s = UI_SWITCH_INTERVAL_S if ms is None else ms / 1000
     if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
         raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
@@ -390,7 +405,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     lead_ns = round(args.present_lead_ms * 1e6)
     # as `kagura live` does: hand the GIL over sooner, so the VSYNC thread wakes on time
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(0.0005)
+    sys.setswitchinterval(switch_s)
     session.latch_mouth = args.latch_mouth
     session.late_mouth = args.late_mouth
     session.relearn_after_setup = args.relearn_after_setup
