@@ -52,6 +52,9 @@ RECIPES = {
     },
     # a pitch cue that is not an MFCC beside the live net's front-end (issue 15, ninth round)
     "pitch-live": {"live_front": "steady-pitch"},
+    # the live net hears 200 ms of the past instead of 80 (issue 15, tenth round)
+    "live-long": {"live_offsets": (-20, -16, -12, -10, -8, -6, -4, -2, -1, 0)},
+    "live-longer": {"live_offsets": (-32, -26, -20, -16, -12, -10, -8, -6, -4, -2, -1, 0)},
 }
 
 
