@@ -172,6 +172,15 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "beside the first frames (QualityControl.hold; default on)",
     )
     h.add_argument(
+        "--stall-watch",
+        type=float,
+        default=None,
+        metavar="MS",
+        help="with --trace: a thread that notes each time it wakes MS or more late (the GIL "
+        "held, or the process not running) and what every thread was in (core/stall_watch.py); "
+        "the events go to TRACE.stalls.jsonl",
+    )
+    h.add_argument(
         "--switch-interval-ms",
         type=float,
         default=None,
@@ -367,6 +376,11 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if ms is not None and not 0.01 <= ms <= 100:
         raise UsageError(f"--switch-interval-ms {ms:g}: expected 0.01 .. 100")
     switch_s = UI_SWITCH_INTERVAL_S if ms is None else ms / 1000
+    if args.stall_watch is not None:
+        if args.trace is None:
+            raise UsageError("--stall-watch needs --trace (its events go beside the trace)")
+        if not 1 <= args.stall_watch <= 1000:
+            raise UsageError(f"--stall-watch {args.stall_watch:g}: expected 1 .. 1000 ms")
     if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
         raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
@@ -430,9 +444,16 @@ def measure_headless(args: argparse.Namespace) -> dict:
 
     if args.trace is not None:
         gc.callbacks.append(gc_timer)
+    watch = None
+    if args.stall_watch is not None:
+        from core.stall_watch import StallWatch
+
+        watch = StallWatch(threshold_ms=args.stall_watch, period_ms=min(2.0, args.stall_watch))
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
     session.start()
+    if watch is not None:
+        watch.start()
     mark("live started")  # `kagura bench e2e`: time stamps from launch to the first frame shown
     first_shown = False
     started = session.started_at or time.monotonic()
@@ -504,6 +525,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
         events = session.quality_events()
         error = session.error
     finally:
+        if watch is not None:
+            watch.stop()
         if gc_timer in gc.callbacks:
             gc.callbacks.remove(gc_timer)
         sys.setswitchinterval(switch)
@@ -514,6 +537,12 @@ def measure_headless(args: argparse.Namespace) -> dict:
         with open(args.trace, "w") as f:
             for row in trace:
                 f.write(json.dumps(row) + "\n")
+    if watch is not None:
+        with open(f"{args.trace}.stalls.jsonl", "w") as f:
+            for event in watch.events:
+                # the start as the trace's frames have theirs: s from the session's start
+                event = {**event, "start_s": event["at_s"] - started}
+                f.write(json.dumps(event) + "\n")
     for ev in events:
         ev["t_s"] = round(ev.pop("t") - started, 2)
     gpu_name = None

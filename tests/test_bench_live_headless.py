@@ -37,6 +37,7 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
         "bench", "live", "--headless", "--device", "cpu", "--diffusion-random", "tiny",
         "--diffusion-size", "64x64", "--upscale", "2", "--fps", "5", "--seconds", "2",
         "--warm-up", "0.5", "--out", str(out), "--trace", str(tmp_path / "trace.jsonl"),
+        "--stall-watch", "1000",
     ]  # fmt: skip
     done = subprocess.run(
         [sys.executable, "-c", RUN, *args],
@@ -82,6 +83,10 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
     assert len(rows) >= 3 and all(r["gc_ms"] >= 0 and r["gc_full"] >= 0 for r in rows)
     for r in rows:
         assert 0 < r["frame.issue_cpu"] <= r["frame.issue"] + 0.5, r
+    # --stall-watch: its events beside the trace (a second-long stall: none expected, but the
+    # file is there and every line of it is an event)
+    stalls = (tmp_path / "trace.jsonl.stalls.jsonl").read_text().splitlines()
+    assert all(json.loads(line)["late_ms"] >= 1000 for line in stalls)
 
     text = out.read_text()
     assert "<!-- bench:live-headless-cpu -->" in text
