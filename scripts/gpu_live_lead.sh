@@ -5,6 +5,8 @@
 # per-frame trace (--trace); traces and logs come back as $OUT/lead.tar.xz (docs/BENCHMARKS.md,
 # "live-lead-2026-12-04"). STALL_WATCH=MS adds `--stall-watch MS` to every run (its events
 # beside each trace: what every thread was in when the process stalled, core/stall_watch.py).
+# Summarise the traces with `python3 scripts/live_traces.py /tmp/lead/*.jsonl`, replay lead
+# policies over them with `python3 scripts/lead_replay.py`.
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
 ROUNDS=${ROUNDS:-4}
