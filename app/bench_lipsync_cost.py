@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.stats import summary
+
 ROOT = Path(__file__).resolve().parent.parent
 SR = 16000
 
@@ -176,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
         for name in (base.name, new.name):
             sp, wn = np.concatenate(c_sp[name]) * 1e3, np.concatenate(c_wn[name]) * 1e3
+            s = summary(sp.tolist())  # the one median / P99 (core.stats)
             print(
-                f"{name}: live push of one hop, speech median {np.median(sp):.3f} ms "
-                f"P99 {np.percentile(sp, 99):.3f} ms; white noise median {np.median(wn):.3f} ms; "
+                f"{name}: live push of one hop, speech median {s['median']:.3f} ms "
+                f"P99 {s['p99']:.3f} ms; white noise median {np.median(wn):.3f} ms; "
                 f"offline analyze {args.song_s:.0f} s song: "
                 + " / ".join(f"{t:.2f}" for t in t_off[name])
                 + f" s (min {min(t_off[name]):.2f})"
