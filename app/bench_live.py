@@ -190,6 +190,14 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "before asking the holder to drop it",
     )
     h.add_argument(
+        "--realtime-priority",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the GPU session's frame and publishing threads ask for real-time scheduling "
+        "(core.priority; default on, as kagura live); what they got is in the JSON's "
+        '"priority"',
+    )
+    h.add_argument(
         "--temporal-graph",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -423,6 +431,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     session.latch_mouth = args.latch_mouth
     session.late_mouth = args.late_mouth
     session.relearn_after_setup = args.relearn_after_setup
+    session.realtime_priority = args.realtime_priority
     if args.frame_window is not None:
         session.phase_lock.predict_window = args.frame_window
     if not args.hold_ladder:
@@ -597,6 +606,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "quality": stats["quality"],
         "quality_events": events,
         "analysis_note": stats["analysis_note"],
+        "priority": stats["priority"],
         "analysis_hops": stats["analysis_hops"],
         "error": error,
     }

@@ -62,6 +62,7 @@ from typing import Any
 
 from core.clock import NS_PER_S
 from core.frame import Frame
+from core.priority import request_realtime_priority
 from core.stats import Timings
 from core.trace import step
 from pipeline.cpu_threads import share_cores_with_other_stages
@@ -277,6 +278,13 @@ class LiveSession:
         self.phase_lock = self.frames.phase_lock
         self.shedder = self.frames.shedder
         self.started_at: float | None = None
+        # with a GPU chain the frame and publishing threads ask the OS for real-time scheduling
+        # when they start (core.priority: SCHED_FIFO where permitted, else a lower nice value,
+        # else nothing): they mostly issue work and wait, so they can preempt others without
+        # starving them; a CPU session's frame thread draws and paints, and does not ask.
+        # What each was given, one sentence per thread, in `stats()["priority"]`
+        self.realtime_priority = True
+        self.priority: dict[str, str] = {}
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -343,6 +351,13 @@ class LiveSession:
         if self._gpu is not None and self._gpu.cuda:
             self.frames.open_inflight(self._gpu.max_in_flight)
             parts.append((self.frames.publish_loop, "publish"))
+        if self.realtime_priority and self._gpu is not None:
+            parts = [
+                (self._prioritised(target, name), name)
+                if name in ("frames", "publish")
+                else (target, name)
+                for target, name in parts
+            ]
         for target, name in parts:
             t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
             self._threads.append(t)
@@ -477,6 +492,15 @@ class LiveSession:
         return [] if self._gpu is None else [dict(c) for c in self._gpu.qc.changes]
 
     # -- threads ------------------------------------------------------------------------------
+
+    def _prioritised(self, target: Callable[[], None], name: str) -> Callable[[], None]:
+        """`target`, run after its thread asked for real-time scheduling (core.priority)."""
+
+        def run() -> None:
+            self.priority[name] = request_realtime_priority()
+            target()
+
+        return run
 
     def _frames_failed(self, message: str) -> None:
         self.error = message

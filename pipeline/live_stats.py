@@ -4,7 +4,9 @@ app's status line, the benches and the JSON line (`LiveSession.stats()`).
 The keys, by the part that counts them:
 
 * session: "state", "source", "source_state", "preset", "transparent", "size",
-  "render_size", "notices" (things the user must see, e.g. a model that could not be loaded);
+  "render_size", "notices" (things the user must see, e.g. a model that could not be loaded),
+  "priority" (what the frame and publishing threads got when they asked for real-time
+  scheduling: {thread: one sentence});
 * frame loop (pipeline/live_frames.py): "frames_produced", "stalled_ticks" (no new audio),
   "late_ticks", "shed_ticks" (pipeline/shedding.py), "gpu_busy_ticks", "lipsync_lag_ms" and
   "lipsync_lag_p99_ms" (the mouth's age at each frame's pts), "output_dropped";
@@ -84,6 +86,7 @@ def snapshot(session: Any) -> dict[str, Any]:
         "size": list(session.size),
         "render_size": list(session.render_size),
         "analysis_note": analysis.note,
+        "priority": dict(session.priority),
         "notices": list(getattr(session.gpu_spec, "notices", None) or []),
         "recording": None
         if rec is None
