@@ -431,7 +431,6 @@ def measure_headless(args: argparse.Namespace) -> dict:
     session.latch_mouth = args.latch_mouth
     session.late_mouth = args.late_mouth
     session.relearn_after_setup = args.relearn_after_setup
-    session.realtime_priority = args.realtime_priority
     if args.frame_window is not None:
         session.phase_lock.predict_window = args.frame_window
     if not args.hold_ladder:

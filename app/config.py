@@ -250,6 +250,9 @@ class LiveGpuConfig(GpuConfig):
     adaptive: bool = True  # False: --no-ladder
     render_process: bool = True
     stream_batch: bool = False  # --stream-batch: the diffusion steps batched, a frame late
+    # the frame, publishing and render threads ask for real-time scheduling (core.priority);
+    # False: `bench live --headless --no-realtime-priority`, the A/B arm
+    realtime_priority: bool = True
 
 
 class RenderConfig(Frozen):
@@ -490,6 +493,7 @@ def live_gpu_config(args: argparse.Namespace, device: str | None = None) -> Live
         adaptive=not getattr(args, "no_ladder", False),
         render_process=getattr(args, "render_process", True),
         stream_batch=getattr(args, "stream_batch", False),
+        realtime_priority=getattr(args, "realtime_priority", True),
     )
 
 

@@ -47,7 +47,7 @@ def launch_first_render(gpu: LiveGpuConfig, size: tuple[int, int] | None, preset
         out, render = gpu.sizes(size)
         from pipeline.look import launch_render_process
 
-        return launch_render_process(preset, render or out)
+        return launch_render_process(preset, render or out, realtime=gpu.realtime_priority)
     except Exception:
         return None
 
@@ -117,6 +117,7 @@ def build_live_gpu(
         cuda_graphs=graphs,
         render_process=gpu.render_process,
         stream_batch=gpu.stream_batch,
+        realtime_priority=gpu.realtime_priority,
         label=label,
         notices=notices,
     )

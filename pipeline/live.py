@@ -192,8 +192,18 @@ class LiveSession:
         if first_render is not None and not _fits(first_render, preset, render_size, gpu):
             first_render.close()
             first_render = None
+        # with a GPU chain the frame and publishing threads ask the OS for real-time scheduling
+        # when they start, and so does the render process (core.priority: SCHED_FIFO where
+        # permitted, else a lower nice value, else nothing): they mostly wait for work, the
+        # GPU or each other, so they can preempt others without starving them; a CPU
+        # session's frame thread draws and paints all the time, and does not ask. What each
+        # got, one sentence per part, in `stats()["priority"]`
+        self.realtime_priority = gpu is not None and bool(getattr(gpu, "realtime_priority", True))
+        self.priority: dict[str, str] = {}
         if render_process and first_render is None:
-            first_render = launch_render_process(preset, render_size)
+            first_render = launch_render_process(
+                preset, render_size, realtime=self.realtime_priority
+            )
         launched = [first_render] if first_render is not None else []
         self._gpu: Any = None  # the GpuChain, once set up (below)
         try:
@@ -228,6 +238,7 @@ class LiveSession:
                     for_model,
                     render=render,
                     fits=fits,
+                    realtime=self.realtime_priority,
                 )
 
             self.looks = LookSwitcher(
@@ -278,13 +289,6 @@ class LiveSession:
         self.phase_lock = self.frames.phase_lock
         self.shedder = self.frames.shedder
         self.started_at: float | None = None
-        # with a GPU chain the frame and publishing threads ask the OS for real-time scheduling
-        # when they start (core.priority: SCHED_FIFO where permitted, else a lower nice value,
-        # else nothing): they mostly issue work and wait, so they can preempt others without
-        # starving them; a CPU session's frame thread draws and paints, and does not ask.
-        # What each was given, one sentence per thread, in `stats()["priority"]`
-        self.realtime_priority = True
-        self.priority: dict[str, str] = {}
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -351,7 +355,10 @@ class LiveSession:
         if self._gpu is not None and self._gpu.cuda:
             self.frames.open_inflight(self._gpu.max_in_flight)
             parts.append((self.frames.publish_loop, "publish"))
-        if self.realtime_priority and self._gpu is not None:
+        render_priority = getattr(self.looks.current.render, "priority", None)
+        if render_priority is not None:
+            self.priority["render"] = render_priority
+        if self.realtime_priority:
             parts = [
                 (self._prioritised(target, name), name)
                 if name in ("frames", "publish")

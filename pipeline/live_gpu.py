@@ -199,6 +199,9 @@ class LiveGpu:
     max_in_flight: int = 2
     dtype: str = "float16"
     render_process: bool = True  # the idol drawn in its own process (render/process.py)
+    # the session's frame and publishing threads and the render process ask for real-time
+    # scheduling (core.priority; pipeline/live.py)
+    realtime_priority: bool = True
     label: str = ""  # what runs, for reports (e.g. "sd-turbo RANDOM weights")
     notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
     compile_unet: bool = False

@@ -31,14 +31,15 @@ class Look:
                 stage.close()
 
 
-def launch_render_process(preset: Any, size: tuple[int, int]) -> Any:
+def launch_render_process(preset: Any, size: tuple[int, int], realtime: bool = False) -> Any:
     """The render process of `preset`'s look at `size`, started now and not waited for
-    (RenderProcessStage.launch); `build_look(..., render=it)` makes the look with it."""
+    (RenderProcessStage.launch); `build_look(..., render=it)` makes the look with it.
+    `realtime`: the process asks for real-time scheduling (core.priority)."""
     from presets.loader import load_preset
     from render.process import RenderProcessStage
 
     p = load_preset(preset) if isinstance(preset, str) else preset
-    stage = RenderProcessStage(size[0], size[1], p.palette, p.line)
+    stage = RenderProcessStage(size[0], size[1], p.palette, p.line, realtime=realtime)
     stage.launch()
     return stage
 
@@ -53,6 +54,7 @@ def build_look(
     for_model: bool = False,
     render: Any = None,
     fits: Callable[[Look], Any] | None = None,
+    realtime: bool = False,
 ) -> Look:
     """Load (by name) and set up the render + stylize stages of `preset` (a name or Preset).
     `device`: where stylize runs ("cuda": the idol is rendered into pinned memory and the
@@ -63,7 +65,8 @@ def build_look(
     render stage, made (and perhaps launched) by the caller for this preset and size.
     `fits(look)`: the contract check of the chain the look will run in
     (pipeline/live_chain.py `check_live`), called once its stages are made and before they
-    are set up: a look that does not fit raises GraphError before anything slow runs."""
+    are set up: a look that does not fit raises GraphError before anything slow runs.
+    `realtime`: a render process made here asks for real-time scheduling (core.priority)."""
     from pipeline.stylize import StylizeStage
     from presets.loader import load_preset
     from render.process import RenderProcessStage
@@ -74,9 +77,10 @@ def build_look(
     p = load_preset(preset) if isinstance(preset, str) else preset
     w, h = size
     ctx = Context(w, h, fps, 48000, mode="live", extras={"device": device})
-    if render is None:
-        make = RenderProcessStage if render_process else RenderStage
-        render = make(w, h, p.palette, p.line)
+    if render is None and render_process:
+        render = RenderProcessStage(w, h, p.palette, p.line, realtime=realtime)
+    elif render is None:
+        render = RenderStage(w, h, p.palette, p.line)
     stylize = StylizeStage(p, w, h, transparent=transparent, for_model=for_model)
     look = Look(name, p, transparent, render, stylize)
     try:

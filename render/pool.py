@@ -111,7 +111,8 @@ def _render_main(
     its own rig — and ("mouth", frame, offset, params) — the late mouth
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
     `offset`; "reset" starts the rig afresh; "no motion" stops drawing motion vectors (the
-    slots' motion stays unwritten). `avatar`: the AvatarSpec to draw (None: the
+    slots' motion stays unwritten); "priority" asks for real-time scheduling and answers
+    ("priority", -1, what the OS gave: core.priority's sentence). `avatar`: the AvatarSpec to draw (None: the
     built-in idol), rebuilt here from its path."""
     ignore_sigint()
     frame = -1
@@ -136,6 +137,11 @@ def _render_main(
                 continue
             if msg == "no motion":
                 renderer.with_motion = False
+                continue
+            if msg == "priority":  # live: this process asks for real-time scheduling
+                from core.priority import request_realtime_priority
+
+                out.send(("priority", -1, request_realtime_priority()))
                 continue
             t0 = time.perf_counter()
             if not offline and msg[0] == "mouth":

@@ -73,6 +73,7 @@ class RenderProcessStage(BaseStage):
         start_timeout_s: float = 120.0,
         frame_timeout_s: float = 10.0,
         avatar=None,
+        realtime: bool = False,
     ) -> None:
         from render.avatar_source import as_spec
 
@@ -91,6 +92,10 @@ class RenderProcessStage(BaseStage):
         self._collected: tuple | None = None  # (frame, image, motion, ms): copied out early
         self._box_at = 0  # where the worker writes the mouth's box in the arena
         self._launched = False  # the worker is started, and not yet known to be ready
+        # live GPU sessions: the worker asks for real-time scheduling first thing after it is
+        # ready (its drawing is on every frame's path); what it got, core.priority's sentence
+        self.realtime = bool(realtime)
+        self.priority: str | None = None
 
     def setup(self, ctx: Context) -> None:
         import torch
@@ -126,6 +131,8 @@ class RenderProcessStage(BaseStage):
         late = RenderWorkerError("render process: did not start in time")
         try:
             wait_started({0}, self.start_timeout_s, self._await_ready, late)
+            if self.realtime:
+                self.priority = self._wait(-1, "priority")[2]
         except BaseException:
             self.close()
             raise
@@ -223,6 +230,8 @@ class RenderProcessStage(BaseStage):
         self._proc, self._task, self._result = start_worker(
             spawn_context(), _render_main, args, "kagura-live-render"
         )
+        if self.realtime:  # its first task: nothing else is asked before the answer is read
+            self._task.send("priority")
 
     def _await_ready(self, waiting: set[int]) -> None:
         msg = self._receive(timeout=1.0)

@@ -256,3 +256,28 @@ def test_a_live_session_adopts_the_render_process_started_before_it(size):
         session.stop()
         session.looks.current.close()
         early.close()
+
+
+def test_a_realtime_worker_says_what_the_os_gave_it_and_draws_the_same(preset):
+    """realtime=True: the worker's first task is to ask for real-time scheduling; its answer
+    (core.priority's sentence) is read at setup, before any frame, and the frames that follow
+    are the in-process stage's."""
+    frames = list(track_frames(synthetic_track(4, FPS, seed=5)))
+    ctx = Context(W, H, FPS, 48000, mode="live")
+    here = RenderStage(W, H, preset.palette, preset.line)
+    there = RenderProcessStage(W, H, preset.palette, preset.line, realtime=True)
+    plain = RenderProcessStage(W, H, preset.palette, preset.line)
+    for stage in (here, there, plain):
+        stage.setup(ctx)
+    try:
+        assert plain.priority is None
+        assert there.priority.startswith(
+            ("This thread now runs with SCHED_FIFO", "Real-time scheduling")
+        )
+        for f in frames:
+            a, b = here.process(f), there.process(f)
+            assert np.array_equal(a.image.numpy(), b.image.numpy())
+            assert np.array_equal(a.motion.numpy(), b.motion.numpy())
+    finally:
+        for stage in (here, there, plain):
+            stage.close()
