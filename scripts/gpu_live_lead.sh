@@ -21,8 +21,8 @@ run() {  # name, extra options
 import json,sys; r=json.loads(sys.stdin.read()); p=r['latency_parts_ms']
 print('$name', r['audio_to_photon_ms'], 'lead', p['lead'], 'late', r['late_ticks'], 'rep', r['repeated'], 'lower', (r.get('quality') or {}).get('lower_rungs_s'))" 2>&1 | tail -1
 }
-# ARMS: "name|options;name|options" (default: forgetting on, the lead over 300 against 120 frames)
-ARMS=${ARMS:-"w300|--preset studio;w120|--preset studio --frame-window 120"}
+# ARMS: "name|options;name|options" (default: the shipped configuration, one arm per preset)
+ARMS=${ARMS:-"s|--preset studio;c|--preset cyberpunk;i|--preset ink-wash"}
 IFS=';' read -ra arms <<<"$ARMS"
 for i in $(seq 1 $ROUNDS); do
   for arm in "${arms[@]}"; do
