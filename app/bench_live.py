@@ -714,6 +714,9 @@ def headless_report(r: dict, command: str) -> str:
     ]
     if r["analysis_note"]:
         lines.append(f"- audio analysis: lip-sync only — {r['analysis_note']}")
+    if r.get("priority"):  # what the OS gave the threads that asked for real-time scheduling
+        said = "; ".join(f"{k}: {v.rstrip('.')}" for k, v in sorted(r["priority"].items()))
+        lines.append(f"- scheduling: {said}")
     lines += [
         "",
         "| audio→photon median (ms) | P99 (ms) | frames | jitter-buffer delay (ms) | "

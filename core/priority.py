@@ -5,7 +5,8 @@ request_realtime_priority(policy="fifo", priority=10, nice=-10) -> str
     thread, not the whole process) with SCHED_FIFO (or "rr": SCHED_RR) at `priority`;
     where that is not permitted (no CAP_SYS_NICE / RLIMIT_RTPRIO, another OS), lowers its
     nice value to `nice` instead; where that is refused too, leaves it as it is. Returns one
-    plain sentence saying what happened; never raises for a refusal.
+    plain sentence saying what happened; never raises for a refusal. Threads and processes
+    the caller starts afterwards are not real-time (SCHED_RESET_ON_FORK).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def request_realtime_priority(policy: str = "fifo", priority: int = 10, nice: in
     const = getattr(os, name)
     lo, hi = os.sched_get_priority_min(const), os.sched_get_priority_max(const)
     prio = max(lo, min(hi, int(priority)))
+    # threads and processes this one starts do not inherit it (a thread pool created from
+    # here would otherwise spin at real-time priority)
+    flags = const | getattr(os, "SCHED_RESET_ON_FORK", 0)
     try:
-        os.sched_setscheduler(0, const, os.sched_param(prio))
+        os.sched_setscheduler(0, flags, os.sched_param(prio))
     except PermissionError:
         return f"Real-time scheduling ({name}) is not permitted; " + _lower_nice(nice) + "."
     except OSError as exc:

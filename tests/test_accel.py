@@ -149,3 +149,24 @@ def test_engine_cache_key_changes_with_every_component(change):
 def test_engine_cache_key_rejects_unknown_dtype():
     with pytest.raises(ValueError):
         engine_cache_key(**(BASE | {"dtype": "fp8"}))
+
+
+def test_realtime_priority_is_not_inherited_by_threads_started_afterwards():
+    """A real-time thread's children (a thread pool it would start) run at normal priority."""
+    seen = {}
+
+    def child():
+        seen["child"] = os.sched_getscheduler(0)
+
+    def parent():
+        seen["said"] = request_realtime_priority()
+        seen["parent"] = os.sched_getscheduler(0)
+        t = threading.Thread(target=child)
+        t.start()
+        t.join()
+
+    in_thread(lambda: parent())
+    if not seen["said"].startswith("This thread now runs with SCHED_FIFO"):
+        pytest.skip(f"real-time scheduling not granted here: {seen['said']}")
+    assert seen["parent"] & ~getattr(os, "SCHED_RESET_ON_FORK", 0) == os.SCHED_FIFO
+    assert seen["child"] == os.SCHED_OTHER

@@ -98,6 +98,8 @@ def test_headless_live_bench_cpu_tiny(tmp_path):
     assert "<!-- bench:live-headless-cpu -->" in text
     assert "audio→photon" in text and "RANDOM weights" in text and "diffusion" in text
     assert "Quality ladder" in text
+    line = next(x for x in text.splitlines() if x.startswith("- scheduling: "))
+    assert "frames: " in line and "render: " in line
 
 
 @pytest.mark.gpu
