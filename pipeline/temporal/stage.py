@@ -274,7 +274,6 @@ class TemporalStage(BaseStage):
         # (blend, moving_blend) as the graphs read them; filled before the next replay
         self._weights: torch.Tensor | None = None
         self._weights_set: tuple[float, float] | None = None
-        self._grids: dict[tuple[int, int], tuple] = {}  # see _graphed_step()
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -364,10 +363,6 @@ class TemporalStage(BaseStage):
         weights = self._weights
         if weights is None:
             raise RuntimeError("temporal: the graph's weights were not filled before capture")
-        # a graph reads warp's cached pixel grid by its address: held here too, so the cache
-        # dropping it (more sizes than it keeps) cannot free memory a graph reads
-        h, w = hist.shape[-2:]
-        self._grids[(w, h)] = _pixel_grid(h, w, hist.device)
         out = self._blend(_to_float(image, self.device), hist, motion, (weights[0], weights[1]))
         return out, _to_u8(out)
 
