@@ -99,7 +99,12 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument(
         "--size", default=None, help="frame size WxH (960x540; headless GPU: the output size)"
     )
-    b.add_argument("--preset", default="studio")
+    b.add_argument(
+        "--preset",
+        default=None,
+        help="the look (--headless: as `kagura live` starts, the one remembered in "
+        "live_app.json, else studio; the desktop-app runs use a fresh settings folder: studio)",
+    )
     b.add_argument(
         "--avatar", type=Path, default=None, metavar="FILE", help="a layered avatar (--headless)"
     )
@@ -258,7 +263,7 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
 def _run_app(platform: str, args: argparse.Namespace, size: str, song: Path) -> dict:
     cmd = [
         sys.executable, "-m", "app.cli", "live", "--audio-file", str(song), "--no-play-out",
-        "--quit-after", f"{args.seconds:g}", "--size", size, "--preset", args.preset,
+        "--quit-after", f"{args.seconds:g}", "--size", size, "--preset", args.preset or "studio",
     ]  # fmt: skip
     env = {**os.environ, "KAGURA_CONFIG_DIR": tempfile.mkdtemp(prefix="kagura-bench-")}
     if platform == "xvfb":
@@ -302,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
     for platform in platforms:
         print(f"bench live: {platform} …", file=sys.stderr)
         rows.append((platform, _run_app(platform, args, size, song)))
-    cmd = f"kagura bench live --seconds {args.seconds:g} --size {size} --preset {args.preset}"
+    preset = args.preset or "studio"  # the app runs in a settings folder of its own
+    cmd = f"kagura bench live --seconds {args.seconds:g} --size {size} --preset {preset}"
     lines = [
         "## Desktop app, live path on the CPU",
         "",
@@ -310,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
         f"- machine: {machine_line()}",
         f"- command: `{cmd}`",
         f"- input: the demo song played through the live path at real-time pace ({size}, 30 fps, "
-        f"preset {args.preset}, procedural stages on the CPU, no GPU); each run includes start-up",
+        f"preset {preset}, procedural stages on the CPU, no GPU); each run includes start-up",
         f"- goal: UI thread under {UI_GOAL_MS:g} ms per displayed frame",
         "",
         "| Qt platform | display path | produced | shown | dropped | repeated | audio→photon (ms) | lip-sync lag (ms) | UI ms/frame median / P99 |",
@@ -366,8 +372,9 @@ def measure_headless(args: argparse.Namespace) -> dict:
     import math
     import time
 
-    from app.config import live_gpu_config, parse_size
+    from app.config import live_config, parse_size
     from app.live_gpu import build_live_gpu, launch_first_render
+    from app.live_settings import Settings
     from audio.demo_song import demo_song_path
     from core.trace import mark
     from pipeline.display_feed import FramePump, live_jitter_buffer
@@ -392,8 +399,18 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if not 0 <= args.present_lead_ms < 1000 / args.vsync_hz:
         raise UsageError(f"--present-lead-ms {args.present_lead_ms:g}: expected 0 .. one refresh")
     size = parse_size(args.size) if args.size else None
-    cfg = live_gpu_config(args)
-    first_render = launch_first_render(cfg, size, args.preset)  # as `kagura live` does
+    # the preset and the GPU options as `kagura live` layers them: defaults ← live_app.json ←
+    # the flags (app/config.py)
+    settings = Settings()
+    live = live_config(args, settings, notices=settings.notices)
+    preset, cfg = live.preset, live.gpu
+    if args.preset is not None:
+        preset_from = "--preset"
+    else:  # the one the file remembers, or the default it falls back to
+        preset_from = settings.path.name if settings.path.exists() else "the default"
+    for notice in settings.notices:
+        print(f"bench live: {notice}", file=sys.stderr)
+    first_render = launch_first_render(cfg, size, preset)  # as `kagura live` does
     try:
         gpu = build_live_gpu(cfg, size)
         if gpu is not None:
@@ -402,7 +419,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
         t_setup = time.perf_counter()
         session = LiveSession(
             src,
-            args.preset,
+            preset,
             size=size or (960, 540),
             fps=args.fps,
             gpu=gpu,
@@ -562,7 +579,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
         "device": args.device,
         "gpu": gpu_name,
         "label": gpu.label if gpu is not None else "CPU chain (idol + stylize)",
-        "preset": args.preset,
+        "preset": preset,
+        "preset_from": preset_from,
         "fps": args.fps,
         "vsync_hz": args.vsync_hz,
         "seconds": args.seconds,
@@ -646,7 +664,9 @@ def _headless_command(args: argparse.Namespace) -> str:
     parts += [f"--fps {args.fps}", f"--present-lead-ms {args.present_lead_ms:g}"]
     if not args.phase_lock:
         parts.append("--no-phase-lock")
-    parts += [f"--seconds {args.seconds:g}", f"--preset {args.preset}"]
+    parts.append(f"--seconds {args.seconds:g}")
+    if args.preset is not None:
+        parts.append(f"--preset {args.preset}")
     return " ".join(parts)
 
 
@@ -690,7 +710,8 @@ def headless_report(r: dict, command: str) -> str:
             else f" → stylize on the CPU ({r['label']})"
         ),
         f"- input: the demo song through FilePlayback at real-time pace, {r['fps']} fps, preset "
-        f"{r['preset']}, simulated {r['vsync_hz']:g} Hz VSYNC; {r['seconds']:g} s counted after "
+        f"{r['preset']} (from {r.get('preset_from', '--preset')}), simulated "
+        f"{r['vsync_hz']:g} Hz VSYNC; {r['seconds']:g} s counted after "
         f"{r['warm_up_s']:g} s warm-up; session setup {r['setup_s']:.1f} s (not counted)",
         f"- display model: tick {r['present_lead_ms']:g} ms before each VSYNC"
         + (

@@ -572,14 +572,14 @@ def live_config(
     file = None
     if settings is not None:
         file = {"preset": settings["preset"], "mic": settings["device"]}
-    flags = {
-        "audio_file": args.audio_file,
+    flags = {  # (getattr: `bench live --headless` has no --audio-file, --quit-after, ...)
+        "audio_file": getattr(args, "audio_file", None),
         "preset": args.preset,
         "mic": mic,
         "size": None if size is None else parse_size(size),
         "fps": args.fps,
-        "quit_after": args.quit_after,
-        "screenshot": args.screenshot,
+        "quit_after": getattr(args, "quit_after", None),
+        "screenshot": getattr(args, "screenshot", None),
         "play_out": False if getattr(args, "no_play_out", False) else None,
         "stage_window": getattr(args, "stage_window", False),
         "avatar": getattr(args, "avatar", None),

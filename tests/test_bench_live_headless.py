@@ -5,6 +5,7 @@ machine runs it: in a fresh process where PySide6, librosa and sounddevice canno
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,39 @@ def test_headless_live_bench_cuda_late_mouth(tmp_path):
     n = result["audio_to_photon_ms"]["n"]
     assert n > 0 and parts["pts_to_flip"]["n"] == parts["audio_age"]["n"] == n
     assert parts["lead"]["n"] == n  # phase-locked: every frame carries its lead
+
+
+@pytest.mark.parametrize(
+    ("remembered", "flag", "preset", "source"),
+    [
+        ("ink-wash", None, "ink-wash", "live_app.json"),  # as `kagura live` starts
+        ("ink-wash", "cyberpunk", "cyberpunk", "--preset"),  # a flag wins
+        ("no-such-look", None, "studio", "live_app.json"),  # gone since: the default, said
+    ],
+)
+def test_headless_bench_layers_its_preset_over_live_app_json(
+    tmp_path, remembered, flag, preset, source
+):
+    """`bench live --headless` takes its preset as `kagura live` does: the flag, else the one
+    live_app.json remembers, else studio — and says where it came from; the file is read,
+    not changed."""
+    settings = tmp_path / "live_app.json"
+    text = json.dumps({"version": 1, "preset": remembered})
+    settings.write_text(text)
+    args = ["bench", "live", "--headless", "--seconds", "1", "--warm-up", "0.2", "--no-write"]
+    if flag:
+        args += ["--preset", flag]
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "KAGURA_CONFIG_DIR": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["preset"], result["preset_from"]) == (preset, source)
+    assert settings.read_text() == text
+    if remembered == "no-such-look":
+        assert "no-such-look" in done.stderr
