@@ -45,17 +45,14 @@ FRAME_LEARN_AFTER_S = 0.5
 FRAME_LEARN_MIN = 10
 START_MARGIN_NS = 1_000_000
 START_ERRORS_KEPT = 300
-# Both estimates leave out their three worst samples. A stall (one frame of 80 ms, one wake-up
-# 100 ms late) cannot be predicted, and covering it moves every frame of the next window that
-# much later to save the frames that already missed; while few samples are learnt (after the
-# start, after `forget`) the P99 is their maximum, so one stall set the lead for seconds
-# (docs/BENCHMARKS.md, "The live lead's window"). On the H200 the machine stalls in short
-# bursts (two or three slow frames within a second, no stage slow: the frame thread waiting to
-# run), and with only the worst left out each burst held the lead ~12 ms higher for the rest
-# of the window; replayed over 48 traced runs, three left out kept 42 runs ≤ 35 ms against 38
-# ("The live lead's outliers, again" in docs/BENCHMARKS.md). Over a full window of 120 the P99
-# without the three worst lies between the fifth- and the fourth-worst frame: a slow spell of
-# more frames than a burst is still covered.
+# Both estimates leave out their three worst samples. A stall cannot be predicted, and covering
+# it moves every frame of the next window later to save the frames that already missed; while
+# few samples are learnt (after the start, after `forget`) the P99 is their maximum, so one
+# stall set the lead for seconds (docs/BENCHMARKS.md, "The live lead's window"). On the H200 the
+# machine stalls in short bursts of a few slow frames with no stage slow, and with only the
+# worst left out each burst held the lead higher for the rest of the window ("The live lead's
+# outliers, again"). Over a full window the P99 without the three worst lies between the
+# fifth- and the fourth-worst frame: a slow spell longer than a burst is still covered.
 LEAD_OUTLIERS_LEFT_OUT = 3
 
 
