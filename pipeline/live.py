@@ -134,6 +134,9 @@ class LiveSession:
     session adopts it, or closes it when it is not the one its first look needs.
     """
 
+    # the threads that ask for real-time scheduling in a GPU session (rule 7)
+    REALTIME_PARTS = ("frames", "publish")
+
     def __init__(
         self,
         source: AudioSource,
@@ -361,7 +364,7 @@ class LiveSession:
         if self.realtime_priority:
             parts = [
                 (self._prioritised(target, name), name)
-                if name in ("frames", "publish")
+                if name in self.REALTIME_PARTS
                 else (target, name)
                 for target, name in parts
             ]
