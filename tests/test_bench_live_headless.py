@@ -5,12 +5,13 @@ machine runs it: in a fresh process where PySide6, librosa and sounddevice canno
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli import kagura
 
 pytest.importorskip("diffusers")
 pytest.importorskip("skia")
@@ -113,13 +114,7 @@ def test_headless_live_bench_cuda_late_mouth(tmp_path):
         "bench", "live", "--headless", "--device", "cuda", "--diffusion", "kagura",
         "--upscale", "3", "--fps", "60", "--seconds", "3", "--out", str(out),
     ]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = kagura(*args, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
     assert result["error"] is None
@@ -152,14 +147,7 @@ def test_headless_bench_layers_its_preset_over_live_app_json(
     args = ["bench", "live", "--headless", "--seconds", "1", "--warm-up", "0.2", "--no-write"]
     if flag:
         args += ["--preset", flag]
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "KAGURA_CONFIG_DIR": str(tmp_path)},
-    )
+    done = kagura(*args, timeout=180, env={"KAGURA_CONFIG_DIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert (result["preset"], result["preset_from"]) == (preset, source)
