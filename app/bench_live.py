@@ -198,8 +198,9 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
         "--realtime-priority",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="the GPU session's frame and publishing threads ask for real-time scheduling "
-        "(core.priority; default on, as kagura live); what they got is in the JSON's "
+        help="the GPU session's frame and publishing threads and its render process ask for "
+        "real-time scheduling (core.priority; default on, as kagura live); what they got is in "
+        "the JSON's "
         '"priority"',
     )
     h.add_argument(
@@ -368,7 +369,6 @@ def _pct(values: list[float]) -> dict[str, float | None]:
 
 def measure_headless(args: argparse.Namespace) -> dict:
     """Run the live session headless for `args.seconds`; returns the measurements."""
-    import gc
     import math
     import time
 
@@ -376,6 +376,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from app.live_gpu import build_live_gpu, launch_first_render
     from app.live_settings import Settings
     from audio.demo_song import demo_song_path
+    from core.stall_watch import CollectorTime, StallWatch
     from core.trace import mark
     from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import FilePlayback, LiveSession
@@ -457,22 +458,11 @@ def measure_headless(args: argparse.Namespace) -> dict:
     if args.lead_outliers is not None:
         session.phase_lock.outliers_left_out = args.lead_outliers
     trace: list[dict] = []
-    gc_ns = [0, 0, 0]  # --trace: garbage collection time since the last traced frame (ns),
-    # its collections of the oldest generation, and the current collection's start
-
-    def gc_timer(phase: str, info: dict) -> None:
-        if phase == "start":
-            gc_ns[2] = time.perf_counter_ns()
-        else:
-            gc_ns[0] += time.perf_counter_ns() - gc_ns[2]
-            gc_ns[1] += info.get("generation") == 2
-
-    if args.trace is not None:
-        gc.callbacks.append(gc_timer)
+    # --trace: the collector's time between traced frames (its totals when the last was traced)
+    collector = CollectorTime().start() if args.trace is not None else None
+    traced_gc = (0, 0)
     watch = None
     if args.stall_watch is not None:
-        from core.stall_watch import StallWatch
-
         watch = StallWatch(threshold_ms=args.stall_watch, period_ms=min(2.0, args.stall_watch))
     if args.frame_margin_ms is not None:
         session.frame_margin_ns = round(args.frame_margin_ms * 1e6)
@@ -528,12 +518,13 @@ def measure_headless(args: argparse.Namespace) -> dict:
                         "audio_to_photon_ms": None
                         if age is None
                         else (t_flip - frame.pts_ns) / 1e6 + age,
-                        "gc_ms": gc_ns[0] / 1e6,  # any thread's collections since the last row
-                        "gc_full": gc_ns[1],
+                        # the collector since the last row (any thread)
+                        "gc_ms": (collector.ns - traced_gc[0]) / 1e6,
+                        "gc_full": collector.full - traced_gc[1],
                         **frame.timings,
                     }
                 )
-                gc_ns[0] = gc_ns[1] = 0
+                traced_gc = (collector.ns, collector.full)
             if frame is not None and jitter.last_was_new and counting:
                 age = frame.timings.get(AUDIO_AGE)
                 if age is not None and math.isfinite(age):
@@ -552,8 +543,8 @@ def measure_headless(args: argparse.Namespace) -> dict:
     finally:
         if watch is not None:
             watch.stop()
-        if gc_timer in gc.callbacks:
-            gc.callbacks.remove(gc_timer)
+        if collector is not None:
+            collector.stop()
         sys.setswitchinterval(switch)
         session.stop()
         pump.thread.join(timeout=10)

@@ -36,7 +36,34 @@ import time
 import traceback
 from typing import Any
 
-__all__ = ["StallWatch"]
+__all__ = ["CollectorTime", "StallWatch"]
+
+
+class CollectorTime:
+    """The cyclic garbage collector's time in this process (any thread), as running totals:
+    `ns` spent collecting and `full` collections of the oldest generation since `start()`.
+    A reader keeps the totals it saw last and takes the difference."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.full = 0
+        self._began = 0
+
+    def start(self) -> CollectorTime:
+        if self._on_gc not in gc.callbacks:
+            gc.callbacks.append(self._on_gc)
+        return self
+
+    def stop(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._began = time.perf_counter_ns()
+        else:
+            self.ns += time.perf_counter_ns() - self._began
+            self.full += info.get("generation") == 2
 
 
 class StallWatch:
@@ -60,13 +87,12 @@ class StallWatch:
         self.dropped = 0  # stalls past `keep`
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._gc_ns = 0
-        self._gc_start = 0
+        self._gc = CollectorTime()
 
     def start(self) -> StallWatch:
         if self._thread is None:
             self._stop.clear()
-            gc.callbacks.append(self._on_gc)
+            self._gc.start()
             self._thread = threading.Thread(
                 target=self._run, name="kagura-stall-watch", daemon=True
             )
@@ -78,19 +104,12 @@ class StallWatch:
         if t is not None:
             self._stop.set()
             t.join()
-            if self._on_gc in gc.callbacks:
-                gc.callbacks.remove(self._on_gc)
-
-    def _on_gc(self, phase: str, info: dict) -> None:
-        if phase == "start":
-            self._gc_start = time.perf_counter_ns()
-        else:
-            self._gc_ns += time.perf_counter_ns() - self._gc_start
+            self._gc.stop()
 
     def _run(self) -> None:
         me = threading.get_ident()
         while not self._stop.is_set():
-            gc0, cpu0 = self._gc_ns, time.process_time()
+            gc0, cpu0 = self._gc.ns, time.process_time()
             t0 = time.monotonic()
             time.sleep(self.period_s)
             woke = time.monotonic()
@@ -113,7 +132,7 @@ class StallWatch:
                     "at_s": woke,
                     "late_ms": round(late * 1000.0, 3),
                     "cpu_ms": round(cpu * 1000.0, 3),
-                    "gc_ms": round((self._gc_ns - gc0) / 1e6, 3),
+                    "gc_ms": round((self._gc.ns - gc0) / 1e6, 3),
                     "threads": threads,
                 }
             )
