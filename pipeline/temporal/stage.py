@@ -418,14 +418,13 @@ class TemporalStage(BaseStage):
             agree = _ramp(cdiff, tol)
             w.mul_(agree)
             margin = agree.mul_(tol) if margin is None else agree.mul_(tol).add_(margin)
-        if weights is not None:
-            moving = _near_moving(motion.to(cur.device), self.moving_reach, cur.shape[0])
-            w.mul_(torch.where(moving, weights[1], weights[0]))
-        elif self.moving_blend is None or self.moving_blend == self.blend:
+        if weights is None and self.moving_blend not in (None, self.blend):
+            weights = (self.blend, self.moving_blend)
+        if weights is None:  # one weight everywhere: no need to tell moving pixels apart
             w.mul_(self.blend)
         else:
             moving = _near_moving(motion.to(cur.device), self.moving_reach, cur.shape[0])
-            w.mul_(torch.where(moving, self.moving_blend, self.blend))
+            w.mul_(torch.where(moving, weights[1], weights[0]))
         hi = F.max_pool2d(cur, 3, stride=1, padding=1)
         lo = F.max_pool2d(cur.neg(), 3, stride=1, padding=1).neg_()
         if isinstance(margin, float) and margin == 0.0:  # the exact clamp (the default)
