@@ -5,8 +5,8 @@ The keys, by the part that counts them:
 
 * session: "state", "source", "source_state", "preset", "transparent", "size",
   "render_size", "notices" (things the user must see, e.g. a model that could not be loaded),
-  "priority" (what the frame and publishing threads got when they asked for real-time
-  scheduling: {thread: one sentence});
+  "priority" (what the frame and publishing threads and the render process got when they
+  asked for real-time scheduling: {part: one sentence});
 * frame loop (pipeline/live_frames.py): "frames_produced", "stalled_ticks" (no new audio),
   "late_ticks", "shed_ticks" (pipeline/shedding.py), "gpu_busy_ticks", "lipsync_lag_ms" and
   "lipsync_lag_p99_ms" (the mouth's age at each frame's pts), "output_dropped";

@@ -9,11 +9,12 @@
     lock.release_delay_ns()                             # for JitterBuffer.follow
 
 A frame starts at the display tick that will show it minus the lead, lead = max(this
-percentile of the recent frame times, their worst left out, + `frame_margin_ns`, the
-presenter's own release delay if it has one) + the wake-up allowance: the frame thread's own
-wake-up lateness (P99 of the recent start errors, the worst left out, at least
-START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not less: every frame
-that misses its tick is shown a refresh later, and the goal is the P99 of audio-to-photon.
+percentile of the recent frame times, their LEAD_OUTLIERS_LEFT_OUT worst left out, +
+`frame_margin_ns`, the presenter's own release delay if it has one) + the wake-up allowance:
+the frame thread's own wake-up lateness (P99 of the recent start errors, as many worst left
+out, at least START_MARGIN_NS), which delays the frame's pts and so its due time. P99, not
+less: every frame that misses its tick is shown a refresh later, and the goal is the P99 of
+audio-to-photon.
 No thread, no sleep here: the frame loop (pipeline/live_frames.py) sleeps until the start this
 returns; every time is passed in or read from the injected clock.
 """
@@ -117,7 +118,7 @@ class PhaseLock:
 
         Frame k then targets the tick nearest to the previous target + 1/fps and starts at
         that tick minus the lead: max(the predicted frame time — FRAME_PREDICT_Q percentile of
-        the last FRAME_PREDICT_WINDOW tick -> publication times, the worst left out, +
+        the last FRAME_PREDICT_WINDOW tick -> publication times, the worst few left out, +
         `frame_margin_ns` —, release delay) + the wake-up allowance (`wake_ns`). The frame is
         then due (pts + release delay <= tick) and has arrived by the tick that shows it,
         instead of waiting up to one refresh after being due, as it does with a timer whose
@@ -153,8 +154,8 @@ class PhaseLock:
         return percentile_sorted(kept, q)
 
     def wake_ns(self) -> int:
-        """The wake-up allowance: P99 of the recent start errors (the worst left out), at least
-        START_MARGIN_NS."""
+        """The wake-up allowance: P99 of the recent start errors (`outliers_left_out` worst left
+        out), at least START_MARGIN_NS."""
         if len(self.start_errors_ms) < 10:
             return START_MARGIN_NS
         p99 = self._percentile_without_outliers(self.start_errors_ms, 99.0)
@@ -162,8 +163,8 @@ class PhaseLock:
 
     def predicted_frame_ns(self) -> int:
         """The frame time the lead covers: P99 (`predict_q`) of the recent tick -> publication
-        times (the worst left out) + `frame_margin_ns`; one frame period until `learn_min`
-        frames were learnt from."""
+        times (`outliers_left_out` worst left out) + `frame_margin_ns`; one frame period until
+        `learn_min` frames were learnt from."""
         if len(self.frame_ms) < self.learn_min:
             return NS_PER_S // self.fps
         covered = self._percentile_without_outliers(self.frame_ms, self.predict_q)

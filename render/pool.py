@@ -112,8 +112,8 @@ def _render_main(
     (IdolRenderer.redraw_mouth) on the worker's copy of the last base, its box written at
     `offset`; "reset" starts the rig afresh; "no motion" stops drawing motion vectors (the
     slots' motion stays unwritten); "priority" asks for real-time scheduling and answers
-    ("priority", -1, what the OS gave: core.priority's sentence). `avatar`: the AvatarSpec to draw (None: the
-    built-in idol), rebuilt here from its path."""
+    ("priority", -1, what the OS gave: core.priority's sentence). `avatar`: the AvatarSpec to
+    draw (None: the built-in idol), rebuilt here from its path."""
     ignore_sigint()
     frame = -1
     try:

@@ -20,9 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from core.clock import NS_PER_S
+from core.stats import median, percentile
 from pipeline.phase_lock import FRAME_LEARN_AFTER_S, PhaseLock
 
 FPS = 60
@@ -92,9 +91,9 @@ def main() -> None:
     policies = json.loads(a.policies) if a.policies else POLICIES
     runs = [load(t) for t in a.traces]
     for label, policy in policies.items():
-        p99 = [float(np.percentile(replay(rows, policy), 99)) for rows in runs]
+        p99 = [percentile(replay(rows, policy), 99) for rows in runs]
         print(
-            f"{label:>12}: P99 median {np.median(p99):.2f} ms, worst {max(p99):.2f}, "
+            f"{label:>12}: P99 median {median(p99):.2f} ms, worst {max(p99):.2f}, "
             f"<= 35 ms in {sum(x <= 35 for x in p99)} of {len(p99)} runs"
         )
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from core.stats import summary
 
 # where a thread waits without holding the GIL: not a suspect
-WAITING = ("threading.py", "queues.py", "selectors.py", "stall_watch.py", "time.sleep")
+WAITING = ("threading.py", "queues.py", "selectors.py")
 
 
 def counted(path: Path) -> list[dict]:
