@@ -26,6 +26,9 @@ from core.stats import summary
 WAITING = ("threading.py", "queues.py", "selectors.py")
 
 
+STALLS = ".stalls.jsonl"  # the stall watch's file beside a trace: TRACE + STALLS
+
+
 def counted(path: Path) -> list[dict]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("counted") and r.get("audio_to_photon_ms") is not None]
@@ -85,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     pooled: list[float] = []
     p99s: list[float] = []
     for path in a.traces:
+        if path.name.endswith(STALLS):  # read beside its trace (a `*.jsonl` glob names it too)
+            continue
         rows = counted(path)
         if not rows:
             print(f"{path.name}: no counted frames")
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [r["audio_to_photon_ms"] for r in rows]
         pooled += values
         p99s.append(summary(values, digits=2)["p99"])
-        stalls = path.with_name(path.name + ".stalls.jsonl")
+        stalls = path.with_name(path.name + STALLS)
         if stalls.exists():
             print("\n".join(stall_lines(stalls)))
     if pooled:
