@@ -395,3 +395,36 @@ def test_graphed_stage_equals_eager_through_a_preset_switch_and_a_guard_change()
         if i == 15:
             assert graphed._graphs.replays == 15 and len(graphed._graphs.buckets) == 1
     assert graphed._graphs.replays == 8  # captured again (guard 8) on frame 16, then replayed
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_graph_keeps_its_pixel_grid_when_warp_has_seen_many_other_sizes():
+    """A captured graph reads warp's pixel grid of its size by address. warp's own cache keeps
+    only the latest sizes: after warps at 20 other sizes, and the freed memory taken by
+    tensors of the grid's own shapes filled with nonsense, the graphed stage still gives the
+    eager stage's frames. A second capture of a captured size adds no graph."""
+    from pipeline.temporal.stage import _GRIDS, warp
+    from presets.loader import load_preset
+
+    images, motions = render_clip(12, 160, 96)
+    studio = load_preset("studio")
+    eager = TemporalStage.for_preset(studio, device="cuda")
+    graphed = TemporalStage.for_preset(studio, device="cuda", cuda_graph=True)
+    graphed.capture([(160, 96)])
+    graphed.capture([(160, 96)])  # the ladder's second prepare
+    assert len(graphed._graphs.buckets) == 1
+    junk = []
+    for i in range(images.shape[0]):
+        if i == 4:
+            for k in range(20):  # smaller sizes push (96, 160) out of warp's cache
+                w, h = 100 + k, 60
+                warp(torch.rand(1, 4, h, w, device="cuda"), torch.zeros(1, h, w, 2, device="cuda"))
+            assert not any(key[:2] == (96, 160) for key in _GRIDS)
+            for _ in range(16):  # whatever was freed, of the grid's shapes, now holds nonsense
+                junk.append(torch.full((1, 96, 160, 2), 1e4, device="cuda"))
+                junk.append(torch.full((2,), 1e4, device="cuda"))
+        a = eager.apply(images[i], motions[i], i)
+        b = graphed.apply(images[i], motions[i], i)
+        assert torch.equal(a, b), f"frame {i}: graphed and eager differ"
+    assert graphed._graphs.replays == images.shape[0] - 1

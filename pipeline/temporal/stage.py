@@ -270,6 +270,10 @@ class TemporalStage(BaseStage):
         self.cuda_graph = bool(cuda_graph) and self.device.type == "cuda"
         self.graph_sizes = [tuple(s) for s in graph_sizes]  # captured by setup()
         self._graphs: GraphCache | None = None
+        self._captured: set[tuple[int, int]] = set()  # (w, h) the current GraphCache holds
+        # warp's pixel grid of each graphed size: a graph reads it by address, and warp's own
+        # cache keeps only the latest sizes
+        self._grids: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
         self._graphed_shape: tuple | None = None  # what the captured graphs computed with
         # (blend, moving_blend) as the graphs read them; filled before the next replay
         self._weights: torch.Tensor | None = None
@@ -290,6 +294,8 @@ class TemporalStage(BaseStage):
         self.reset()
         if self._graphs is not None:
             self._graphs.clear()
+        self._captured.clear()
+        self._grids.clear()
 
     def reset(self) -> None:
         """Forget the history: the next frame passes through unchanged (scene cut, preset)."""
@@ -332,6 +338,7 @@ class TemporalStage(BaseStage):
                 if self._history is not None:
                     self._history = self._history.clone()
                 self._graphs.clear()
+            self._captured.clear()
             self._graphs = GraphCache(
                 self._graphed_step,
                 self.device,
@@ -377,11 +384,20 @@ class TemporalStage(BaseStage):
         g = torch.Generator(device=self.device).manual_seed(0)
         dev = self.device
         for w, h in dict.fromkeys(tuple(s) for s in sizes):
+            if (w, h) in self._captured:  # a ladder prepares its start rung's size twice
+                continue
+            self._hold_grid(w, h)
             # examples made on the device: a frame, vectors of a few px and a history
             image = torch.randint(0, 256, (1, h, w, 4), generator=g, device=dev).to(torch.uint8)
             motion = torch.rand(1, h, w, 2, generator=g, device=dev).sub_(0.5).mul_(6.0)
             hist = torch.rand(1, 4, h, w, generator=g, device=dev)
             cache.capture(image, motion, hist)
+            self._captured.add((w, h))
+
+    def _hold_grid(self, w: int, h: int) -> None:
+        """Keep warp's pixel grid of (w, h) for as long as this stage's graphs may read it."""
+        if (w, h) not in self._grids:
+            self._grids[(w, h)] = _pixel_grid(h, w, self.device)
 
     def _blend(
         self,
@@ -465,6 +481,7 @@ class TemporalStage(BaseStage):
                 return _to_u8(cur)[0]
             if self.cuda_graph:
                 self._weights_now()  # before the replay, on the stream that replays it
+                self._hold_grid(w, h)  # a size not captured yet is captured in the call below
                 # the new history is the graph's output: valid until the graph replays next,
                 # by when it has been copied into the graph's input
                 self._history, u8 = self._graph_cache()(image[None], motion[None], hist)
