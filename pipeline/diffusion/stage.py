@@ -117,6 +117,8 @@ import torch.nn.functional as F
 
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
+from core.trace import step
+from pipeline.accel.first_use import wait_first_use
 from pipeline.diffusion.compile import CompileError, CompileReport
 
 __all__ = [
@@ -554,6 +556,7 @@ class DiffusionStage(BaseStage):
 
     @torch.no_grad()
     def _capture(self, k: int, cfg: bool, pool) -> torch.cuda.CUDAGraph:
+        wait_first_use()  # no other thread touches CUDA while this captures
         dev = self.device
         state = self._state()
         try:
@@ -651,11 +654,14 @@ class DiffusionStage(BaseStage):
         if self.compile_unet:
             self._compile()
         self._run(self._k, self._cfg)
+        size = f"{self.work_size[0]}x{self.work_size[1]}"
+        step(f"diffusion {size} warmed")
         if self.cuda_graph:
             self._graphs.clear()
             pool = torch.cuda.graph_pool_handle()
             for k, cfg in self._shapes():
                 self._graphs[(k, cfg)] = self._capture(k, cfg, pool)
+                step(f"diffusion {size} graph steps={k}{' cfg' if cfg else ''} captured")
         self._restart_stream()  # the warm-up frame is not part of the stream
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -41,6 +41,7 @@ import torch
 
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
+from core.trace import step
 from pipeline.cpu_memory import keep_freed_memory
 from pipeline.stylize.base import Effect
 from pipeline.stylize.cyberpunk import Cyberpunk
@@ -119,11 +120,13 @@ class StylizeStage(BaseStage):
         # warm up (and compile) with a full batch so the first real frame pays nothing
         x = torch.zeros(self.max_batch, self.height, self.width, 4, dtype=torch.uint8)
         self._run(x.to(device), torch.arange(self.max_batch))
+        step(f"stylize {self.width}x{self.height} warmed")
         if device.type == "cpu" and hasattr(self.effect, "warm_cpu"):
             with torch.inference_mode():
                 self.effect.warm_cpu(self._i420)  # the toon's compiled pass
         if device.type == "cuda" and self._cuda_graph is not False and not self._compile:
             self._capture(device)
+            step(f"stylize {self.width}x{self.height} captured")
 
     def _capture(self, device: torch.device) -> None:
         from pipeline.accel.graphs import GraphCache
