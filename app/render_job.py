@@ -29,6 +29,7 @@ it), `assemble_graph` (the graph from an AvatarTrack), `diffusion_models`, the c
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,14 +257,15 @@ def check_gpu_choice(
 
 
 def _start_cuda_init(torch) -> None:
-    """Create the CUDA context, then load the GPU libraries' kernels, on a thread of its own
-    (pipeline/accel/first_use.py): the driver's and the libraries' parts run without the GIL,
-    beside this thread's imports, decoding and model load; the first CUDA call here waits for
-    the context (torch's lazy-init lock), every graph capture for the whole thread. A failure
-    is left for this thread's own calls to raise."""
-    from pipeline.accel.first_use import start_first_use
+    """Create the CUDA context on a thread of its own: the driver's part of it runs without the
+    GIL, beside this thread's imports and decoding; the first CUDA call here waits for it
+    (torch's lazy-init lock). A failure is left for that call to raise."""
 
-    start_first_use("cuda")
+    def init() -> None:
+        with contextlib.suppress(Exception):
+            torch.cuda.init()
+
+    threading.Thread(target=init, name="kagura-cuda-init", daemon=True).start()
 
 
 def check_gpu_options(req: RenderRequest) -> None:

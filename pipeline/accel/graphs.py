@@ -46,8 +46,6 @@ from typing import Any
 
 import torch
 
-from pipeline.accel.first_use import wait_first_use
-
 log = logging.getLogger("kagura.accel")
 
 BucketKey = tuple[tuple[int, ...], int, torch.dtype]
@@ -164,7 +162,6 @@ class GraphCache:
             raise ValueError(f"{self.name}: pad_batch takes one input, got {len(examples)}")
         if not torch.cuda.is_available():
             raise GraphCaptureError(f"{self.name}: cannot capture, CUDA is not available")
-        wait_first_use()  # no other thread touches CUDA while this captures
         key = _key_of(examples)
         what = f"{self.name}: CUDA graph for {_describe_key(key)}"
         if key in self._entries:

@@ -118,7 +118,6 @@ import torch.nn.functional as F
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
 from core.trace import step
-from pipeline.accel.first_use import wait_first_use
 from pipeline.diffusion.compile import CompileError, CompileReport
 
 __all__ = [
@@ -556,7 +555,6 @@ class DiffusionStage(BaseStage):
 
     @torch.no_grad()
     def _capture(self, k: int, cfg: bool, pool) -> torch.cuda.CUDAGraph:
-        wait_first_use()  # no other thread touches CUDA while this captures
         dev = self.device
         state = self._state()
         try:

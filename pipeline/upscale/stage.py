@@ -43,7 +43,6 @@ from torch import nn
 
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
-from pipeline.accel.first_use import wait_first_use
 from pipeline.upscale.animevideov3 import SCALES, ScaledSR, load_animevideov3
 from pipeline.upscale.user_model import UserModel, UserModelError, load_user_model
 
@@ -175,7 +174,6 @@ class UpscaleStage(BaseStage):
         key = tuple(x.shape)
         entry = self._graphs.get(key)
         if entry is None:
-            wait_first_use()  # no other thread touches CUDA while this captures
             static_in = x.clone()
             side = torch.cuda.Stream(self.device)
             side.wait_stream(torch.cuda.current_stream(self.device))
