@@ -1,6 +1,7 @@
 """`kagura bench e2e`: the real commands, from the shell to the finished file, cold and warm.
 
-    kagura bench e2e [--device cpu|cuda] [--commands render demo live] [--audio FILE] [--size WxH]
+    kagura bench e2e [--device cpu|cuda] [--commands render demo live app] [--audio FILE]
+                     [--size WxH]
                      [--seconds S] [--upscale N] [--extra "ARGS"] [--repeats N]
                      [--cold-repeats N] [--live-seconds S] [--no-imports] [--section KEY]
                      [--out docs/BENCHMARKS.md] [--no-write] [--json FILE]
@@ -8,7 +9,10 @@
 Every run is a fresh `python -m app.cli …` process (what the `kagura` script runs), given only
 the options named here: everything else is the command's own default (`render`/`demo` on
 cuda: Kagura's model + temporal). `render` renders the demo song file, `demo` the built-in demo
-song; `live` is `kagura bench live --headless` (no Qt, no sound device) to its first shown frame.
+song; `live` is `kagura bench live --headless` (no Qt, no sound device) to its first shown frame;
+`app` is the desktop app itself, `kagura live --audio-file SONG --no-play-out --quit-after S`
+(the song as its microphone; Qt offscreen where there is no display), to its window's first
+frame on screen.
 
 * cold: each run gets an empty cache folder (XDG_CACHE_HOME → platformdirs' user cache: numba's
   compiled librosa, inductor/triton, fontconfig, torch, the drawn backgrounds; CUDA_CACHE_PATH:
@@ -38,7 +42,8 @@ from pathlib import Path
 from app.errors import UsageError
 from core.stats import median_p99, percentile
 
-COMMANDS = ("render", "demo", "live")
+COMMANDS = ("render", "demo", "live", "app")
+LIVE_COMMANDS = ("live", "app")  # timed to their first shown frame
 CACHE_VARS = ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "KAGURA_CACHE_DIR")
 SONG = Path(__file__).resolve().parents[1] / "audio" / "assets" / "demo_song.ogg"
 # the phases of a run, each from the previous event to this one
@@ -78,7 +83,10 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--repeats", type=int, default=5, help="warm runs per command (5)")
     b.add_argument("--cold-repeats", type=int, default=2, help="cold runs per command (2)")
     b.add_argument(
-        "--live-seconds", type=float, default=3.0, help="bench live --headless --seconds (3)"
+        "--live-seconds",
+        type=float,
+        default=3.0,
+        help="live: bench live --headless --seconds; app: live --quit-after (3)",
     )
     b.add_argument("--no-imports", action="store_true", help="skip the import-time run per command")
     b.add_argument("--timeout", type=float, default=1800.0, help="seconds per run (1800)")
@@ -98,6 +106,11 @@ def command_argv(args: argparse.Namespace, command: str, out_dir: Path) -> list[
         return [
             *("bench", "live", "--headless", "--device", args.device, "--no-write"),
             *("--seconds", f"{args.live_seconds:g}", "--warm-up", "0"),
+        ]
+    if command == "app":  # the desktop app itself, playing the song as its microphone
+        return [
+            *("live", "--audio-file", str(args.audio), "--no-play-out"),
+            *("--device", args.device, "--quit-after", f"{args.live_seconds:g}"),
         ]
     if command == "render":
         argv = ["render", str(args.audio), "-o", str(out_dir / "render.mp4")]
@@ -244,7 +257,7 @@ def measure(args: argparse.Namespace) -> dict:
             raise UsageError(f"{name} {value}: expected 0 or more")
     if args.repeats == 0 and args.cold_repeats == 0:
         raise UsageError("--repeats 0 --cold-repeats 0: nothing to run")
-    if "render" in args.commands and not Path(args.audio).is_file():
+    if {"render", "app"} & set(args.commands) and not Path(args.audio).is_file():
         raise UsageError(f"--audio {args.audio}: no such file")
     if args.device == "cuda":
         import torch
@@ -255,7 +268,7 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="kagura-e2e-") as tmp:
         work = Path(tmp)
         for command in args.commands:
-            live = command == "live"
+            live = command in LIVE_COMMANDS
             argv = command_argv(args, command, work)
             entry: dict = {"argv": argv}
             print(f"bench e2e: kagura {' '.join(argv)}", file=sys.stderr)
@@ -383,7 +396,8 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
     lines += [
         "",
         "first frame = launch → the first frame handed to the encoder (live: the first frame "
-        "the simulated display shows; – = none within the run). CPU s = user + system time "
+        "the simulated display shows; app: the window's first frame on screen; – = none within "
+        "the run). CPU s = user + system time "
         "of the run and its child processes (the wall clock also waits for other work on a "
         "shared machine). frames/s over the command = frames / wall time, setup "
         "included. Phases, each from the previous time stamp (core/trace.py): start-up = "

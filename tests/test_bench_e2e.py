@@ -69,6 +69,41 @@ def test_tiny_render_bench_reports_every_field(tmp_path):
     assert "| warm | 1 |" in section
 
 
+def test_the_desktop_app_is_timed_to_its_first_frame_on_screen(tmp_path):
+    """`--commands app`: the real `kagura live` window (Qt offscreen, the song as its
+    microphone) as a fresh process, to the first frame its display tick put on screen."""
+    out_json = tmp_path / "e2e.json"
+    argv = [
+        *("bench", "e2e", "--commands", "app", "--live-seconds", "0.5"),
+        *("--repeats", "1", "--cold-repeats", "0", "--no-imports"),
+        *("--no-write", "--json", str(out_json)),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(out_json.read_text())["commands"]["app"]
+    assert entry["argv"][:3] == [
+        "live",
+        "--audio-file",
+        str(ROOT / "audio" / "assets" / "demo_song.ogg"),
+    ]
+    assert "--quit-after" in entry["argv"] and "--no-play-out" in entry["argv"]
+    warm = entry["warm"]
+    wall, first = warm["wall_s"][0], warm["first_frame_s"][0]
+    assert 0 < first < wall
+    assert list(warm["phases_s"]) == ["start-up", "parse", "session setup", "first shown"]
+    events = entry["runs"]["warm"][0]["events"]
+    order = ["main", "parsed", "live started", "first shown frame"]
+    assert [events[e] for e in order] == sorted(events[e] for e in order)
+    assert "first look built" in warm["steps_s"]
+
+
 def test_phases_and_imports_are_parsed():
     ev = {"main": 0.5, "parsed": 0.75, "checked": 1.0, "graph built": 3.0, "first frame": 3.5}
     ev |= {"last frame": 4.0, "finished": 4.25}

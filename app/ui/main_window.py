@@ -61,6 +61,7 @@ from PySide6.QtWidgets import (
 from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
 from core.frame import MOUTH_TIMING
 from core.stats import summary
+from core.trace import mark
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +239,7 @@ class MainWindow(QMainWindow):
         self._audio_file: str | None = self.options.audio_file or self.settings["audio_file"]
         self._devices: list[Any] = []
         self._ui_ms: deque[float] = deque(maxlen=2000)
+        self._shown_any = False  # a frame reached the screen (`kagura bench e2e`'s time stamp)
         self._pending_ui_ms: float | None = None
         self._shown_total = 0
         self._repeated_total = 0
@@ -874,6 +876,7 @@ class MainWindow(QMainWindow):
             except Exception:
                 session.stop()
                 raise
+            mark("live started")  # `kagura bench e2e --commands app`: launch → first shown
             return session
 
         self._in_background(work, self._started)
@@ -1043,6 +1046,9 @@ class MainWindow(QMainWindow):
         if frame is not None and j.last_was_new:
             self.preview.present(frame.image.numpy())
             self.preview_widget.repaint()  # paint now, so the measured time includes it
+            if not self._shown_any:  # the process's first frame on screen
+                self._shown_any = True
+                mark("first shown frame")
             if self.stage_presenter is not None and self.stage_presenter.widget.isVisible():
                 self.stage_presenter.present(frame.image.numpy())
             self._ui_ms.append((time.perf_counter() - t0) * 1000.0)
