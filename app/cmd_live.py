@@ -199,6 +199,9 @@ def run(args: argparse.Namespace) -> int:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
     from app.ui.main_window import LiveOptions, MainWindow
+    from core.trace import step
+
+    step("Qt and the window's module imported")
 
     # The render and stylize threads hold the GIL in stretches (Skia's bindings keep it while
     # drawing); with CPython's default 5 ms switch interval the UI thread's display tick then
@@ -237,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
     with stop_on_signals(lambda: QTimer.singleShot(0, finish)):
         win = MainWindow(opts, settings)
         win.show()
+        step("window shown")
         if cfg.stage_window:
             win.open_stage_window()
         if cfg.quit_after is not None:

@@ -61,7 +61,7 @@ from PySide6.QtWidgets import (
 from app.live_settings import DEFAULTS, SETTINGS_FILE, Settings, config_dir
 from core.frame import MOUTH_TIMING
 from core.stats import summary
-from core.trace import mark
+from core.trace import mark, step
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +263,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Kagura — live")
         self.setStyleSheet(DARK_QSS)
         self._build_ui()
+        step("window: widgets built")
         self._build_menu()
         from app.ui.avatar_menu import AvatarMenu  # File ▸ Open avatar…, drops, remembered
 
@@ -272,7 +273,9 @@ class MainWindow(QMainWindow):
         self.stats_overlay.obsOffsetSet.connect(self._remember_obs_input)
         self.stats_overlay.obsInputMissing.connect(self._forget_obs_input)
         self._connect_obs()
+        step("window: OBS link made")
         self.refresh_devices()
+        step("window: microphones listed")
         self._show_settings_notice()
 
         self._tick_timer = QTimer(self)
@@ -847,6 +850,7 @@ class MainWindow(QMainWindow):
             self.start_button.setText("Start")
             return
         self._busy = True
+        step("window: session starting")
         self.start_button.setEnabled(False)
         self.start_button.setText("Starting…")
         s = self.settings
