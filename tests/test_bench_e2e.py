@@ -13,6 +13,20 @@ from app.bench_e2e import phases, top_imports
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def kagura(argv: list[str], **env: str) -> None:
+    """`kagura ARGV` as a fresh process from the repository root; it must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *argv],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_tiny_render_bench_reports_every_field(tmp_path):
     # a user's render settings must not change what the bench measures (the commands' defaults)
     user_config = tmp_path / "user-config"
@@ -25,16 +39,7 @@ def test_tiny_render_bench_reports_every_field(tmp_path):
         *("--repeats", "1", "--cold-repeats", "0", "--no-imports"),
         *("--out", str(doc), "--json", str(out_json)),
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *argv],
-        cwd=ROOT,
-        env={**os.environ, "KAGURA_CONFIG_DIR": str(user_config)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    kagura(argv, KAGURA_CONFIG_DIR=str(user_config))
     entry = json.loads(out_json.read_text())["commands"]["render"]
     assert entry["argv"][:2] == ["render", str(ROOT / "audio" / "assets" / "demo_song.ogg")]
     assert "cold" not in entry and entry["fill_wall_s"] > 0
@@ -78,15 +83,7 @@ def test_the_desktop_app_is_timed_to_its_first_frame_on_screen(tmp_path):
         *("--repeats", "1", "--cold-repeats", "0", "--no-imports"),
         *("--no-write", "--json", str(out_json)),
     ]
-    done = subprocess.run(
-        [sys.executable, "-m", "app.cli", *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    kagura(argv)
     entry = json.loads(out_json.read_text())["commands"]["app"]
     assert entry["argv"][:3] == [
         "live",
