@@ -376,7 +376,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
     from app.live_gpu import build_live_gpu, launch_first_render
     from app.live_settings import Settings
     from audio.demo_song import demo_song_path
-    from core.stall_watch import CollectorTime, StallWatch
+    from core.stall_watch import STALLS_SUFFIX, CollectorTime, StallWatch
     from core.trace import mark
     from pipeline.display_feed import FramePump, live_jitter_buffer
     from pipeline.live import FilePlayback, LiveSession
@@ -554,7 +554,7 @@ def measure_headless(args: argparse.Namespace) -> dict:
             for row in trace:
                 f.write(json.dumps(row) + "\n")
     if watch is not None:
-        with open(f"{args.trace}.stalls.jsonl", "w") as f:
+        with open(f"{args.trace}{STALLS_SUFFIX}", "w") as f:
             for event in watch.events:
                 # the start as the trace's frames have theirs: s from the session's start
                 event = {**event, "start_s": event["at_s"] - started}

@@ -36,7 +36,11 @@ import time
 import traceback
 from typing import Any
 
-__all__ = ["CollectorTime", "StallWatch"]
+__all__ = ["STALLS_SUFFIX", "CollectorTime", "StallWatch"]
+
+# where a run's events go: beside its trace, TRACE + STALLS_SUFFIX (`kagura bench live
+# --trace TRACE --stall-watch MS` writes them, scripts/live_traces.py reads them)
+STALLS_SUFFIX = ".stalls.jsonl"
 
 
 class CollectorTime:

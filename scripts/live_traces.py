@@ -20,13 +20,11 @@ import json
 import statistics
 from pathlib import Path
 
+from core.stall_watch import STALLS_SUFFIX
 from core.stats import summary
 
 # where a thread waits without holding the GIL: not a suspect
 WAITING = ("threading.py", "queues.py", "selectors.py")
-
-
-STALLS = ".stalls.jsonl"  # the stall watch's file beside a trace: TRACE + STALLS
 
 
 def counted(path: Path) -> list[dict]:
@@ -88,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     pooled: list[float] = []
     p99s: list[float] = []
     for path in a.traces:
-        if path.name.endswith(STALLS):  # read beside its trace (a `*.jsonl` glob names it too)
+        if path.name.endswith(
+            STALLS_SUFFIX
+        ):  # read beside its trace (a `*.jsonl` glob names it too)
             continue
         rows = counted(path)
         if not rows:
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         values = [r["audio_to_photon_ms"] for r in rows]
         pooled += values
         p99s.append(summary(values, digits=2)["p99"])
-        stalls = path.with_name(path.name + STALLS)
+        stalls = path.with_name(path.name + STALLS_SUFFIX)
         if stalls.exists():
             print("\n".join(stall_lines(stalls)))
     if pooled:
