@@ -55,6 +55,10 @@ RECIPES = {
     # the live net hears 200 ms of the past instead of 80 (issue 15, tenth round)
     "live-long": {"live_offsets": (-20, -16, -12, -10, -8, -6, -4, -2, -1, 0)},
     "live-longer": {"live_offsets": (-32, -26, -20, -16, -12, -10, -8, -6, -4, -2, -1, 0)},
+    # convolutions along mel and time (issue 15, twelfth round): the offline MLPs replaced,
+    # or one averaged in beside them
+    "mel-offline": {"offline_mel": "instead"},
+    "mel-beside": {"offline_mel": "beside"},
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
 
 __all__ = [
@@ -298,6 +299,13 @@ def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
     return v[idx].reshape(n, -1)
 
 
+def probs(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The 6 logits of each row (n, 6) -> (p(voice) (n,), p(A I U E O) (n, 5))."""
+    pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))  # np.clip's
+    e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
+    return pv, e / e.sum(axis=1, keepdims=True)
+
+
 @dataclass
 class Mlp:
     mean: np.ndarray
@@ -335,10 +343,7 @@ class Mlp:
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
-        z = self.logits(np.atleast_2d(x))
-        pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))  # np.clip's
-        e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
-        return pv, e / e.sum(axis=1, keepdims=True)
+        return probs(self.logits(np.atleast_2d(x)))
 
 
 @dataclass
@@ -380,10 +385,7 @@ class Tcn:
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """-> (p(voice) (n,), p(A I U E O) (n, 5)) for the hops `x` (n, c), in time order."""
-        z = self.logits(np.atleast_2d(x))
-        pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))
-        e = np.exp(z[:, 1:] - z[:, 1:].max(axis=1, keepdims=True))
-        return pv, e / e.sum(axis=1, keepdims=True)
+        return probs(self.logits(np.atleast_2d(x)))
 
     def stepper(self) -> TcnStepper:
         if not self.causal:
@@ -446,7 +448,7 @@ class TcnStepper:
 @dataclass
 class VowelNet:
     live: Mlp | Tcn
-    offline: Mlp | Tcn
+    offline: Mlp | Tcn | MelConv
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
@@ -456,9 +458,10 @@ class VowelNet:
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
     live_cmn_prior: int = LIVE_CMN_PRIOR_OLD  # the live running mean's start weight (hops)
     live_cmn_voiced: bool = False  # only hops heard as a voice move the live mean
-    # more offline nets on the same inputs, trained on other corpora: their probabilities and
-    # `offline`'s are averaged (offline only: the live hop pays for one net)
-    offline_more: list[Mlp | Tcn] = field(default_factory=list)
+    # more offline nets on the same inputs, trained on other corpora or of another kind (a
+    # `audio.mel_conv.MelConv`): their probabilities and `offline`'s are averaged (offline
+    # only: the live hop pays for one net)
+    offline_more: list[Mlp | Tcn | MelConv] = field(default_factory=list)
     # the training clips' cepstral spread (n_coefs,): where set, the offline net's cepstra are
     # also divided by the clip's own spread (`clip_cvn`); None: mean normalisation only
     offline_cvn: np.ndarray | None = None
@@ -472,11 +475,21 @@ class VowelNet:
         net's, geometrically weighted: the live net's weight `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        x = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=self.offline_offsets,
+        v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
                            cvn=self.offline_cvn, cvn_prior=True)  # fmt: skip
-        pv, pw = self.offline.predict(x)
+        nets = [self.offline, *self.offline_more]
+        x = None
+        if not all(isinstance(m, MelConv) for m in nets):
+            x = stack(v, self.offline_offsets)
+
+        def net_probs(m):
+            if isinstance(m, MelConv):  # convolutions over the clip's hops, its own offsets
+                return m.predict_hops(v)
+            return m.predict(x)
+
+        pv, pw = net_probs(self.offline)
         for m in self.offline_more:
-            pv2, pw2 = m.predict(x)
+            pv2, pw2 = net_probs(m)
             pv, pw = pv + pv2, pw + pw2
         if self.offline_more:
             pv, pw = pv / (1 + len(self.offline_more)), pw / (1 + len(self.offline_more))
@@ -512,6 +525,9 @@ class VowelNet:
             arrays["offline_cvn"] = np.asarray(self.offline_cvn, np.float32)
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
         for name, m in (("live", self.live), ("offline", self.offline), *more):
+            if isinstance(m, MelConv):
+                arrays.update(mel_conv_arrays(name, m))
+                continue
             arrays[f"{name}_mean"] = m.mean.astype(np.float32)
             arrays[f"{name}_std"] = m.std.astype(np.float32)
             if isinstance(m, Tcn):
@@ -535,17 +551,30 @@ class VowelNet:
 
 def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
     with np.load(path) as z:
+        offs = tuple(int(o) for o in z["live_offsets"]) if "live_offsets" in z else LIVE_OFFSETS
+        oo = (
+            tuple(int(o) for o in z["offline_offsets"])
+            if "offline_offsets" in z
+            else OFFLINE_OFFSETS
+        )
         nets = []
         names = ["live", "offline"]
-        while f"offline{len(names) - 1}_mean" in z:
+        while any(f"offline{len(names) - 1}_{k}" in z for k in ("mean", "kind")):
             names.append(f"offline{len(names) - 1}")
         for name in names:
             kind = str(z[f"{name}_kind"]) if f"{name}_kind" in z else "mlp"
             if kind == "tcn":
                 nets.append(_load_tcn(z, name, path))
                 continue
+            if kind == "melconv":
+                if name == "live":
+                    raise ValueError(f"{path}: live_kind: a mel-convolution net runs offline only")
+                nets.append(load_mel_conv(z, name, path))
+                continue
             if kind != "mlp":
-                raise ValueError(f"{path}: {name}_kind: unknown net {kind!r} (expected 'tcn')")
+                raise ValueError(
+                    f"{path}: {name}_kind: unknown net {kind!r} (expected 'tcn' or 'melconv')"
+                )
             layers = []
             i = 0
             while f"{name}_w{i}" in z:
@@ -557,7 +586,6 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         if front not in ("", FRONT_SEPARATION):
             raise ValueError(f"{path}: unknown front-end {front!r} (expected {FRONT_SEPARATION!r})")
         cmn = z["cmn_init"].astype(np.float64)
-        offs = tuple(int(o) for o in z["live_offsets"]) if "live_offsets" in z else LIVE_OFFSETS
         if max(offs) != 0:
             raise ValueError(f"{path}: the live net's offsets must end at 0 (got {offs})")
         if isinstance(nets[0], Tcn) and (offs != (0,) or not nets[0].causal):
@@ -568,11 +596,6 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 f"{path}: unknown live front-end {lf!r} "
                 f"(expected {LIVE_FRONT_STEADY!r} or {LIVE_FRONT_PITCH!r})"
             )
-        oo = (
-            tuple(int(o) for o in z["offline_offsets"])
-            if "offline_offsets" in z
-            else OFFLINE_OFFSETS
-        )
         if any(isinstance(m, Tcn) for m in nets[1:]) and oo != (0,):
             raise ValueError(f"{path}: a convolutional offline net takes offline_offsets (0,)")
         prior = int(z["live_cmn_prior"]) if "live_cmn_prior" in z else LIVE_CMN_PRIOR_OLD

@@ -12,6 +12,7 @@ not a pause, a vowel class where it is one of A I U E O.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from audio import augment
 from audio.backings import backing as styled_backing
 from audio.lipsync_eval import Track
+from audio.mel_conv import MelConv, cepstrum_to_mel, split_blocks
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
 from audio.vowel_net import (
@@ -358,6 +360,158 @@ def _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed
     hw = head.weight.detach().numpy()[:, :, 0].T.copy()
     return Tcn(mean.astype(np.float32), std.astype(np.float32), conv_w, tuple(dilations),
                (hw, head.bias.detach().numpy().copy()), causal)  # fmt: skip
+
+
+MEL_CHANNELS = (16, 32)  # the convolutions' channels (kernel MEL_K mel bands x 3 hops each)
+MEL_K = 5
+MEL_DILATION = 2  # hops between the time taps
+MEL_HIDDEN = (128,)
+MEL_RUN, MEL_MARGIN = 192, 16  # training runs (hops) and the hops at each end left unscored
+
+
+def _mel_inputs(hops, to_mel, mel_scale, cue_mean, cue_std):
+    """Hop vectors (n, blocks * BLOCK) -> the scaled log-mel shapes (n, blocks, mels) and
+    cues (n, cues) the torch net takes (`MelConv.hop_features`' numbers before its convolutions)."""
+    cep, cues = split_blocks(hops, to_mel.shape[0])
+    mel = (cep @ to_mel - mel_scale[0]) / mel_scale[1]
+    return mel.astype(np.float32), ((cues - cue_mean) / cue_std).astype(np.float32)
+
+
+def _mel_forward(convs, head, mel, cues, offsets, dilation, drop=None):
+    """The net in torch on runs of hops: mel (b, t, blocks, mels), cues (b, t, n) -> (b, t, 6).
+    `convs`, `head`: (weight, bias) pairs in torch's layout. Training and the tests run this one
+    definition; the stacking holds each run's edges, as `audio.vowel_net.stack` a clip's."""
+    import torch
+    import torch.nn.functional as F
+
+    b, t = mel.shape[:2]
+    h = mel.permute(0, 2, 3, 1)  # (b, blocks, mels, t)
+    for w, bias in convs:
+        pad = (w.shape[2] // 2, dilation)
+        h = F.max_pool2d(F.relu(F.conv2d(h, w, bias, padding=pad, dilation=(1, dilation))), (2, 1))
+    h = torch.cat([h.permute(0, 3, 1, 2).reshape(b, t, -1), cues], dim=2)  # (channel, mel)
+    idx = (torch.arange(t)[:, None] + torch.as_tensor(offsets)[None]).clamp(0, t - 1)
+    h = h[:, idx].reshape(b, t, -1)
+    for i, (w, bias) in enumerate(head):
+        h = F.linear(h, w, bias)
+        if i < len(head) - 1:
+            h = F.relu(h)
+            h = drop(h) if drop is not None else h
+    return h
+
+
+def _mel_torch_weights(m: MelConv):
+    import torch
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a, np.float32))
+
+    convs = [(t(w.transpose(3, 2, 0, 1)), t(b)) for w, b in m.convs]
+    return convs, [(t(w.T), t(b)) for w, b in m.head.layers]
+
+
+def mel_conv_torch_logits(m: MelConv, hops: np.ndarray) -> np.ndarray:
+    """`m`'s logits on a clip's hop vectors computed by torch (`_mel_forward`, the clip as one
+    run): what training optimised, to check the numpy inference against."""
+    import torch
+
+    mel, cues = _mel_inputs(np.asarray(hops, np.float32), m.to_mel, m.mel_scale, m.cue_mean,
+                            m.cue_std)  # fmt: skip
+    convs, head = _mel_torch_weights(m)
+    with torch.no_grad():
+        z = _mel_forward(convs, head, torch.from_numpy(mel)[None], torch.from_numpy(cues)[None],
+                         m.offsets, m.dilation)  # fmt: skip
+    return z[0].numpy()
+
+
+def fit_mel_conv(
+    hops: np.ndarray,
+    voice: np.ndarray,
+    vowel: np.ndarray,
+    lengths: np.ndarray,
+    offsets: tuple[int, ...] = OFFLINE_OFFSETS,
+    epochs: int = 8,
+    seed: int = 0,
+    dilation: int = MEL_DILATION,
+    dropout: float = 0.1,
+    run: int = MEL_RUN,
+) -> MelConv:
+    """A `audio.mel_conv.MelConv` on the hop vectors `hops` (n, blocks * BLOCK) of the tracks
+    `lengths` (in order), trained on runs of `run` hops inside one track, drawn at random
+    places (tracks shorter than a run are left out), each run's `MEL_MARGIN` hops at either end
+    unscored (their context is cut). The losses, class weights, optimiser and schedule of `_fit`."""
+    import torch
+
+    torch.manual_seed(seed)
+    nc, n_mels = NET_SETTINGS.n_coefs, NET_SETTINGS.n_mels
+    to_mel = cepstrum_to_mel(nc, n_mels, NET_SETTINGS.first_coef).astype(np.float32)
+    cep, cues = split_blocks(hops, nc)
+    mel = cep @ to_mel
+    mel_scale = np.array([mel.mean(), mel.std() + 1e-3], np.float32)
+    cue_mean, cue_std = cues.mean(axis=0), cues.std(axis=0) + 1e-3
+    del mel, cep, cues
+    mel_np, cue_np = _mel_inputs(hops, to_mel, mel_scale, cue_mean, cue_std)
+    mel_t, cue_t = torch.from_numpy(mel_np), torch.from_numpy(cue_np)
+    vt = torch.from_numpy(voice).float()
+    wt = torch.from_numpy(vowel).long()
+
+    convs = torch.nn.ModuleList()
+    c_in = mel_np.shape[1]
+    for c in MEL_CHANNELS:
+        convs.append(torch.nn.Conv2d(c_in, c, (MEL_K, 3)))
+        c_in = c
+    n_feat = (c_in * (n_mels >> len(MEL_CHANNELS)) + cue_np.shape[1]) * len(offsets)
+    dims = [n_feat, *MEL_HIDDEN, 6]
+    head = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+    drop = torch.nn.Dropout(dropout)
+    modules = torch.nn.ModuleList([convs, head])
+
+    lengths = np.asarray(lengths, np.int64)
+    starts0 = np.cumsum(lengths) - lengths
+    usable = np.flatnonzero(lengths >= run)
+    share = lengths[usable] / lengths[usable].sum()
+    per_epoch = int(lengths[usable].sum() // (run - 2 * MEL_MARGIN)) + 1
+    batch = 8
+    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
+    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
+    opt = torch.optim.AdamW(modules.parameters(), lr=2e-3, weight_decay=1e-4)
+    steps = epochs * (per_epoch // batch + 1)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    rng = np.random.default_rng(seed)
+    bce = torch.nn.BCEWithLogitsLoss()
+    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
+    span = torch.arange(run)
+    inner = slice(MEL_MARGIN, run - MEL_MARGIN)
+
+    def pairs(mods):
+        return [(mod.weight, mod.bias) for mod in mods]
+
+    modules.train()
+    drop.train()
+    for _ in range(epochs):
+        tr = rng.choice(usable, per_epoch, p=share)
+        st = starts0[tr] + (rng.random(per_epoch) * (lengths[tr] - run + 1)).astype(np.int64)
+        for i in range(0, per_epoch, batch):
+            idx = torch.from_numpy(st[i : i + batch])[:, None] + span[None]  # (b, run)
+            z = _mel_forward(pairs(convs), pairs(head), mel_t[idx], cue_t[idx], offsets,
+                             dilation, drop)[:, inner].reshape(-1, 6)  # fmt: skip
+            wi = wt[idx][:, inner].reshape(-1)
+            loss = bce(z[:, 0], vt[idx][:, inner].reshape(-1))
+            if (wi >= 0).any():
+                loss = loss + ce(z[:, 1:], wi)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+
+    def np_(a):
+        return a.detach().numpy().copy()
+
+    conv_w = [(np_(c.weight).transpose(2, 3, 1, 0).copy(), np_(c.bias)) for c in convs]
+    layers = [(np_(lin.weight).T.copy(), np_(lin.bias)) for lin in head]
+    mlp = Mlp(np.zeros(n_feat, np.float32), np.ones(n_feat, np.float32), layers)
+    return MelConv(to_mel, mel_scale, cue_mean.astype(np.float32), cue_std.astype(np.float32),
+                   conv_w, int(dilation), mlp, tuple(offsets))  # fmt: skip
 
 
 LIVE_HIDDEN = (64, 32)

@@ -71,6 +71,9 @@ OFFLINE_CVN = False
 # (`audio.vowel_net_train.fit_tcn`: channels, dilations)
 LIVE_TCN: dict = {}
 OFFLINE_TCN: dict = {}
+# Convolutions along mel and time (`audio.mel_conv.MelConv`, issue 15's twelfth round): ""
+# none; "instead" of each offline MLP; "beside" the offline MLPs, one more averaged in
+OFFLINE_MEL = ""
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -101,6 +104,7 @@ def build_net(
     live_tcn: dict | None = None,
     offline_tcn: dict | None = None,
     cache: dict | None = None,
+    offline_mel: str | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -113,7 +117,10 @@ def build_net(
     convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
     the hop vectors instead of an MLP over stacked hops. `cache`: a dict that keeps the
     examples between calls of the same data settings (recipes that differ in their nets
-    alone train on the very same examples)."""
+    alone train on the very same examples). `offline_mel`: `OFFLINE_MEL` when None."""
+    offline_mel = OFFLINE_MEL if offline_mel is None else offline_mel
+    if offline_mel not in ("", "instead", "beside"):
+        raise ValueError(f"offline_mel: expected '', 'instead' or 'beside', got {offline_mel!r}")
     live_tcn = LIVE_TCN if live_tcn is None else live_tcn
     offline_tcn = OFFLINE_TCN if offline_tcn is None else offline_tcn
     more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
@@ -122,6 +129,7 @@ def build_net(
         cmn_prior,
         cvn_prior,
         examples,
+        fit_mel_conv,
         fit_tcn,
         train,
         train_offline,
@@ -158,10 +166,13 @@ def build_net(
             )  # fmt: skip
         return cache[k]
 
-    def offline_net(h, off_seed):
+    def offline_net(h, off_seed, mel=False):
         if offline_tcn:
             return fit_tcn(h.offline, h.voice, h.vowel, h.lengths, causal=False, epochs=epochs,
                            seed=off_seed, **offline_tcn)  # fmt: skip
+        if mel:
+            return fit_mel_conv(h.offline, h.voice, h.vowel, h.lengths, offline_offsets,
+                                epochs=epochs, seed=off_seed)  # fmt: skip
         return train_offline(_stacked(h, (0,), offline_offsets), epochs=epochs, seed=off_seed - 1)
 
     hop = hop_examples(tracks, n_aug)
@@ -171,8 +182,8 @@ def build_net(
         live_net = fit_tcn(hop.live, hop.voice, hop.vowel, hop.lengths, causal=True,
                            epochs=epochs, seed=seed, **live_tcn)  # fmt: skip
     kept_off = None if base is None else base.offline
-    if base is None and offline_tcn:
-        kept_off = offline_net(hop, seed + 1)
+    if base is None and (offline_tcn or offline_mel == "instead"):
+        kept_off = offline_net(hop, seed + 1, mel=offline_mel == "instead")
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
@@ -185,6 +196,7 @@ def build_net(
         + ("; live half retrained (--live-only)" if base is not None else "")
         + (f"; live net convolutional {live_tcn}" if live_tcn else "")
         + (f"; offline net convolutional {offline_tcn}" if offline_tcn else "")
+        + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
     )
     net = train(
         ex, init, info, epochs=epochs, seed=seed, front=front, live_offsets=live_offsets,
@@ -201,9 +213,13 @@ def build_net(
             net.offline_more.append(offline_net(hop, seed + 100 * (k + 1) + 1))
         if more_seeds:
             net.info += f"; averaged with {more_seeds} more offline net(s), other seeds"
+        if offline_mel == "beside":
+            net.offline_more.append(offline_net(hop, seed + 1, mel=True))
+            net.info += "; averaged with an offline net of mel and time convolutions"
     if base is None and more_without:
         sub = [v for v in specs if v.lang not in more_without]
-        net.offline_more.append(offline_net(hop_examples(_tracks(sub), MORE_N_AUG), seed + 1))
+        net.offline_more.append(offline_net(hop_examples(_tracks(sub), MORE_N_AUG), seed + 1,
+                                            mel=offline_mel == "instead"))  # fmt: skip
         net.info += (
             f"; averaged with a second offline net ({MORE_N_AUG} copies) without the voices "
             f"of {', '.join(more_without)}"

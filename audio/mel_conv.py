@@ -1,0 +1,188 @@
+"""An offline vowel net that reads the clip's spectrum with convolutions along mel and time.
+
+A longer or shorter vocal tract moves every formant by about the same factor: on a mel scale,
+a shift of the whole spectrum shape by a band or two. The cepstra the MLP reads
+(`audio.vowel_net.Mlp`) spread such a shift over every coefficient; convolutions along the mel
+axis with max-pooling carry a vowel's shape across it, and their taps across neighbouring hops
+see the formants move between sounds. Issue 15's twelfth round measured both
+(docs/BENCHMARKS.md): mel-only convolutions per hop gained nothing on unheard voices, mel and
+time together gained.
+
+Input: a clip's hop vectors (`audio.vowel_net.offline_inputs` at offsets (0,)). Each block of
+`BLOCK` columns starts with a cepstrum, which is turned back into the smoothed log-mel shape it
+stands for (the inverse of the cepstrum's DCT, the dropped coefficients zero); the blocks (the
+mix and the separated voice) are the convolutions' channels. Two convolutions over (mel, hop)
+— kernel `MEL_K` x 3, the time taps `dilation` hops apart, zero padding, ReLU, max-pool 2 along
+mel — give each hop's features once; with the blocks' other columns (periodicity, flatness)
+they are stacked at the net's offsets (edges held, as `audio.vowel_net.stack`) and an MLP gives
+`Mlp`'s 6 outputs: p(voice) and A I U E O.
+
+The convolutions see neighbouring hops on both sides: offline only (the live engine keeps its
+MLP). Inference is numpy; `audio.vowel_net_train.fit_mel_conv` trains it (torch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+__all__ = ["BLOCK", "MelConv", "cepstrum_to_mel", "load_mel_conv", "mel_conv_arrays"]
+
+BLOCK = 22  # columns per block of a hop vector: n_coefs cepstra, then the block's own cues
+
+
+def cepstrum_to_mel(n_coefs: int, n_mels: int, first_coef: int) -> np.ndarray:
+    """(n_coefs, n_mels): cepstra (coefficients first_coef.. of the DCT-II of the log-mel
+    spectrum, as `audio.mfcc` makes them) back to the smoothed log-mel shape (up to its mean
+    and a scale, which the net's own scaling takes away)."""
+    k = np.arange(first_coef, first_coef + n_coefs)
+    m = np.arange(n_mels)
+    return (2.0 / n_mels) * np.cos(np.pi * k[:, None] * (2 * m[None, :] + 1) / (2 * n_mels))
+
+
+def split_blocks(hops: np.ndarray, n_coefs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hop vectors (n, blocks * BLOCK) -> cepstra (n, blocks, n_coefs), cues (n, the rest)."""
+    b = np.asarray(hops, np.float32).reshape(len(hops), -1, BLOCK)
+    return b[:, :, :n_coefs], b[:, :, n_coefs:].reshape(len(hops), -1)
+
+
+@dataclass
+class MelConv:
+    to_mel: np.ndarray  # (n_coefs, n_mels)
+    mel_scale: np.ndarray  # (2,): mean and spread of the training's log-mel shapes
+    cue_mean: np.ndarray  # (n_cues,) per hop: the blocks' columns that are not cepstra
+    cue_std: np.ndarray
+    convs: list[tuple[np.ndarray, np.ndarray]]  # (k_mel, 3, c_in, c_out), (c_out,)
+    dilation: int  # hops between a convolution's time taps
+    head: object  # audio.vowel_net.Mlp over the stacked hop features (no scaling of its own)
+    offsets: tuple[int, ...]
+
+    @property
+    def blocks(self) -> int:
+        return self.convs[0][0].shape[2]
+
+    def hop_features(self, hops: np.ndarray) -> np.ndarray:
+        """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, features): each
+        hop's convolution output, then its scaled cues."""
+        cep, cues = split_blocks(hops, len(self.to_mel))
+        mel = (cep @ self.to_mel - self.mel_scale[0]) / self.mel_scale[1]  # (n, blocks, mels)
+        h = np.ascontiguousarray(mel.transpose(0, 2, 1), dtype=np.float32)  # (n, mels, c)
+        n = len(h)
+        for w, b in self.convs:
+            out = _conv(h, w, b, self.dilation)
+            h = np.maximum(out[:, 0::2], out[:, 1::2])  # max-pool 2 along mel
+        feats = h.transpose(0, 2, 1).reshape(n, -1)  # per hop: (channel, mel), as torch's
+        return np.concatenate([feats, (cues - self.cue_mean) / self.cue_std], axis=1)
+
+    def logits(self, hops: np.ndarray) -> np.ndarray:
+        """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, 6) logits: the head
+        on `audio.vowel_net.stack(hop_features, offsets)`, its first layer applied per offset
+        and the products shifted (the same sum; the stacked rows, offsets x features wide, are
+        never made: on a 4-minute song they are hundreds of MB)."""
+        f = self.hop_features(hops)
+        n, k = len(f), f.shape[1]
+        w0, b0 = self.head.layers[0]
+        h = np.broadcast_to(b0, (n, len(b0))).copy()
+        t = np.arange(n)
+        for i, off in enumerate(self.offsets):
+            h += (f @ w0[i * k : (i + 1) * k])[np.clip(t + off, 0, max(n - 1, 0))]
+        for w, b in self.head.layers[1:]:
+            np.maximum(h, 0.0, out=h)
+            h = h @ w + b
+        return h
+
+    def predict_hops(self, hops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A clip's hop vectors (n, blocks * BLOCK), in time order -> (p(voice) (n,),
+        p(A I U E O) (n, 5))."""
+        from audio.vowel_net import probs
+
+        return probs(self.logits(hops))
+
+
+CHUNK = 2048  # hops per matrix product: bounds the unrolled windows' memory on long songs
+
+
+def _conv(h: np.ndarray, w: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
+    """ReLU of the convolution of h (n, mels, c_in) with w (k_mel, 3, c_in, c_out): mel taps
+    centred, time taps d hops apart, zero padding (torch's conv2d, channels last). Per time tap
+    one matrix product over the mel windows, a chunk of hops at a time."""
+    km, kt, c_in, c_out = w.shape
+    n, mels = h.shape[:2]
+    pad = np.pad(h, ((d, d), (km // 2, km // 2), (0, 0)))
+    taps = [w[:, j].reshape(km * c_in, c_out) for j in range(kt)]
+    out = np.empty((n, mels, c_out), np.float32)
+    for s in range(0, n, CHUNK):
+        e = min(n, s + CHUNK)
+        acc = np.broadcast_to(b, (e - s, mels, c_out)).copy()
+        for j, wj in enumerate(taps):  # the hop d before, this one, d after
+            win = sliding_window_view(pad[s + j * d : e + j * d], km, axis=1)  # (., mels, c, k)
+            acc += win.transpose(0, 1, 3, 2).reshape(e - s, mels, km * c_in) @ wj
+        np.maximum(acc, 0.0, out=acc)
+        out[s:e] = acc
+    return out
+
+
+def mel_conv_arrays(name: str, m: MelConv) -> dict[str, np.ndarray]:
+    """The net's arrays for a VowelNet file, under `name`_ (float16 weights, as the MLPs')."""
+    a = {
+        f"{name}_kind": np.array("melconv"),
+        f"{name}_to_mel": m.to_mel.astype(np.float32),
+        f"{name}_mel_scale": m.mel_scale.astype(np.float32),
+        f"{name}_cue_mean": m.cue_mean.astype(np.float32),
+        f"{name}_cue_std": m.cue_std.astype(np.float32),
+        f"{name}_dilation": np.asarray(m.dilation, np.int64),
+        f"{name}_offsets": np.asarray(m.offsets, np.int64),
+    }
+    for i, (w, b) in enumerate(m.convs):
+        a[f"{name}_c{i}_w"] = w.astype(np.float16)
+        a[f"{name}_c{i}_b"] = b.astype(np.float16)
+    for i, (w, b) in enumerate(m.head.layers):
+        a[f"{name}_w{i}"] = w.astype(np.float16)
+        a[f"{name}_b{i}"] = b.astype(np.float16)
+    return a
+
+
+def load_mel_conv(z, name: str, path) -> MelConv:
+    """The `name` net of an open VowelNet file; one ValueError line naming the file and the
+    key that is missing or does not fit."""
+    from audio.vowel_net import Mlp
+
+    def arr(key: str) -> np.ndarray:
+        if f"{name}_{key}" not in z:
+            raise ValueError(f"{path}: {name}_{key}: missing (a mel-convolution net needs it)")
+        return z[f"{name}_{key}"].astype(np.float32)
+
+    convs = []
+    while f"{name}_c{len(convs)}_w" in z:
+        i = len(convs)
+        convs.append((arr(f"c{i}_w"), arr(f"c{i}_b")))
+    layers = []
+    while f"{name}_w{len(layers)}" in z:
+        i = len(layers)
+        layers.append((arr(f"w{i}"), arr(f"b{i}")))
+    to_mel = arr("to_mel")
+    dilation = int(arr("dilation"))
+    offsets = tuple(int(o) for o in arr("offsets"))
+    ok = bool(convs) and bool(layers) and dilation >= 1
+    c_in = convs[0][0].shape[2] if convs and convs[0][0].ndim == 4 else -1
+    for w, b in convs:
+        ok = ok and w.ndim == 4 and w.shape[2] == c_in and w.shape[3] == len(b)
+        ok = ok and w.shape[0] % 2 == 1 and w.shape[1] == 3
+        c_in = w.shape[3] if w.ndim == 4 else -1
+    if not ok or to_mel.shape[1] % 2 ** len(convs):
+        raise ValueError(
+            f"{path}: {name}_c*_w: expected convolutions (odd k_mel, 3, c_in, c_out) chained "
+            f"over a mel axis that halves {len(convs)} times, and {name}_dilation >= 1"
+        )
+    n_cues = len(arr("cue_mean"))
+    want = (c_in * (to_mel.shape[1] >> len(convs)) + n_cues) * len(offsets)
+    if layers[0][0].shape[0] != want:
+        raise ValueError(
+            f"{path}: {name}_w0: takes {layers[0][0].shape[0]} inputs, the convolutions and "
+            f"{len(offsets)} offsets give {want}"
+        )
+    head = Mlp(np.zeros(want, np.float32), np.ones(want, np.float32), layers)
+    return MelConv(to_mel, arr("mel_scale"), arr("cue_mean"), arr("cue_std"), convs, dilation,
+                   head, offsets)  # fmt: skip
