@@ -210,6 +210,30 @@ def _standardised(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray):
     return mean, std, xt, torch.from_numpy(voice).float(), torch.from_numpy(vowel).long()
 
 
+def _trainer(params, vowel: np.ndarray, steps: int):
+    """The losses, class weights, optimiser and schedule every net here trains with: -> step(z,
+    voice, vowel), one optimiser step on logits z (n, 6) against those targets (vowel -1: none)."""
+    import torch
+
+    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
+    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
+    opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    bce = torch.nn.BCEWithLogitsLoss()
+    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
+
+    def step(z, voice_t, vowel_t) -> None:
+        loss = bce(z[:, 0], voice_t)
+        if (vowel_t >= 0).any():
+            loss = loss + ce(z[:, 1:], vowel_t)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+
+    return step
+
+
 def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed) -> Mlp:
     import torch
 
@@ -222,28 +246,15 @@ def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, se
         if i < len(dims) - 2:
             mods += [torch.nn.ReLU(), torch.nn.Dropout(0.1)]
     net = torch.nn.Sequential(*mods)
-    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
-    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
-    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=1e-4)
     n = len(xt)
-    steps = epochs * (n // 512 + 1)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    step = _trainer(net.parameters(), vowel, epochs * (n // 512 + 1))
     g = torch.Generator().manual_seed(seed)
-    bce = torch.nn.BCEWithLogitsLoss()
-    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
     net.train()
     for _ in range(epochs):
         perm = torch.randperm(n, generator=g)
         for i in range(0, n, 512):
             idx = perm[i : i + 512]
-            z = net(xt[idx])
-            loss = bce(z[:, 0], vt[idx])
-            if (wt[idx] >= 0).any():
-                loss = loss + ce(z[:, 1:], wt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
+            step(net(xt[idx]), vt[idx], wt[idx])
     layers = [
         (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
         for m in net
@@ -327,15 +338,9 @@ def _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed
         return head(h)
 
     params = [*convs.parameters(), *head.parameters()]
-    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
-    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
-    opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=1e-4)
     batch = 16
-    steps = epochs * (len(starts) // batch + 1)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    step = _trainer(params, vowel, epochs * (len(starts) // batch + 1))
     g = torch.Generator().manual_seed(seed)
-    bce = torch.nn.BCEWithLogitsLoss()
-    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
     span = torch.arange(chunk)
     convs.train()
     drop.train()
@@ -344,15 +349,7 @@ def _fit_tcn(x, voice, vowel, lengths, channels, dilations, causal, epochs, seed
         for i in range(0, len(perm), batch):
             idx = perm[i : i + batch, None] + span[None]  # (b, t)
             z = forward(xt[idx].transpose(1, 2))  # (b, 6, t)
-            z = z.transpose(1, 2).reshape(-1, 6)
-            wi = wt[idx].reshape(-1)
-            loss = bce(z[:, 0], vt[idx].reshape(-1))
-            if (wi >= 0).any():
-                loss = loss + ce(z[:, 1:], wi)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
+            step(z.transpose(1, 2).reshape(-1, 6), vt[idx].reshape(-1), wt[idx].reshape(-1))
     conv_w = [
         (c.weight.detach().numpy().transpose(2, 1, 0).copy(), c.bias.detach().numpy().copy())
         for c in convs
@@ -472,14 +469,8 @@ def fit_mel_conv(
     share = lengths[usable] / lengths[usable].sum()
     per_epoch = int(lengths[usable].sum() // (run - 2 * MEL_MARGIN)) + 1
     batch = 8
-    counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
-    cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
-    opt = torch.optim.AdamW(modules.parameters(), lr=2e-3, weight_decay=1e-4)
-    steps = epochs * (per_epoch // batch + 1)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    step = _trainer(modules.parameters(), vowel, epochs * (per_epoch // batch + 1))
     rng = np.random.default_rng(seed)
-    bce = torch.nn.BCEWithLogitsLoss()
-    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
     span = torch.arange(run)
     inner = slice(MEL_MARGIN, run - MEL_MARGIN)
 
@@ -495,14 +486,7 @@ def fit_mel_conv(
             idx = torch.from_numpy(st[i : i + batch])[:, None] + span[None]  # (b, run)
             z = _mel_forward(pairs(convs), pairs(head), mel_t[idx], cue_t[idx], offsets,
                              dilation, drop)[:, inner].reshape(-1, 6)  # fmt: skip
-            wi = wt[idx][:, inner].reshape(-1)
-            loss = bce(z[:, 0], vt[idx][:, inner].reshape(-1))
-            if (wi >= 0).any():
-                loss = loss + ce(z[:, 1:], wi)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
+            step(z, vt[idx][:, inner].reshape(-1), wt[idx][:, inner].reshape(-1))
 
     def np_(a):
         return a.detach().numpy().copy()
