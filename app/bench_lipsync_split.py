@@ -59,6 +59,9 @@ RECIPES = {
     # or one averaged in beside them
     "mel-offline": {"offline_mel": "instead"},
     "mel-beside": {"offline_mel": "beside"},
+    # its time taps 3 hops apart instead of 2; twice the channels (tried, not kept)
+    "mel-beside-d3": {"offline_mel": "beside", "mel": {"dilation": 3}},
+    "mel-beside-wide": {"offline_mel": "beside", "mel": {"channels": (32, 64)}},
 }
 
 

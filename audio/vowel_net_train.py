@@ -432,6 +432,8 @@ def fit_mel_conv(
     dilation: int = MEL_DILATION,
     dropout: float = 0.1,
     run: int = MEL_RUN,
+    channels: tuple[int, ...] = MEL_CHANNELS,
+    hidden: tuple[int, ...] = MEL_HIDDEN,
 ) -> MelConv:
     """A `audio.mel_conv.MelConv` on the hop vectors `hops` (n, blocks * BLOCK) of the tracks
     `lengths` (in order), trained on runs of `run` hops inside one track, drawn at random
@@ -454,11 +456,11 @@ def fit_mel_conv(
 
     convs = torch.nn.ModuleList()
     c_in = mel_np.shape[1]
-    for c in MEL_CHANNELS:
+    for c in channels:
         convs.append(torch.nn.Conv2d(c_in, c, (MEL_K, 3)))
         c_in = c
-    n_feat = (c_in * (n_mels >> len(MEL_CHANNELS)) + cue_np.shape[1]) * len(offsets)
-    dims = [n_feat, *MEL_HIDDEN, 6]
+    n_feat = (c_in * (n_mels >> len(channels)) + cue_np.shape[1]) * len(offsets)
+    dims = [n_feat, *hidden, 6]
     head = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in itertools.pairwise(dims))
     drop = torch.nn.Dropout(dropout)
     modules = torch.nn.ModuleList([convs, head])

@@ -78,6 +78,7 @@ OFFLINE_TCN: dict = {}
 # (docs/BENCHMARKS.md); "beside" shuts more of the unheard style's pauses and runs one such
 # net, not two.
 OFFLINE_MEL = "beside"
+MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its defaults
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -109,6 +110,7 @@ def build_net(
     offline_tcn: dict | None = None,
     cache: dict | None = None,
     offline_mel: str | None = None,
+    mel: dict | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -121,8 +123,10 @@ def build_net(
     convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
     the hop vectors instead of an MLP over stacked hops. `cache`: a dict that keeps the
     examples between calls of the same data settings (recipes that differ in their nets
-    alone train on the very same examples). `offline_mel`: `OFFLINE_MEL` when None."""
+    alone train on the very same examples). `offline_mel`, `mel`: `OFFLINE_MEL`, `MEL` when
+    None."""
     offline_mel = OFFLINE_MEL if offline_mel is None else offline_mel
+    mel = MEL if mel is None else mel
     if offline_mel not in ("", "instead", "beside"):
         raise ValueError(f"offline_mel: expected '', 'instead' or 'beside', got {offline_mel!r}")
     live_tcn = LIVE_TCN if live_tcn is None else live_tcn
@@ -170,13 +174,13 @@ def build_net(
             )  # fmt: skip
         return cache[k]
 
-    def offline_net(h, off_seed, mel=False):
+    def offline_net(h, off_seed, conv=False):
         if offline_tcn:
             return fit_tcn(h.offline, h.voice, h.vowel, h.lengths, causal=False, epochs=epochs,
                            seed=off_seed, **offline_tcn)  # fmt: skip
-        if mel:
+        if conv:
             return fit_mel_conv(h.offline, h.voice, h.vowel, h.lengths, offline_offsets,
-                                epochs=epochs, seed=off_seed)  # fmt: skip
+                                epochs=epochs, seed=off_seed, **mel)  # fmt: skip
         return train_offline(_stacked(h, (0,), offline_offsets), epochs=epochs, seed=off_seed - 1)
 
     hop = hop_examples(tracks, n_aug)
@@ -187,7 +191,7 @@ def build_net(
                            epochs=epochs, seed=seed, **live_tcn)  # fmt: skip
     kept_off = None if base is None else base.offline
     if base is None and (offline_tcn or offline_mel == "instead"):
-        kept_off = offline_net(hop, seed + 1, mel=offline_mel == "instead")
+        kept_off = offline_net(hop, seed + 1, conv=offline_mel == "instead")
     names = ", ".join(v.name for v in specs)
     info = (
         f"scripts/build_default_profile.py: {len(ex.voice)} hops ({n_aug} augmented copies) of "
@@ -218,12 +222,12 @@ def build_net(
         if more_seeds:
             net.info += f"; averaged with {more_seeds} more offline net(s), other seeds"
         if offline_mel == "beside":
-            net.offline_more.append(offline_net(hop, seed + 1, mel=True))
+            net.offline_more.append(offline_net(hop, seed + 1, conv=True))
             net.info += "; averaged with an offline net of mel and time convolutions"
     if base is None and more_without:
         sub = [v for v in specs if v.lang not in more_without]
         net.offline_more.append(offline_net(hop_examples(_tracks(sub), MORE_N_AUG), seed + 1,
-                                            mel=offline_mel == "instead"))  # fmt: skip
+                                            conv=offline_mel == "instead"))  # fmt: skip
         net.info += (
             f"; averaged with a second offline net ({MORE_N_AUG} copies) without the voices "
             f"of {', '.join(more_without)}"

@@ -48,7 +48,9 @@ def _tiny_net(tmp_path) -> tuple[VowelNet, VowelNet]:
     """(as trained, as loaded from its file): an MLP offline net with a mel-convolution net
     averaged beside it, as the shipped recipe may build."""
     x, voice, vowel, lengths = _hops()
-    mel = fit_mel_conv(x, voice, vowel, lengths, OFFS, epochs=1, run=64)
+    mel = fit_mel_conv(
+        x, voice, vowel, lengths, OFFS, epochs=1, run=64, channels=(4, 8), hidden=(16,)
+    )
     rng = np.random.default_rng(5)
     dim = len(OFFS) * 2 * HOP_DIM
 
