@@ -12,8 +12,8 @@ Input: a clip's hop vectors (`audio.vowel_net.offline_inputs` at offsets (0,)). 
 `BLOCK` columns starts with a cepstrum, which is turned back into the smoothed log-mel shape it
 stands for (the inverse of the cepstrum's DCT, the dropped coefficients zero); the blocks (the
 mix and the separated voice) are the convolutions' channels. Two convolutions over (mel, hop)
-— kernel `MEL_K` x 3, the time taps `dilation` hops apart, zero padding, ReLU, max-pool 2 along
-mel — give each hop's features once; with the blocks' other columns (periodicity, flatness)
+— kernel 5 x 3 as shipped (`audio.vowel_net_train.MEL_K`), the time taps `dilation` hops
+apart, zero padding, ReLU, max-pool 2 along mel — give each hop's features once; with the blocks' other columns (periodicity, flatness)
 they are stacked at the net's offsets (edges held, as `audio.vowel_net.stack`) and an MLP gives
 `Mlp`'s 6 outputs: p(voice) and A I U E O.
 
@@ -28,7 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-__all__ = ["BLOCK", "MelConv", "cepstrum_to_mel", "load_mel_conv", "mel_conv_arrays"]
+__all__ = [
+    "BLOCK",
+    "MelConv",
+    "cepstrum_to_mel",
+    "load_mel_conv",
+    "mel_conv_arrays",
+    "split_blocks",
+]
 
 BLOCK = 22  # columns per block of a hop vector: n_coefs cepstra, then the block's own cues
 
@@ -58,10 +65,6 @@ class MelConv:
     dilation: int  # hops between a convolution's time taps
     head: object  # audio.vowel_net.Mlp over the stacked hop features (no scaling of its own)
     offsets: tuple[int, ...]
-
-    @property
-    def blocks(self) -> int:
-        return self.convs[0][0].shape[2]
 
     def hop_features(self, hops: np.ndarray) -> np.ndarray:
         """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, features): each
