@@ -34,6 +34,7 @@ __all__ = [
     "cepstrum_to_mel",
     "load_mel_conv",
     "mel_conv_arrays",
+    "scaled_inputs",
     "split_blocks",
 ]
 
@@ -55,6 +56,15 @@ def split_blocks(hops: np.ndarray, n_coefs: int) -> tuple[np.ndarray, np.ndarray
     return b[:, :, :n_coefs], b[:, :, n_coefs:].reshape(len(hops), -1)
 
 
+def scaled_inputs(hops, to_mel, mel_scale, cue_mean, cue_std) -> tuple[np.ndarray, np.ndarray]:
+    """Hop vectors (n, blocks * BLOCK) -> what the convolutions and the head read: the scaled
+    log-mel shapes (n, blocks, mels) and the scaled cues (n, n_cues). Numpy inference
+    (`MelConv.hop_features`) and torch training (`audio.vowel_net_train`) both start here."""
+    cep, cues = split_blocks(hops, to_mel.shape[0])
+    mel = (cep @ to_mel - mel_scale[0]) / mel_scale[1]
+    return mel.astype(np.float32), ((cues - cue_mean) / cue_std).astype(np.float32)
+
+
 @dataclass
 class MelConv:
     to_mel: np.ndarray  # (n_coefs, n_mels)
@@ -69,15 +79,18 @@ class MelConv:
     def hop_features(self, hops: np.ndarray) -> np.ndarray:
         """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, features): each
         hop's convolution output, then its scaled cues."""
-        cep, cues = split_blocks(hops, len(self.to_mel))
-        mel = (cep @ self.to_mel - self.mel_scale[0]) / self.mel_scale[1]  # (n, blocks, mels)
-        h = np.ascontiguousarray(mel.transpose(0, 2, 1), dtype=np.float32)  # (n, mels, c)
+        mel, cues = self.scaled(hops)  # (n, blocks, mels), (n, n_cues)
+        h = np.ascontiguousarray(mel.transpose(0, 2, 1))  # (n, mels, c)
         n = len(h)
         for w, b in self.convs:
             out = _conv(h, w, b, self.dilation)
             h = np.maximum(out[:, 0::2], out[:, 1::2])  # max-pool 2 along mel
         feats = h.transpose(0, 2, 1).reshape(n, -1)  # per hop: (channel, mel), as torch's
-        return np.concatenate([feats, (cues - self.cue_mean) / self.cue_std], axis=1)
+        return np.concatenate([feats, cues], axis=1)
+
+    def scaled(self, hops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`scaled_inputs` with this net's scales."""
+        return scaled_inputs(hops, self.to_mel, self.mel_scale, self.cue_mean, self.cue_std)
 
     def logits(self, hops: np.ndarray) -> np.ndarray:
         """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, 6) logits: the head

@@ -20,7 +20,7 @@ import numpy as np
 from audio import augment
 from audio.backings import backing as styled_backing
 from audio.lipsync_eval import Track
-from audio.mel_conv import MelConv, cepstrum_to_mel, split_blocks
+from audio.mel_conv import MelConv, cepstrum_to_mel, scaled_inputs, split_blocks
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
 from audio.vowel_net import (
@@ -366,16 +366,9 @@ MEL_HIDDEN = (128,)
 MEL_RUN, MEL_MARGIN = 192, 16  # training runs (hops) and the hops at each end left unscored
 
 
-def _mel_inputs(hops, to_mel, mel_scale, cue_mean, cue_std):
-    """Hop vectors (n, blocks * BLOCK) -> the scaled log-mel shapes (n, blocks, mels) and
-    cues (n, cues) the torch net takes (`MelConv.hop_features`' numbers before its convolutions)."""
-    cep, cues = split_blocks(hops, to_mel.shape[0])
-    mel = (cep @ to_mel - mel_scale[0]) / mel_scale[1]
-    return mel.astype(np.float32), ((cues - cue_mean) / cue_std).astype(np.float32)
-
-
 def _mel_forward(convs, head, mel, cues, offsets, dilation, drop=None):
-    """The net in torch on runs of hops: mel (b, t, blocks, mels), cues (b, t, n) -> (b, t, 6).
+    """The net in torch on runs of hops: mel (b, t, blocks, mels), cues (b, t, n) (both as
+    `audio.mel_conv.scaled_inputs` gives them) -> (b, t, 6).
     `convs`, `head`: (weight, bias) pairs in torch's layout. Training and the tests run this one
     definition; the stacking holds each run's edges, as `audio.vowel_net.stack` a clip's."""
     import torch
@@ -412,8 +405,7 @@ def mel_conv_torch_logits(m: MelConv, hops: np.ndarray) -> np.ndarray:
     run): what training optimised, to check the numpy inference against."""
     import torch
 
-    mel, cues = _mel_inputs(np.asarray(hops, np.float32), m.to_mel, m.mel_scale, m.cue_mean,
-                            m.cue_std)  # fmt: skip
+    mel, cues = m.scaled(hops)
     convs, head = _mel_torch_weights(m)
     with torch.no_grad():
         z = _mel_forward(convs, head, torch.from_numpy(mel)[None], torch.from_numpy(cues)[None],
@@ -449,7 +441,7 @@ def fit_mel_conv(
     mel_scale = np.array([mel.mean(), mel.std() + 1e-3], np.float32)
     cue_mean, cue_std = cues.mean(axis=0), cues.std(axis=0) + 1e-3
     del mel, cep, cues
-    mel_np, cue_np = _mel_inputs(hops, to_mel, mel_scale, cue_mean, cue_std)
+    mel_np, cue_np = scaled_inputs(hops, to_mel, mel_scale, cue_mean, cue_std)
     mel_t, cue_t = torch.from_numpy(mel_np), torch.from_numpy(cue_np)
     vt = torch.from_numpy(voice).float()
     wt = torch.from_numpy(vowel).long()

@@ -86,9 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     pooled: list[float] = []
     p99s: list[float] = []
     for path in a.traces:
-        if path.name.endswith(
-            STALLS_SUFFIX
-        ):  # read beside its trace (a `*.jsonl` glob names it too)
+        # a stall file is read beside its trace (a `*.jsonl` glob names it too)
+        if path.name.endswith(STALLS_SUFFIX):
             continue
         rows = counted(path)
         if not rows:
