@@ -9,7 +9,7 @@ the weights reached so far instead; the model card then names the steps actually
 weights are exported as float16 safetensors to --export (default: the shipped weights folder,
 pipeline/diffusion/kagura/), loaded back through the real loader and evaluated — PSNR/SSIM
 against the reference painter on held-out poses, flicker on the held-out audio-driven clip with
-and without the temporal stage, an image grid (docs/img/kagura_model_grid.png), the curves
+and without the temporal stage, an image grid (docs/img/kagura_model_grid.jpg), the curves
 (docs/img/kagura_training.png) — and the model card (MODEL_CARD.md beside the weights) and a
 docs/BENCHMARKS.md section are written. --eval-only does that last part for the weights in
 --export without training.
@@ -230,7 +230,7 @@ def finalize(args: argparse.Namespace, cfg, export_dir: Path) -> None:
         metrics["train"] = _train_facts(args, cfg, steps, command)
     evaluate.write_json(export_dir / "metrics.json", metrics)
     args.docs_img.mkdir(parents=True, exist_ok=True)
-    evaluate.image_grid(pics, args.docs_img / "kagura_model_grid.png")
+    evaluate.image_grid(pics, args.docs_img / "kagura_model_grid.jpg")
     if log.is_file():
         curves = plot_curves(log, Path(cfg.out) / "curves.png")
         shutil.copy2(curves, args.docs_img / "kagura_training.png")

@@ -64,6 +64,10 @@ EOF
     # what no import needs (the packages' own tests, type stubs), and xz's strongest preset:
     # the working tree and the carried bundle must fit the device tool's 64 MiB
     find /tmp/kagura-site -type d -name tests -prune -exec rm -rf {} +
+    # compiled extensions' sources (a Cython .cpp of a megabyte), wheels' install records and
+    # software bills of materials: the importers read the METADATA only
+    find /tmp/kagura-site \( -name "*.c" -o -name "*.cpp" -o -name "*.pyx" -o -name "*.pxd" \) -delete
+    find /tmp/kagura-site -path "*.dist-info/*" \( -name RECORD -o -name sboms \) -prune -exec rm -rf {} +
     # (lazy_loader reads a package's __init__.pyi to know what it exports: librosa needs its own)
     find /tmp/kagura-site -name "*.pyi" ! -name "__init__.pyi" -delete
     XZ_OPT="-9e -T2" tar -cJf .whl/site.tar.xz -C /tmp/kagura-site .

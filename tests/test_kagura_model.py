@@ -359,7 +359,7 @@ def test_train_resume_export_and_evaluate(tmp_path):
     metrics = json.loads((export / "metrics.json").read_text())
     assert set(metrics["psnr"]) == {"studio", "ink-wash", "cyberpunk"}
     assert metrics["train"]["steps"] == 4
-    for f in (export / "MODEL_CARD.md", img / "kagura_model_grid.png", img / "kagura_training.png"):
+    for f in (export / "MODEL_CARD.md", img / "kagura_model_grid.jpg", img / "kagura_training.png"):
         assert f.is_file() and f.stat().st_size > 500, f
     assert "kagura-model" in (tmp_path / "BENCH.md").read_text()
     # re-evaluating the weights as they are keeps what their training did

@@ -18,7 +18,7 @@ clip_flicker(models, size, device, frames, clip=None) -> dict
     audio-driven clip: fast look, reference painter, model, model + temporal stage; and the
     ghosting measure (pipeline/temporal.ghosting) and Laplacian RMS of the model with and
     without the stage (clip_frames / temporal_figures: the same per preset, from parts)
-image_grid(models, size, device, png, poses=2) -> Path
+image_grid(pictures, path, poses=2) -> Path
     rows = held-out poses x presets; columns = fast render | model | reference
 export(models, folder) -> Path
     float16 safetensors in diffusers layout (what load_models reads), old files replaced
@@ -219,8 +219,10 @@ def clip_flicker(models, size, device, frames: int = 240, clip: Path | None = No
     return res
 
 
-def image_grid(pictures: dict, png: Path, poses: int = 2, scale: float = 0.5) -> Path:
-    """fast | model | reference for the first `poses` held-out poses of every preset."""
+def image_grid(pictures: dict, path: Path, poses: int = 2, scale: float = 0.5) -> Path:
+    """fast | model | reference for the first `poses` held-out poses of every preset, as a
+    JPEG (a photo-like grid: a quarter of the PNG's bytes, and the repository travels to the
+    GPU machine within a size limit) or a PNG, by `path`'s suffix."""
     from PIL import Image, ImageDraw
 
     rows = []
@@ -239,9 +241,12 @@ def image_grid(pictures: dict, png: Path, poses: int = 2, scale: float = 0.5) ->
     out = Image.new("RGB", (img.width, img.height + head.height))
     out.paste(head, (0, 0))
     out.paste(img, (0, head.height))
-    png.parent.mkdir(parents=True, exist_ok=True)
-    out.save(png, optimize=True)
-    return png
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in (".jpg", ".jpeg"):
+        out.save(path, quality=92, optimize=True)
+    else:
+        out.save(path, optimize=True)
+    return path
 
 
 def export(models, folder: Path, train_state: dict | None = None) -> Path:
