@@ -120,6 +120,10 @@ def demo_audio(seconds: float) -> tuple[np.ndarray, int]:
 # ---------------------------------------------------------------------------- one run (child)
 
 
+# the GPU chain's stages (pipeline/gpu_chain.py), timed on the GPU inside its one node
+GPU_PARTS = ("upload", "stylize", "diffusion", "temporal", "upscale", "readback")
+
+
 def _stats(values) -> list[float]:
     if len(values) == 0:
         return [0.0, 0.0, 0.0]
@@ -536,7 +540,8 @@ def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
     lines += [
         "",
         "Per stage, ms per frame (mean of the time each stage's thread spends per frame; the "
-        "stages run at once, so they overlap and do not add up):",
+        "stages run at once, so they overlap and do not add up; the GPU chain is one node, "
+        "`gpu` its issuing and `gpu wait` its waiting, its stages' GPU times below them):",
         "",
         f"| stage | 1 encoder | {n} encoders |",
         "|---|---|---|",
@@ -545,6 +550,14 @@ def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
         a = base["stage_mean_ms"].get(name)
         b = par["stage_mean_ms"].get(name)
         lines.append(f"| {name} | {_ms(a)} | {_ms(b)} |")
+    if "gpu" in names:  # the GPU chain node: each of its stages' own time
+        how = "on the GPU (CUDA events" if cfg.get("device") == "cuda" else "(wall time"
+        for name in GPU_PARTS:
+            a, b = base["frame_ms"].get(name), par["frame_ms"].get(name)
+            if a or b:
+                lines.append(
+                    f"| {name} {how}, per frame, median / P99) | {_pair(a)} | {_pair(b)} |"
+                )
     if "render_worker_ms" in par:
         lines.append(
             f"| idol render inside a worker process (median / P99) | "

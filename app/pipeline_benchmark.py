@@ -34,10 +34,10 @@ the same way (goal: at most 1.5x).
 
 Offline (`--offline --batch 8`): the stages `kagura render` builds (`app.render_job.gpu_stages`:
 upload, stylize, diffusion, temporal, upscale, readback to I420 as for an MP4), every frame
-rendered ahead by the render's RenderStage, then the frames handed to the chain `--batch` at a
-time, each stage taking them in batches of its own `max_batch` as the render's Graph gives
-them (here on one thread, events around each stage). GPU ms per frame = the batch's event time /
-its frames. Video encoding is NOT included (`kagura bench offline` measures the finished file).
+rendered ahead by the render's RenderStage, then issued `--batch` at a time through the render's
+GPU chain node (pipeline/gpu_chain.py `DeviceChain.issue`, one thread, each stage taking them in
+batches of its own `max_batch`, CUDA events around each stage). GPU ms per frame = the batch's
+event time / its frames. Video encoding is NOT included (`kagura bench offline` measures the finished file).
 
 `--random-weights KIND` builds the real architectures with RANDOM weights (timing only; the
 pictures are noise); `--model PATH` loads a diffusers-format folder. `tiny` is a test-sized
@@ -66,6 +66,7 @@ from core.benchdoc import machine_line, today, write_section
 from core.frame import Frame
 from core.stage import Context
 from core.stats import median, median_p99
+from pipeline.gpu_chain import DeviceChain, wait_ready
 
 LIVE_GOAL_MS = 12.0
 FIRST_FRAME_GOAL = 1.5
@@ -223,33 +224,30 @@ def run_live(
         f = look.render.process(new_frame(i))
         r1 = time.perf_counter()
         a = marks.mark()
-        out, done = chain.submit(f, look.stylize)
+        out = chain.submit(f, look.stylize)  # pending on CUDA (Frame.ready)
         b = marks.mark()
-        chain.release()  # no publisher thread here: nothing waits on the in-flight count
-        return (r1 - r0) * 1e3, (a, b), done, out, f.image
-
-    def wait(done) -> None:
-        if done is not None:
-            done.synchronize()
+        return (r1 - r0) * 1e3, (a, b), out, f.image
 
     with torch.inference_mode():
         # the first frame after setup: GPU time and wall-clock latency
         w0 = time.perf_counter()
-        rms, m, done, _, _ = frame(start_index)
+        rms, m, out, _ = frame(start_index)
         w1 = time.perf_counter()
-        wait(done)
+        chain.finish(out)
         res.first_wall_ms = (time.perf_counter() - w0) * 1e3
         res.first_split = (rms, (w1 - w0) * 1e3 - rms, res.first_wall_ms - (w1 - w0) * 1e3)
         if cuda:
             torch.cuda.synchronize()
         res.first_e2e_ms = marks.ms(*m)
         # steady state: no synchronize in the loop
-        spans = []
+        spans, issued = [], []
         for n in range(frames):
-            rms, m, done, _, _ = frame(start_index + 1 + n)
+            rms, m, out, _ = frame(start_index + 1 + n)
             res.render_ms.append(rms)
             spans.append(m)
-        wait(done)
+            issued.append(out)
+        for out in issued:  # after the timed loop: each done event, already reached or soon
+            chain.finish(out)
         if cuda:
             torch.cuda.synchronize()  # the one synchronize, after the timed loop
         chain.poll()  # the chain's own stage events, now all finished
@@ -260,9 +258,9 @@ def run_live(
         base = start_index + 1 + frames
         for n in range(min(LATENCY_FRAMES, frames)):
             w0 = time.perf_counter()
-            rms, _, done, out, rgba = frame(base + n)
+            rms, _, out, rgba = frame(base + n)
             w1 = time.perf_counter()
-            wait(done)
+            out = chain.finish(out)
             res.wall_ms.append((time.perf_counter() - w0) * 1e3)
             res.wall_split.append((rms, (w1 - w0) * 1e3 - rms, res.wall_ms[-1] - (w1 - w0) * 1e3))
         res.last_out, res.last_in = out.image.clone(), rgba.clone()
@@ -328,29 +326,30 @@ def run_offline(s: Setup, frames: int, batch: int) -> OfflineResult:
     res = OfflineResult(batch, n, time.perf_counter() - t0, render_ms=render_ms, graphs=cuda)
     res.batches = {st.name: max(1, st.max_batch) for st in stages}
     res.stage_ms = {k: [] for k in STAGES}
-    marks = _Marks(torch.cuda.current_stream() if cuda else None)
-    spans = []
+    # the render's GPU chain node (pipeline/gpu_chain.py): each part timed by CUDA events
+    chain = DeviceChain(s.device)
+    if cuda:
+        chain.stream.wait_stream(torch.cuda.current_stream())  # the set-up's work first
+    marks = _Marks(chain.stream)
+    pending: list = []
+    finished: list = []
     with torch.inference_mode():
         for i in range(0, n, batch):
             todo = rendered[i : i + batch]
-            m = [marks.mark()]
-            for st in stages:
-                step = max(1, st.max_batch)
-                todo = [
-                    f
-                    for j in range(0, len(todo), step)
-                    for f in st.process_batch(todo[j : j + step])
-                ]
-                m.append(marks.mark())
-            spans.append((m, len(todo)))
-        if cuda:
-            torch.cuda.synchronize()
-    names = [st.name for st in stages]
-    for m, k in spans:
-        for j, name in enumerate(names):
-            if name in res.stage_ms:
-                res.stage_ms[name].append(marks.ms(m[j], m[j + 1]) / k)
-        res.per_frame_ms.append(marks.ms(m[0], m[-1]) / k)
+            a = marks.mark()
+            out = chain.issue(todo, stages, mark=True)
+            pending.append((a, marks.mark(), out))
+            if len(pending) > 2:  # as the render's graph: a few batches ahead, not all of them
+                a, b, out = pending.pop(0)
+                finished.append((a, b, wait_ready(out)[:1]))
+        finished += [(a, b, wait_ready(out)[:1]) for a, b, out in pending]
+    for a, b, out in finished:
+        f = out[0]
+        for name in STAGES:
+            if name in f.timings and name in res.stage_ms:
+                # CPU: each part's wall ms per frame of its own batches; CUDA: its GPU ms
+                res.stage_ms[name].append(f.timings[name])
+        res.per_frame_ms.append(marks.ms(a, b) / batch)
     for st in stages:
         st.close()
     render.close()

@@ -477,7 +477,10 @@ def assemble_graph(
     # both encode yuv420p); a transparent WebM and a caller's own sink get RGBA
     i420 = req.device == "cuda" and not req.transparent and sink is None
     if req.gpu_stages:
-        stages = [first, *gpu_stages(req, preset, models, i420=i420)]
+        from pipeline.gpu_chain import chain_nodes
+
+        # the GPU chain as one node, issued as live issues it (pipeline/gpu_chain.py)
+        stages = [first, *chain_nodes(gpu_stages(req, preset, models, i420=i420), req.device)]
     else:
         stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
     # the CPU chain's own file sink: a look that makes I420 itself hands the encoder those

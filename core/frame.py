@@ -11,6 +11,9 @@
              range; pipeline/accel/i420.py), made on the GPU by the offline readback so the
              encoder needs no colour conversion. A frame carrying it has no `image`.
     timings  per-stage wall times in milliseconds (diagnostics only)
+    ready    None, or what the frame's host pictures still wait for: the GPU chain issued the
+             frame without waiting (pipeline/gpu_chain.py `Pending`); the chain's `wait`, on
+             another thread, waits for it and clears it before the frame goes further
 
 Immutable in spirit: a stage returns `frame.with_(image=...)` instead of mutating.
 """
@@ -42,6 +45,7 @@ class Frame:
     motion: torch.Tensor | None = None
     i420: torch.Tensor | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    ready: Any = None
 
     def with_(self, **changes: Any) -> Frame:
         return dataclasses.replace(self, **changes)

@@ -3,8 +3,7 @@
     UploadStage(size, device="cuda")               image + motion to the GPU (async copies)
     ReadbackStage(size, device="cuda", i420=False)  pictures back to pinned host memory
 
-Offline (`kagura render --device cuda`) they open and close the GPU stages of the graph; live,
-`UploadStage` opens the session's GPU chain (pipeline/live_gpu.py `GpuChain.parts`).
+They open and close the GPU chain (pipeline/gpu_chain.py), live and offline alike.
 """
 
 from __future__ import annotations
@@ -36,8 +35,10 @@ class UploadStage(BaseStage):
 
 
 class ReadbackStage(BaseStage):
-    """Pictures back to the host, once per batch (one copy into pinned memory, one wait).
-    Motion vectors are dropped here (nothing after needs them).
+    """Pictures back to the host: one copy per batch into page-locked memory, queued on the
+    current stream and not waited for — the GPU chain's done event says when it has landed
+    (pipeline/gpu_chain.py: the last part of its chain, live and offline). Motion vectors are
+    dropped here (nothing after needs them). On the CPU the pictures are already there.
 
     `i420=True` (opaque MP4 output): the batch is converted to I420 planes on the GPU first
     (pipeline/accel/i420.py) and the sink gets `Frame.i420` instead of RGBA: 1.5 bytes a pixel
@@ -47,10 +48,11 @@ class ReadbackStage(BaseStage):
     name = "readback"
     max_batch = 4
 
-    def __init__(self, size: tuple[int, int], device: str = "cuda", i420: bool = False):
+    def __init__(self, size: tuple[int, int] | None, device: str = "cuda", i420: bool = False):
         self.device = device
+        self.cuda = str(device).startswith("cuda")
         self.i420 = i420
-        self.needs = spec("image", size=size, device=device)
+        self.needs = spec("image", size=size, device=str(device).split(":")[0])
         self.gives = spec("i420" if i420 else "image", size=size, device="cpu")
 
     def process_batch(self, frames: list[Frame]) -> list[Frame]:
@@ -65,10 +67,12 @@ class ReadbackStage(BaseStage):
             pictures = rgba_to_i420(torch.stack([f.image for f in frames]))
         else:
             pictures = [f.image for f in frames]
-        host = pinned_empty((len(frames), *pictures[0].shape), torch.uint8)
-        for i, p in enumerate(pictures):
-            host[i].copy_(p, non_blocking=True)
-        torch.cuda.current_stream().synchronize()
+        if self.cuda:
+            host = pinned_empty((len(frames), *pictures[0].shape), torch.uint8)
+            for i, p in enumerate(pictures):
+                host[i].copy_(p, non_blocking=True)
+        else:
+            host = pictures
         ms = (time.perf_counter() - t0) * 1000.0 / len(frames)
         if self.i420:
             out = [f.with_(image=None, motion=None, i420=host[i]) for i, f in enumerate(frames)]

@@ -10,9 +10,11 @@ heavy work, so stages overlap on several cores) and moves frames through bounded
 
 This is the offline runtime (`kagura render`, `kagura bench offline`): every queue blocks
 (Policy.BLOCK: every frame reaches the file), nothing waits on a wall clock, and a stage that
-allows it receives up to `max_batch` frames at once. Live mode (pipeline/live.py) runs the same
-stage classes on the capture clock in its own frame loop (pipeline/live_frames.py), not
-through this class, with latest-wins queues (Policy.LATEST) where a late item is worthless:
+allows it receives up to `max_batch` frames at once. The GPU chain is one node here, issued on
+one CUDA stream by one thread and waited for by the next (pipeline/gpu_chain.py: `ChainStage`,
+`ChainWait`), as the live session's frame and publisher threads issue and wait for it. Live
+mode (pipeline/live.py) runs the same stage classes on the capture clock in its own frame loop
+(pipeline/live_frames.py), not through this class, with latest-wins queues (Policy.LATEST) where a late item is worthless:
 the avatar parameters, the frames for the display, the recorder (docs/ARCHITECTURE.md, "One
 runtime, two clocks").
 """
@@ -61,8 +63,10 @@ class Graph:
         self.queue_capacity = queue_capacity
 
     def build(self) -> Spec:
-        """Check the chain (core.stage.check_chain); return what reaches the sink."""
-        return check_chain(self.source_gives, [*self.stages, self.sink])
+        """Check the chain (core.stage.check_chain), a node made of parts (the GPU chain,
+        pipeline/gpu_chain.py) part by part; return what reaches the sink."""
+        parts = [p for st in self.stages for p in getattr(st, "parts", (st,))]
+        return check_chain(self.source_gives, [*parts, self.sink])
 
     def run(self, ctx: Context, on_frame: Callable[[Frame], None] | None = None) -> RunStats:
         """Run to the end of the source. On any error the sink is aborted and the error re-raised."""

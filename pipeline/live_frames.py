@@ -22,8 +22,8 @@ the idol is drawn in two steps around the frame's start and the GPU part is issu
 waiting, on one thread, which a thread per stage would not keep (docs/ARCHITECTURE.md).
 
 With GPU stages (`gpu`, pipeline/live_gpu.py) this thread issues the frame to the GPU without
-waiting; `publish_loop` (its own thread) waits for each issued frame's "done" event and hands
-it on. At most `max_in_flight` frames are on the GPU: a tick finding it that busy starts no
+waiting (`gpu.submit`: the frame comes back pending, `Frame.ready`); `publish_loop` (its own
+thread) waits for each (`gpu.finish`) and hands it on. At most `max_in_flight` frames are on the GPU: a tick finding it that busy starts no
 frame (`gpu_busy_ticks`). The quality ladder (pipeline/ladder/) changes its rung between
 frames on this thread (`gpu.poll`, from the finished frames' CUDA events).
 
@@ -177,11 +177,10 @@ class FrameLoop:
         try:
             while True:
                 try:
-                    frame, done, look, t0 = self._inflight.get()
+                    frame, look, t0 = self._inflight.get()
                 except Closed:
                     return
-                done.synchronize()  # a blocking-sync event: this thread sleeps meanwhile
-                self.gpu.release()
+                frame = self.gpu.finish(frame)  # a blocking-sync event: this thread sleeps
                 self._publish(frame, look, t0)
         except Exception as exc:
             log.exception("live publish")
@@ -294,16 +293,16 @@ class FrameLoop:
             frame = self._draw_idol(look, Frame(pts, index, p, timings=timings))
             index += 1
             if gpu is not None:
-                frame, done = gpu.submit(frame, look.stylize)
+                frame = gpu.submit(frame, look.stylize)
                 issued = {
                     ISSUE_WALL: (clock.now_ns() - t0) / 1e6,
                     ISSUE_CPU: (time.thread_time_ns() - cpu0) / 1e6,
                 }
                 frame = frame.with_(timings={**frame.timings, **issued})
-                if done is None:
+                if frame.ready is None:
                     self._publish(frame, look, t0)
                 else:
-                    self._inflight.put((frame, done, look, t0))
+                    self._inflight.put((frame, look, t0))
                 continue
             frame = look.stylize.process(frame)
             self._publish(frame, look, t0)

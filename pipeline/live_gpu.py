@@ -11,10 +11,12 @@ The chain, per frame (the idol is rendered on the CPU by the session's look, as 
                              └ look ┘  └──────── ladder stages ────────┘
 
 Threads. The session's frame thread issues the whole chain for a frame on one high-priority
-CUDA stream (docs/ARCHITECTURE.md, rule 5) and does not wait for it: the readback into page-locked host
-memory is queued, a "done" event recorded, and the frame handed to the session's publisher
-thread, which waits for that event (a blocking-sync event: that thread sleeps, the frame
-thread renders the next frame meanwhile) and only then puts the frame on the output queue.
+CUDA stream (docs/ARCHITECTURE.md, rule 5) and does not wait for it: `submit` hands it to the
+chain's `DeviceChain.issue` (pipeline/gpu_chain.py, the same issuing as the offline render's),
+which queues the readback into page-locked host memory and records a "done" event; the frame
+goes to the session's publisher thread, whose `finish` waits for that event (a blocking-sync
+event: that thread sleeps, the frame thread renders the next frame meanwhile) before it puts
+the frame on the output queue.
 At most `max_in_flight` frames are issued and not yet published: a tick that finds that many
 still on the GPU starts no frame (counted as `gpu_busy_ticks`) — latency stays bounded and the
 quality ladder, seeing the GPU times over budget, makes frames cheaper.
@@ -29,8 +31,8 @@ issued inside an NVTX range of its name (core/nvtx.py), so a profiler's timeline
 stylize, diffusion, temporal, upscale and readback.
 
 The chain as one value: `GpuChain.parts(stylize)` (upload, the look's stylize, the ladder
-stages) is what `_issue` runs, in order, and with the look's render before it and `readback`
-after it what `pipeline.live_chain.check_live` checks (core.stage.check_chain, the offline
+stages) and `readback` are what `submit` issues, in order, and with the look's render before
+them what `pipeline.live_chain.check_live` checks (core.stage.check_chain, the offline
 graph's check).
 
 Setup (`GpuChain.setup(look)`, in the session's constructor — off the UI thread in the app):
@@ -70,11 +72,11 @@ import torch
 
 from core.avatar import AvatarParams
 from core.frame import Frame
-from core.nvtx import stage_range
-from core.stage import Context, spec
+from core.stage import Context
 from core.trace import step
 from pipeline.cpu_memory import freeze_setup_objects
-from pipeline.device_io import UploadStage
+from pipeline.device_io import ReadbackStage, UploadStage
+from pipeline.gpu_chain import DeviceChain, wait_ready
 from pipeline.ladder import (
     DiffusionLadder,
     LadderPlan,
@@ -95,27 +97,7 @@ log = logging.getLogger(__name__)
 
 BUDGET_SHARE = 0.8  # default budget: this share of the frame period for the ladder stages
 # the chain's parts its own StageTimer times; the ladder stages time themselves (LadderStage)
-TIMED_BY_CHAIN = frozenset({"upload", "stylize"})
-
-
-class Readback:
-    """The chain's last step: the picture back to the host. On CUDA a copy into page-locked
-    memory, queued on the stream (the frame's done event says when it has landed); on the CPU
-    the picture itself."""
-
-    name = "readback"
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.needs = spec("image", device=device.type)
-        self.gives = spec(device="cpu")
-
-    def to_host(self, image: torch.Tensor) -> torch.Tensor:
-        if not self.cuda:
-            return image.cpu()
-        host = torch.empty(tuple(image.shape), dtype=torch.uint8, pin_memory=True)
-        host.copy_(image, non_blocking=True)
-        return host
+TIMED_BY_CHAIN = frozenset({"upload", "stylize", "readback"})
 
 
 def shared_upscalers(make_x4: Callable[[tuple[int, int]], Any]) -> Callable:
@@ -232,7 +214,7 @@ class LiveGpu:
 
 class GpuChain:
     """One session's GPU chain (see the module doc). Frame-thread methods: set_preset, poll,
-    busy, submit. Publisher thread: release. What a frame runs through, in order:
+    busy, submit. Publisher thread: finish. What a frame runs through, in order:
     `parts(stylize)` then `readback` (pipeline/live_chain.py `live_stages`: the whole chain,
     checked by `check_live` in `setup`)."""
 
@@ -256,12 +238,10 @@ class GpuChain:
             out_size[0], out_size[1], fps, 48000, mode="live", extras={"device": spec.device}
         )
         self.upload = UploadStage(render_size, spec.device)
-        self.readback = Readback(self.device)
-        self.stream = None
-        if self.cuda:
-            from pipeline.accel import high_priority_stream
-
-            self.stream = high_priority_stream(self.device)
+        self.readback = ReadbackStage(out_size, spec.device)
+        # the chain's one stream, issued the same way as the offline render's (gpu_chain.py)
+        self.chain = DeviceChain(self.device)
+        self.stream = self.chain.stream
         self.diffusion: DiffusionLadder | None = None
         self.temporal: TemporalLadder | None = None
         self.vsr: VsrLadder | None = None
@@ -464,13 +444,7 @@ class GpuChain:
                 for st in self.stages:
                     st.apply(i, rung)
                 f = Frame(0, i, AvatarParams(), image=img, motion=motion)
-                if self.cuda:
-                    with torch.cuda.stream(self.stream):
-                        self._issue(f, stylize)
-                else:
-                    self._issue(f, stylize)
-            if self.cuda:
-                torch.cuda.synchronize(self.device)
+                wait_ready(self.chain.issue([f], self._chain_of(stylize)))
         finally:
             for st, t in zip(self.stages, timers, strict=True):
                 st.timer = t
@@ -523,52 +497,38 @@ class GpuChain:
         with self._lock:
             return self.in_flight >= self.max_in_flight
 
-    def release(self) -> None:
-        """A frame was published (publisher thread)."""
-        with self._lock:
-            self.in_flight -= 1
-
     def parts(self, stylize: Any) -> tuple:
         """What a frame runs through on the device, in order: upload, the look's `stylize`,
-        the ladder stages (then `readback`, issued by `submit`)."""
+        the ladder stages (then `readback`; `submit` issues them all on the chain's stream)."""
         return (self.upload, stylize, *self.stages)
 
-    def _issue(self, frame: Frame, stylize: Any) -> Frame:
-        """`parts(stylize)`, queued on the current stream; CUDA events per stage."""
-        t = self._timer if self._timing else None
-        f = frame
-        for st in self.parts(stylize):
-            here = t is not None and st.name in TIMED_BY_CHAIN
-            tok = t.begin() if here else None
-            with stage_range(st.name):  # NVTX ranges: each stage by name in a profiler
-                f = st.process(f)
-            if here:
-                t.end(st.name, tok, [f.index])
-        return f
+    def _chain_of(self, stylize: Any) -> tuple:
+        """The whole chain a frame drawn by a look with `stylize` runs through."""
+        return (*self.parts(stylize), self.readback)
 
-    def submit(self, frame: Frame, stylize: Any) -> tuple[Frame, Any]:
-        """Issue one rendered frame (CPU image + motion) through the chain. Returns (the frame
-        with its host image — valid once `done` has completed —, done event or None (CPU))."""
+    def submit(self, frame: Frame, stylize: Any) -> Frame:
+        """Issue one rendered frame (CPU image + motion) through the chain (frame thread). On
+        CUDA the returned frame is pending: its host image is valid once `finish` has returned
+        it (publisher thread); on the CPU it is finished."""
         self.frames += 1
         self._check_lower_rungs()
-        if not self.cuda:
-            f = self._issue(frame, stylize)
-            out = f.with_(image=self.readback.to_host(f.image), motion=None)
-            self.qc.observe(out)
-            return out, None
-        with self._lock:
-            self.in_flight += 1
-        with torch.cuda.stream(self.stream):
-            f = self._issue(frame, stylize)
-            tok = self._timer.begin()
-            with stage_range(self.readback.name):
-                host = self.readback.to_host(f.image)
-            self._timer.end(self.readback.name, tok, [f.index])
-            done = torch.cuda.Event(blocking=True)
-            done.record(self.stream)
-        out = f.with_(image=host, motion=None)
+        if self.cuda:
+            with self._lock:
+                self.in_flight += 1
+        t = self._timer if self._timing else None
+        (out,) = self.chain.issue([frame], self._chain_of(stylize), timer=t, timed=TIMED_BY_CHAIN)
         self.qc.observe(out)
-        return out, done
+        return out
+
+    def finish(self, frame: Frame) -> Frame:
+        """A submitted frame once its picture is on the host (publisher thread: sleeps until
+        then); it no longer counts as in flight."""
+        if frame.ready is None:
+            return frame
+        (done,) = wait_ready([frame])
+        with self._lock:
+            self.in_flight -= 1
+        return done
 
     # -- reporting ------------------------------------------------------------------------------
 

@@ -70,8 +70,8 @@ def test_gpu_chain_checks_the_whole_chain_with_its_first_look_and_runs_it():
         # what submit runs is what the check walked
         assert [s.name for s in chain.parts(look.stylize)] == names[1:-1]
         f = look.render.process(Frame(0, 0, AvatarParams()))
-        out, done = chain.submit(f, look.stylize)
-        assert done is None and tuple(out.image.shape) == (SIZE[1], SIZE[0], 4)
+        out = chain.submit(f, look.stylize)
+        assert out.ready is None and tuple(out.image.shape) == (SIZE[1], SIZE[0], 4)
         assert {"stylize", "temporal"} <= set(out.timings)  # the CPU: wall times stamped
     finally:
         chain.close()

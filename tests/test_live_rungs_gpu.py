@@ -47,10 +47,9 @@ def test_lower_rungs_are_captured_beside_the_frames_then_every_rung_runs():
 
         def frame(i: int):
             f = look.render.process(Frame(i * 16_666_667, i, AvatarParams()))
-            out, done = chain.submit(f, look.stylize)
-            done.synchronize()
-            chain.release()
-            return out
+            out = chain.submit(f, look.stylize)
+            assert out.ready is not None  # issued, not waited for
+            return chain.finish(out)
 
         shown = 0
         while chain.ladder_pending:  # frames issued while the captures run

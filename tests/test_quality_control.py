@@ -340,7 +340,7 @@ def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread
 
         def frame(i):
             f = look.render.process(Frame(i * 33_333_333, i, AvatarParams()))
-            return chain.submit(f, look.stylize)[0]
+            return chain.submit(f, look.stylize)
 
         out = [frame(i) for i in range(3)]
         assert all(tuple(f.image.shape) == (96, 128, 4) for f in out)
@@ -353,7 +353,7 @@ def test_live_chain_refits_the_ladder_when_the_preset_changes(models, one_thread
         ]
         assert chain.qc.level == 1  # the same settings as before: 1 step, full size
         f = look.render.process(Frame(4 * 33_333_333, 4, AvatarParams()))
-        g = chain.submit(f, cyber.stylize)[0]
+        g = chain.submit(f, cyber.stylize)
         assert g.timings["diffusion.steps"] == 1 and g.timings["diffusion.rung"] == 1
         assert chain.diffusion.active.preset.prompt == cyber.preset.diffusion.prompt
         assert {"diffusion", "temporal", "upscale", "stylize"} <= set(chain.stage_stats())
@@ -397,7 +397,7 @@ def _lower_rung_chain(models):
 
     def frame(i):
         f = look.render.process(Frame(i * 33_333_333, i, AvatarParams()))
-        return chain.submit(f, look.stylize)[0]
+        return chain.submit(f, look.stylize)
 
     chain.setup(look)
     small = chain.diffusion.variants[(40, 32)]
