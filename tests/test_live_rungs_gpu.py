@@ -69,3 +69,49 @@ def test_lower_rungs_are_captured_beside_the_frames_then_every_rung_runs():
     finally:
         chain.close()
         look.close()
+
+
+def test_only_the_presets_step_count_is_captured_before_the_first_frame():
+    """A 1-step preset's chain captures its start size for 1 step only; 2 steps (another
+    preset's) are captured beside the first frames in a second variant of that size, which a
+    switch to a 2-step preset then runs on."""
+    from core.avatar import AvatarParams
+    from core.frame import Frame
+    from pipeline.look import build_look
+
+    gpu = _live_gpu()
+    render_size, out_size = gpu.sizes((1920, 1080))
+    look = build_look("studio", render_size, 60, False, "cuda", for_model=True)
+    chain = gpu.build(look.preset, render_size, out_size, 60)
+    chain.setup(look)
+    ink = build_look("ink-wash", render_size, 60, False, "cuda", for_model=True)
+    try:
+        assert look.preset.diffusion.steps == 1 and ink.preset.diffusion.steps == 2
+        size = tuple(chain.qc.rung.latent)
+        first, second = chain.diffusion.variants[size], chain.diffusion.more[size]
+        assert first.setup_done and set(first._graphs) == {(1, False)}
+
+        def frame(i: int, lk):
+            f = lk.render.process(Frame(i * 16_666_667, i, AvatarParams()))
+            return chain.finish(chain.submit(f, lk.stylize))
+
+        out = frame(0, look)
+        assert chain.diffusion.active is first
+        assert chain.wait_ladder(60), chain.spec.notices
+        assert second.setup_done and set(second._graphs) == {(2, False)}
+        chain.set_preset(ink.preset)
+        out = frame(1, ink)
+        assert chain.plan.rungs[0].steps == 2
+        chain.qc.force(0, 0, "test")  # the ladder climbs to 2 steps only after good frames
+        for i in range(2, 5):
+            out = frame(i, ink)
+        assert chain.diffusion.active is second and out.timings["diffusion.steps"] == 2
+        assert tuple(out.image.shape) == (out_size[1], out_size[0], 4)
+        assert float(out.image[..., :3].float().std()) > 1.0
+        chain.set_preset(look.preset)  # back to one step: the first variant again
+        out = frame(5, look)
+        assert chain.diffusion.active is first and out.timings["diffusion.steps"] == 1
+    finally:
+        chain.close()
+        look.close()
+        ink.close()
