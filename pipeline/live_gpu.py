@@ -39,10 +39,8 @@ Setup (`GpuChain.setup(look)`, in the session's constructor — off the UI threa
 the models are loaded once (`LiveGpu.models` may be a callable; the result is cached on the
 LiveGpu, so the app's next session reuses it), every ladder stage is built, the whole chain is
 checked with the session's first look (a GraphError before any stage is set up), then what the
-start rung runs on is set up — its DiffusionStage (a CUDA graph for the preset's step count
-only: the other counts, for another preset or a rung of fewer steps, in a second variant of that
-size set up with the lower rungs) and its upscalers (a CUDA graph per shape) — and one frame run
-through the chain at that rung.
+start rung runs on is set up — its DiffusionStage (CUDA graphs for every k <= max_steps) and
+its upscalers (a CUDA graph per shape) — and one frame run through the chain at that rung.
 The other rungs' stages are set up on a helper thread while the first frames flow
 (pipeline/ladder/prepare.py, `LowerRungs`). Until they are ready the ladder is held
 (`QualityControl.hold`: frames measured, no decision: their cost is shared with that set-up,
@@ -293,8 +291,8 @@ class GpuChain:
         if self._models is not None:
             from pipeline.diffusion import DiffusionStage
 
-            def variant(scale: float, capture: tuple[int, ...] | None) -> DiffusionStage:
-                return DiffusionStage(
+            variants = [
+                DiffusionStage(
                     self._models,
                     self._preset,
                     rs[0],
@@ -307,22 +305,10 @@ class GpuChain:
                     latent_scale=scale,
                     compile_unet=spec.compile_unet,
                     compile_cache=spec.compile_cache,
-                    capture_steps=capture,
                 )
-
-            # before the first frame only the preset's step count is captured at the start
-            # rung's size; the others (another preset's, a rung of fewer steps) are captured
-            # in a second variant of that size beside the first frames, with the lower rungs
-            start = tuple(plan.rungs[min(max(0, spec.start_rung), len(plan.rungs) - 1)].latent)
-            graphs = self.cuda and spec.cuda_graphs
-            later = tuple(k for k in range(1, plan.max_steps + 1) if k != steps)
-            variants, more = [], []
-            for size, scale in plan.latent_scales.items():
-                first = graphs and tuple(size) == start and bool(later)
-                variants.append(variant(scale, (steps,) if first else None))
-                if first:
-                    more.append(variant(scale, later))
-            self.diffusion = DiffusionLadder(variants, self._preset, more=more)
+                for scale in plan.latent_scales.values()
+            ]
+            self.diffusion = DiffusionLadder(variants, self._preset)
             self.stages.append(self.diffusion)
         if spec.temporal:
             from pipeline.temporal import TemporalStage
@@ -360,17 +346,13 @@ class GpuChain:
         first = self.qc.rung
         self._first = (tuple(first.latent), int(first.vsr_scale))
         for st in self.stages:
-            if st is self.diffusion:  # its second variant with the lower rungs
-                st.prepare([first], self.ctx, more=False)
-            else:
-                st.prepare([first], self.ctx)
+            st.prepare([first], self.ctx)
             step(f"live {type(st).__name__} set up")
         self._warm(look.stylize, [self.qc.level])
         step("live chain warmed")
         freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
-        more = self.diffusion is not None and bool(self.diffusion.more)
-        if more or any(not self._on_first(r) for r in plan.rungs):
+        if any(not self._on_first(r) for r in plan.rungs):
             # every rung, not only the lower ones: a frame between two rungs may meet the
             # upscaler at one rung's scale with the other rung's picture size (what is set up
             # already is skipped)
@@ -391,12 +373,9 @@ class GpuChain:
         )
 
     def _on_first(self, rung: Rung) -> bool:
-        """Whether `rung`, with the preset in use, runs on what was set up before the first
-        frame (the diffusion variant of the preset's step count; temporal is one stage)."""
-        if (tuple(rung.latent), int(rung.vsr_scale)) != self._first:
-            return False
-        d = getattr(self._preset, "diffusion", None)
-        return self.diffusion is None or d is None or self.diffusion.can_run(rung, d)
+        """Whether `rung` runs on what was set up before the first frame (the diffusion
+        variant covers every step count; temporal is one stage)."""
+        return (tuple(rung.latent), int(rung.vsr_scale)) == self._first
 
     def _first_rungs_only(self, plan: LadderPlan) -> LadderPlan:
         """`plan` with only the rungs that run on what was set up before the first frame."""
@@ -428,8 +407,6 @@ class GpuChain:
             self.ladder_ready_s = rest.seconds
         else:
             self._first_only = True
-            if self.diffusion is not None:
-                self.diffusion.more.clear()  # only the step count captured first runs
             self.plan = self._first_rungs_only(self.plan)
             keep = self.plan.rungs
             self.qc.retarget(keep, 0)
@@ -476,7 +453,7 @@ class GpuChain:
         for st in self.stages:
             st.apply(level, self.plan.rungs[level])
         if self.diffusion is not None:
-            for v in [*self.diffusion.variants.values(), *self.diffusion.more.values()]:
+            for v in self.diffusion.variants.values():
                 v.reset()
             self.diffusion._prime_next = True
             self.diffusion._recent.clear()

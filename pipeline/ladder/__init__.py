@@ -48,11 +48,8 @@ How each field of a `Rung` is applied (`fit_ladder` maps the ladder onto what th
 
 * `steps` -> `DiffusionStage.set_preset()` with a copy of the preset's diffusion section whose
   `steps` is min(rung steps, preset steps). Every DiffusionStage is built with
-  `max_steps = plan.max_steps` and has CUDA graphs for every k <= max_steps, except the start
-  rung's size: its first variant captures only the preset's k before the first frame, a second
-  one (`DiffusionLadder.more`) the other counts beside the first frames, and a frame runs on the
-  one that covers its k (`DiffusionLadder.stage_for`). A steps change re-primes the stream batch
-  from the next frame (no blank frame).
+  `max_steps = plan.max_steps`, so its CUDA graphs for every k <= max_steps exist already. A
+  steps change re-primes the stream batch from the next frame (no blank frame).
 * `latent` -> one DiffusionStage per latent size, all built at setup with
   `latent_scale = rung.latent[0] / ladder[0].latent[0]` (the ladder's sizes are read as scales
   of its top rung, so the same ladder fits any render size); a rung change switches the active

@@ -39,35 +39,25 @@ def _diffusion_section(preset: Any) -> Any:
 
 
 class DiffusionLadder(LadderStage):
-    """Diffusion at the rung's latent size and steps: one DiffusionStage per latent size,
-    switched by pointer between frames.
+    """Diffusion at the rung's latent size and steps: one DiffusionStage per latent size (all
+    built and set up before the first frame), switched by pointer between frames.
 
     `variants`: DiffusionStages with the same input size (the render size) and different work
     sizes, all with max_steps >= the top rung's steps. The output image has the active
     variant's work size. `timings[AUDIO_AGE]` of an output frame is moved to the frame whose
     picture it shows (the stream batch lags by `lag_frames`).
-
-    `more`: second DiffusionStages at some of those sizes, for the step counts the first one
-    of its size did not capture CUDA graphs for (its `capture_steps`). A live chain captures
-    only its preset's step count before the first frame and the others in `more`, set up with
-    the lower rungs beside the first frames (pipeline/ladder/prepare.py); a frame runs on the
-    variant whose graphs cover its step count (`stage_for`).
     """
 
     name = "diffusion"
     max_batch = 1
 
-    def __init__(self, variants: Sequence[Any], preset: Any, more: Sequence[Any] = ()):
+    def __init__(self, variants: Sequence[Any], preset: Any):
         super().__init__()
         if not variants:
             raise ValueError("diffusion ladder: needs at least one DiffusionStage")
         self.variants = {v.work_size: v for v in variants}
         if len(self.variants) != len(variants):
             raise ValueError("diffusion ladder: two variants with the same work size")
-        self.more = {v.work_size: v for v in more}
-        if len(self.more) != len(more) or not set(self.more) <= set(self.variants):
-            raise ValueError("diffusion ladder: `more` needs one variant per size, of sizes built")
-        variants = [*variants, *more]
         ins = {tuple(v.in_size) for v in variants}
         if len(ins) != 1:
             raise ValueError(f"diffusion ladder: variants take different input sizes {ins}")
@@ -77,7 +67,7 @@ class DiffusionLadder(LadderStage):
         self.gives = spec("image", device=dev)  # size: the active rung's work size
         self._diffusion = _diffusion_section(preset)
         self.active = variants[0]
-        self._current: dict[int, Any] = {}  # id(variant) -> the section applied there
+        self._current: dict[tuple[int, int], Any] = {}  # work size -> section applied there
         self._recent: collections.deque = collections.deque(maxlen=16)  # (index, pts, age)
         self._prime_next = True  # the next frame starts a stream (no lag before it)
         self._prime_index = 0
@@ -95,41 +85,24 @@ class DiffusionLadder(LadderStage):
         return {"diffusion.steps": float(self.active.steps)}
 
     def setup(self, ctx: Context) -> None:
-        for v in [*self.variants.values(), *self.more.values()]:
+        for v in self.variants.values():
             if not getattr(v, "setup_done", False):
                 v.setup(ctx)
 
-    def prepare(self, rungs: Sequence[Rung], ctx: Context, *, more: bool = True) -> None:
-        """Set up the variants `rungs` paint at (those not set up yet), and with `more` their
-        sizes' second variants; any thread (see pipeline/ladder/prepare.py)."""
+    def prepare(self, rungs: Sequence[Rung], ctx: Context) -> None:
+        """Set up the variants `rungs` paint at (those not set up yet); any thread (see
+        pipeline/ladder/prepare.py)."""
         for size in dict.fromkeys(tuple(r.latent) for r in rungs):
-            for v in (self.variants.get(size), self.more.get(size) if more else None):
-                if v is not None and not getattr(v, "setup_done", False):
-                    v.setup(ctx)
+            v = self.variants.get(size)
+            if v is not None and not getattr(v, "setup_done", False):
+                v.setup(ctx)
 
     def close(self) -> None:
-        for v in [*self.variants.values(), *self.more.values()]:
+        for v in self.variants.values():
             v.close()
 
-    def stage_for(self, size: tuple[int, int], steps: int) -> Any:
-        """The variant that paints at `size` with `steps`: the first of its size, unless its
-        CUDA graphs leave that step count to the second (`more`)."""
-        stage = self.variants[size]
-        extra = self.more.get(size)
-        if extra is not None and stage.cuda_graph and steps not in stage.capture_steps:
-            return extra
-        return stage
-
-    def can_run(self, rung: Rung, diffusion: Any) -> bool:
-        """Whether `rung` with a preset's `diffusion` section runs on a variant set up already."""
-        stage = self.variants.get(tuple(rung.latent))
-        if stage is None:
-            return False
-        k = self._target_section(rung, stage, diffusion).steps
-        return bool(getattr(self.stage_for(tuple(rung.latent), k), "setup_done", False))
-
-    def _target_section(self, rung: Rung | None, stage: Any, diffusion: Any = None) -> Any:
-        d = self._diffusion if diffusion is None else _diffusion_section(diffusion)
+    def _target_section(self, rung: Rung | None, stage: Any) -> Any:
+        d = self._diffusion
         k = d.steps if rung is None or rung.steps <= 0 else min(rung.steps, d.steps)
         if k > stage.max_steps:
             log.warning(
@@ -144,13 +117,7 @@ class DiffusionLadder(LadderStage):
 
     def _activate(self, stage: Any, rung: Rung | None) -> None:
         want = self._target_section(rung, stage)
-        stage = self.stage_for(stage.work_size, want.steps)
-        if stage.cuda_graph and want.steps not in stage.capture_steps:
-            # its size's second variant could not be set up: the step count that was captured
-            k = max(stage.capture_steps)
-            log.warning("diffusion: no CUDA graph for %d steps here; running %d", want.steps, k)
-            want = _with_steps(want, k)
-        had = self._current.get(id(stage))
+        had = self._current.get(stage.work_size)
         if stage is not self.active:
             self.switches += 1
             if had != want:
@@ -165,12 +132,12 @@ class DiffusionLadder(LadderStage):
             ):
                 self._prime_next = True
             stage.set_preset(want)
-        self._current[id(stage)] = want
+        self._current[stage.work_size] = want
         self.active = stage
 
     def apply(self, level: int, rung: Rung) -> None:
         super().apply(level, rung)
-        stage = self.variants.get(tuple(rung.latent))  # or its size's second: _activate
+        stage = self.variants.get(tuple(rung.latent))
         if stage is None:
             raise ValueError(
                 f"diffusion ladder: no stage built for latent {rung.latent[0]}x{rung.latent[1]} "
