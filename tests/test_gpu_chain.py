@@ -16,6 +16,7 @@ from core.frame import Frame
 from core.stage import BaseStage, Context, spec
 from pipeline.gpu_chain import ChainStage, ChainWait, DeviceChain, chain_nodes, wait_ready
 from pipeline.graph import Graph, GraphError
+from tests.sinks import Collect
 
 SIZE = (64, 36)
 CTX = Context(width=SIZE[0], height=SIZE[1], fps=30, sample_rate=48000)
@@ -53,26 +54,6 @@ class AddOne(BaseStage):
         self.closed = True
 
 
-class ListSink:
-    name = "list"
-    needs = spec("image", size=SIZE, device="cpu")
-
-    def __init__(self) -> None:
-        self.frames: list[Frame] = []
-
-    def setup(self, ctx) -> None:
-        pass
-
-    def write(self, frame: Frame) -> None:
-        self.frames.append(frame)
-
-    def finish(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
 def test_parts_take_the_batch_in_their_own_sizes_in_order():
     one, four = AddOne("one", 1), AddOne("four", 4, step=10)
     out = DeviceChain("cpu").issue(frames(6), [four, one])
@@ -95,14 +76,14 @@ def test_as_one_stage_it_needs_what_no_part_before_gives():
 def test_graph_checks_the_chain_part_by_part():
     parts = [AddOne("a", 4), AddOne("b", 4, needs_motion=True)]
     no_motion = spec("params", "image", size=SIZE, device="cpu")
-    graph = Graph(frames(3), no_motion, chain_nodes(parts, "cpu"), ListSink())
+    graph = Graph(frames(3), no_motion, chain_nodes(parts, "cpu"), Collect())
     with pytest.raises(GraphError, match="stage 'b' needs \\['motion'\\]"):
         graph.build()
 
 
 def test_graph_runs_the_chain_node_and_closes_its_parts():
     parts = [AddOne("a", 4), AddOne("b", 1, step=2)]
-    sink = ListSink()
+    sink = Collect()
     stats = Graph(frames(9), GIVES, chain_nodes(parts, "cpu"), sink).run(CTX)
     assert stats.frames == 9
     assert [f.index for f in sink.frames] == list(range(9))
@@ -171,7 +152,7 @@ def test_render_chain_on_its_stream_matches_the_stages_run_in_turn():
         return original(batch)
 
     wait.process_batch = seen  # what reaches the waiting node, kept for the check below
-    sink = ListSink()
+    sink = Collect()
     sink.needs = spec("i420", device="cpu")
     Graph(iter(drawn), gives, nodes, sink).run(ctx)
     assert len(sink.frames) == n
