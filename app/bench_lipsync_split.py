@@ -163,7 +163,26 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
             for ename, e in eng.items():
                 s = evaluate(e, tr)
                 out[f"{sname} {cname} {ename}"] = f"{s.balanced:.1%} / {s.closed_share:.0%}"
+                if cname.startswith(VALID_STYLE):
+                    out[f"{sname} {cname} {ename} open on vowels"] = f"{open_on_vowels(e, tr):.0%}"
     return out
+
+
+def open_on_vowels(engine, tracks) -> float:
+    """Share of the vowel hops (truth) where the mouth is open (> 0.1): what a stricter voice
+    gate costs over a backing, which balanced accuracy and shut pauses do not show alone (the
+    floor of tests/test_lipsync_corpus.py's melodic-backing test, there on flite)."""
+    import numpy as np
+
+    from audio.speech_corpus import labels_at
+
+    hit = tot = 0
+    for tr in tracks:
+        t, op, _ = engine(tr.audio)
+        vowel = np.isin(labels_at(tr.phones, t), list("AIUEO"))
+        hit += int(np.sum(op[vowel] > 0.1))
+        tot += int(vowel.sum())
+    return hit / max(tot, 1)
 
 
 def _build_mod():
