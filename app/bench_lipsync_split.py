@@ -27,7 +27,7 @@ import json
 import time
 
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
-from audio.backings import VALID_STYLE
+from audio.backings import TRAIN_STYLES, VALID_STYLE
 
 # name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
 # "base" is the recipe as it is
@@ -62,6 +62,33 @@ RECIPES = {
     # its time taps 3 hops apart instead of 2; twice the channels (tried, not kept)
     "mel-beside-d3": {"offline_mel": "beside", "mel": {"dilation": 3}},
     "mel-beside-wide": {"offline_mel": "beside", "mel": {"channels": (32, 64)}},
+    # the live MLP's training (issue 15, thirteenth round; best with --live-only, where the
+    # shipped net's offline nets are the teacher): "live-plain" is the recipe without a teacher
+    "live-plain": {"live_fit": {}},
+    "live-wide": {"live_fit": {"hidden": (128, 64)}},
+    "live-wider": {"live_fit": {"hidden": (256, 128)}},
+    "live-two": {"live_fit": {"nets": 2}},
+    "live-smooth": {"live_fit": {"smoothing": 0.1}},
+    "live-mixup": {"live_fit": {"mixup": 0.4}},
+    "live-drop": {"live_fit": {"dropout": 0.3}},
+    "live-distil": {"live_fit": {"soft_weight": 0.5, "teacher_t": 2.0}},
+    "live-distil-hard": {"live_fit": {"soft_weight": 1.0, "teacher_t": 1.0}},
+    "live-distil-t2": {"live_fit": {"soft_weight": 1.0, "teacher_t": 2.0}},
+    "live-distil-all": {"live_fit": {"soft_weight": 1.0, "soft_on": "voice"}},
+    "live-distil-voice": {"live_fit": {"soft_weight": 1.0, "voice_weight": 0.5}},
+    "live-distil-wide": {"live_fit": {"soft_weight": 1.0, "hidden": (128, 64)}},
+    "live-distil-two": {"live_fit": {"soft_weight": 1.0, "nets": 2}},
+    "live-distil-wide-voice": {
+        "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "voice_weight": 0.5}
+    },
+    "live-distil-wide-voice1": {
+        "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "voice_weight": 1.0}
+    },
+    # the live front-end's cepstrum formant-warped in training as the mix's is
+    "warp-front": {"aug": {"backings": TRAIN_STYLES, "warp_front": True}},
+    "warp-front-wide": {
+        "aug": {"backings": TRAIN_STYLES, "warp_front": True, "warp_range": (0.78, 1.3)}
+    },
 }
 
 
@@ -95,6 +122,26 @@ def split_tracks() -> dict[str, list]:
     }
 
 
+_ONSETS: list = []
+
+
+def onset_lag(make) -> str:
+    """Median / P99 onset lag (ms) of a live engine on `kagura bench lipsync`'s 40 onsets (its
+    held-out espeak-ng voices): a net that reads vowels better must still open in time."""
+    import numpy as np
+
+    from app.bench_lipsync import _run_blocks, onset_lags, onset_stream
+    from audio.calibration import HELDOUT_VOICES
+
+    if not _ONSETS:
+        _ONSETS.append(onset_stream(HELDOUT_VOICES))
+    x, onsets, offsets, _ = _ONSETS[0]
+    avail, _, op = _run_blocks(make().push, x)
+    lag = onset_lags(avail, op, onsets, offsets) * 1000
+    lag = lag[np.isfinite(lag)]
+    return f"{np.median(lag):.1f} / {np.percentile(lag, 99):.1f}"
+
+
 def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine
@@ -106,7 +153,7 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
         "offline": offline_engine(MfccLipSync(prof, net=net)),
         "live": live_engine(lambda: LiveLipSync(prof, 16000, net=net)),
     }
-    out = {}
+    out = {"lag ms": onset_lag(lambda: LiveLipSync(prof, 16000, net=net))}
     for sname, trs in sets.items():
         conds = [("clean", trs)]
         if band and sname != "test-other-speakers":
@@ -116,7 +163,26 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
             for ename, e in eng.items():
                 s = evaluate(e, tr)
                 out[f"{sname} {cname} {ename}"] = f"{s.balanced:.1%} / {s.closed_share:.0%}"
+                if cname.startswith(VALID_STYLE):
+                    out[f"{sname} {cname} {ename} open on vowels"] = f"{open_on_vowels(e, tr):.0%}"
     return out
+
+
+def open_on_vowels(engine, tracks) -> float:
+    """Share of the vowel hops (truth) where the mouth is open (> 0.1): what a stricter voice
+    gate costs over a backing, which balanced accuracy and shut pauses do not show alone (the
+    floor of tests/test_lipsync_corpus.py's melodic-backing test, there on flite)."""
+    import numpy as np
+
+    from audio.speech_corpus import labels_at
+
+    hit = tot = 0
+    for tr in tracks:
+        t, op, _ = engine(tr.audio)
+        vowel = np.isin(labels_at(tr.phones, t), list("AIUEO"))
+        hit += int(np.sum(op[vowel] > 0.1))
+        tot += int(vowel.sum())
+    return hit / max(tot, 1)
 
 
 def _build_mod():
@@ -139,6 +205,11 @@ def main(argv=None) -> int:
         "--full", action="store_true", help="recipes trained as the shipped build (not light)"
     )
     ap.add_argument("--no-band", action="store_true", help="clean speech only")
+    ap.add_argument(
+        "--live-only",
+        action="store_true",
+        help="retrain only each recipe's live net; the shipped net's offline nets are kept",
+    )
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
     sets = split_tracks()
@@ -148,12 +219,18 @@ def main(argv=None) -> int:
 
         runs.append(("shipped", lambda: load_net()))
     mod = _build_mod() if args.recipe else None
+    base = None
+    if args.live_only:
+        from audio.vowel_net import load_net
+
+        base = load_net()
     cache: dict = {}  # recipes that differ in their nets alone train on the same examples
     for seed in args.seeds:
         for name in args.recipe:
-            tag = " full" if args.full else ""
+            tag = (" full" if args.full else "") + (" live-only" if base is not None else "")
             runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
-                seed=seed, cache=cache, **({} if args.full else LIGHT), **RECIPES[name])))  # fmt: skip
+                seed=seed, cache=cache, base=base, **({} if args.full else LIGHT),
+                **RECIPES[name])))  # fmt: skip
     for name, make in runs:
         t0 = time.perf_counter()
         net = make()

@@ -205,11 +205,12 @@ def _pitch_hop(cleaned: np.ndarray, plan, sr: int, out: np.ndarray) -> None:
     out[1] = math.log2(sr / (lo + k) / 200.0)
 
 
-def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int) -> np.ndarray:
+def _sep_vectors(power: np.ndarray, cleaned: np.ndarray, sr: int, warp: float = 1.0) -> np.ndarray:
     """(n, SEP_DIM): the cepstrum of what the live front-end left, its log flatness and how
-    much of the hop's energy it kept (dB): over a band in a pause, little."""
+    much of the hop's energy it kept (dB): over a band in a pause, little. `warp` (training
+    only): the cepstrum as if every formant were `warp` times higher, as the mix's."""
     plan = _plan(NET_SETTINGS, sr)
-    cep = plan.cepstrum(cleaned)
+    cep = (plan if warp == 1.0 else _plan(NET_SETTINGS, sr, warp)).cepstrum(cleaned)
     band = cleaned[:, plan.flat_slice] + 1e-20
     flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
     kept = 10 * np.log10((cleaned.sum(axis=1) + 1e-20) / (power.sum(axis=1) + 1e-20))
@@ -241,17 +242,19 @@ def live_inputs(
     front: str = "",
     cmn_prior: int = CMN_PRIOR,
     voiced: np.ndarray | None = None,
+    front_warp: float = 1.0,
 ) -> np.ndarray:
     """The live net's input rows for the hops `f` (batch; `LiveNet` gives the same hop by hop).
     With the steady-suppression front-end `f` must carry its power spectra (keep_power).
-    `voiced`: the hops that may move the running mean (`VowelNet.live_cmn_voiced`)."""
+    `voiced`: the hops that may move the running mean (`VowelNet.live_cmn_voiced`).
+    `front_warp` (training only): the front-end's cepstrum formant-warped as `f`'s were."""
     v = hop_vectors(f, running_cmn(f, cmn_init, cmn_prior, voiced))
     if front in (LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
         from audio.voice_separation import suppress_steady
 
         p = f.power.astype(np.float64)
         c = suppress_steady(p)
-        cols = [v, _sep_vectors(p, c, sr)]
+        cols = [v, _sep_vectors(p, c, sr, front_warp)]
         if front == LIVE_FRONT_PITCH:
             cols.append(_pitch_cols(c, _plan(NET_SETTINGS, sr), sr))
         v = np.concatenate(cols, axis=1)

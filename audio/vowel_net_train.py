@@ -39,7 +39,17 @@ from audio.vowel_net import (
     stack,
 )
 
-__all__ = ["Examples", "cmn_prior", "examples", "fit_tcn", "stack_runs", "train", "train_offline"]
+__all__ = [
+    "Examples",
+    "cmn_prior",
+    "examples",
+    "fit_live",
+    "fit_tcn",
+    "fused_mlp",
+    "stack_runs",
+    "train",
+    "train_offline",
+]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
@@ -76,7 +86,7 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
-    live_voiced=False, gain=None, cvn=None,
+    live_voiced=False, gain=None, cvn=None, warp_front=False,
 ) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
@@ -85,7 +95,8 @@ def _one(
     # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
     # heard a voice in)
     voiced = np.r_[False, lab[:-1] != "-"] if live_voiced else None
-    live = live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced)
+    live = live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced,
+                       warp if warp_front else 1.0)  # fmt: skip
     off = (
         offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn)
         if offline
@@ -138,6 +149,7 @@ def examples(
     formant_follow: float = 0.5,
     backings: tuple[str, ...] = (),
     vbr_range: tuple[float, float] = VBR_RANGE,
+    warp_front: bool = False,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -147,7 +159,9 @@ def examples(
     (natural log) of the cepstral gain's tilt, 0 for none (`lifter_rows`); `offline_cvn`: the
     offline rows' cepstra divided by each clip's spread (`audio.vowel_net.clip_cvn`);
     `backings`: the styles of `audio.backings` the band underneath is drawn from (empty: the
-    one band of `audio.augment.band`), at a vocal-to-backing ratio in `vbr_range` (dB)."""
+    one band of `audio.augment.band`), at a vocal-to-backing ratio in `vbr_range` (dB).
+    `warp_front`: the live front-end's cepstrum warped with the mix's (without it only the
+    mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants)."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -194,7 +208,7 @@ def examples(
             gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
-                     *more, gain=gain, cvn=cvn)
+                     *more, gain=gain, cvn=cvn, warp_front=warp_front)
             )  # fmt: skip
     return Examples.concat(parts)
 
@@ -210,22 +224,56 @@ def _standardised(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray):
     return mean, std, xt, torch.from_numpy(voice).float(), torch.from_numpy(vowel).long()
 
 
-def _trainer(params, vowel: np.ndarray, steps: int):
+def _trainer(params, vowel: np.ndarray, steps: int, smoothing: float = 0.0,
+             weight_decay: float = 1e-4):  # fmt: skip
     """The losses, class weights, optimiser and schedule every net here trains with: -> step(z,
-    voice, vowel), one optimiser step on logits z (n, 6) against those targets (vowel -1: none)."""
+    voice, vowel, soft=None, soft_weight=0, mix=None), one optimiser step on logits z (n, 6)
+    against those targets (vowel -1: none). `soft` (n, 5): a teacher's vowel probabilities,
+    weighing `soft_weight` of the vowel loss where the truth is a vowel; `mix` (lam, voice2,
+    vowel2): the rows are mixtures, lam of the first targets and 1 - lam of the second (mixup).
+    `smoothing`: the hard vowel targets' label smoothing."""
     import torch
 
     counts = np.bincount(vowel[vowel >= 0], minlength=5).astype(np.float64)
     cw = torch.tensor(counts.sum() / np.maximum(counts, 1) / 5, dtype=torch.float32)
-    opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=1e-4)
+    opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
     bce = torch.nn.BCEWithLogitsLoss()
-    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1)
+    ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1, label_smoothing=smoothing)
 
-    def step(z, voice_t, vowel_t) -> None:
+    def hard(z, voice_t, vowel_t):
         loss = bce(z[:, 0], voice_t)
         if (vowel_t >= 0).any():
             loss = loss + ce(z[:, 1:], vowel_t)
+        return loss
+
+    def step(z, voice_t, vowel_t, soft=None, soft_weight=0.0, mix=None, soft_on="vowel",
+             voice_weight=0.0) -> None:  # fmt: skip
+        if mix is None:
+            loss = hard(z, voice_t, vowel_t)
+        else:
+            lam, voice2, vowel2 = mix
+            loss = lam * hard(z, voice_t, vowel_t) + (1 - lam) * hard(z, voice2, vowel2)
+        if soft is not None and voice_weight > 0:
+            # the teacher's p(voice) (column 0) for voice_weight of the voice loss
+            loss = loss + voice_weight * (bce(z[:, 0], soft[:, 0]) - bce(z[:, 0], voice_t))
+        if soft is not None and soft_weight > 0:
+            on = vowel_t >= 0
+            if on.any():
+                # the teacher's distribution, weighted by the truth's class weight as the hard loss
+                lp = torch.log_softmax(z[on, 1:], dim=1)
+                w = cw[vowel_t[on]]
+                s = -(soft[on, 1:] * lp).sum(dim=1)
+                loss = loss + soft_weight * ((w * s).sum() / w.sum() - ce(z[on, 1:], vowel_t[on]))
+            if soft_on == "voice":
+                # and the voiced hops that are no vowel (consonants): the teacher's vowels alone
+                # (the shape the mouth shows there), weighted by the class the teacher reads
+                on = (vowel_t < 0) & (voice_t > 0.5)
+                if on.any():
+                    q = soft[on, 1:]
+                    w = cw[q.argmax(dim=1)]
+                    s = -(q * torch.log_softmax(z[on, 1:], dim=1)).sum(dim=1)
+                    loss = loss + soft_weight * (w * s).sum() / w.sum()
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -234,27 +282,48 @@ def _trainer(params, vowel: np.ndarray, steps: int):
     return step
 
 
-def _fit(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed) -> Mlp:
+def _fit(
+    x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed,
+    dropout: float = 0.1, smoothing: float = 0.0, mixup: float = 0.0,
+    soft: np.ndarray | None = None, soft_weight: float = 0.0, weight_decay: float = 1e-4,
+    soft_on: str = "vowel", voice_weight: float = 0.0,
+) -> Mlp:  # fmt: skip
+    """An MLP; `dropout`, `smoothing`, `weight_decay`: its regularisation; `mixup`: the Beta
+    parameter of mixup between random rows (0: none); `soft` (n, 6: p(voice), p(A I U E O)),
+    `soft_weight`, `soft_on` ("vowel" or "voice": the hops it teaches vowels on),
+    `voice_weight`: a teacher's probabilities (`_trainer`)."""
     import torch
 
     torch.manual_seed(seed)
     mean, std, xt, vt, wt = _standardised(x, voice, vowel)
+    st = None if soft is None else torch.from_numpy(np.asarray(soft, np.float32))
     dims = [x.shape[1], *hidden, 6]
     mods: list[torch.nn.Module] = []
     for i in range(len(dims) - 1):
         mods.append(torch.nn.Linear(dims[i], dims[i + 1]))
         if i < len(dims) - 2:
-            mods += [torch.nn.ReLU(), torch.nn.Dropout(0.1)]
+            mods += [torch.nn.ReLU(), torch.nn.Dropout(dropout)]
     net = torch.nn.Sequential(*mods)
     n = len(xt)
-    step = _trainer(net.parameters(), vowel, epochs * (n // 512 + 1))
+    step = _trainer(net.parameters(), vowel, epochs * (n // 512 + 1), smoothing, weight_decay)
     g = torch.Generator().manual_seed(seed)
+    beta = torch.distributions.Beta(mixup, mixup) if mixup > 0 else None
     net.train()
     for _ in range(epochs):
         perm = torch.randperm(n, generator=g)
         for i in range(0, n, 512):
             idx = perm[i : i + 512]
-            step(net(xt[idx]), vt[idx], wt[idx])
+            if beta is None:
+                step(net(xt[idx]), vt[idx], wt[idx], None if st is None else st[idx], soft_weight,
+                     soft_on=soft_on, voice_weight=voice_weight)  # fmt: skip
+                continue
+            # mixup: each batch mixed with itself reversed, one lam per batch
+            lam = float(beta.sample())
+            lam = max(lam, 1 - lam)  # the first row's targets lead
+            j = idx.flip(0)
+            xm = lam * xt[idx] + (1 - lam) * xt[j]
+            step(net(xm), vt[idx], wt[idx], None if st is None else st[idx], soft_weight,
+                 mix=(lam, vt[j], wt[j]))  # fmt: skip
     layers = [
         (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
         for m in net
@@ -496,6 +565,47 @@ LIVE_HIDDEN = (64, 32)
 OFFLINE_HIDDEN = (96, 48)
 
 
+def fused_mlp(nets: list[Mlp]) -> Mlp:
+    """MLPs of the same inputs and scaling as one MLP whose logits are their mean: the hidden
+    layers side by side (block-diagonal), the output layers averaged. The live hop runs one
+    `Mlp.predict_one` whatever the count."""
+    if len(nets) == 1:
+        return nets[0]
+    for m in nets[1:]:
+        if not (np.array_equal(m.mean, nets[0].mean) and np.array_equal(m.std, nets[0].std)):
+            raise ValueError("fused_mlp: the nets must share their input scaling")
+    depth = len(nets[0].layers)
+    layers = []
+    for i in range(depth):
+        ws = [m.layers[i][0] for m in nets]
+        bs = [m.layers[i][1] for m in nets]
+        if i == 0:
+            w, b = np.concatenate(ws, axis=1), np.concatenate(bs)
+        elif i < depth - 1:
+            rows, cols = sum(a.shape[0] for a in ws), sum(a.shape[1] for a in ws)
+            w = np.zeros((rows, cols), np.float32)
+            r = c = 0
+            for a in ws:
+                w[r : r + a.shape[0], c : c + a.shape[1]] = a
+                r, c = r + a.shape[0], c + a.shape[1]
+            b = np.concatenate(bs)
+        else:
+            w, b = np.concatenate(ws, axis=0) / len(nets), np.mean(bs, axis=0)
+        layers.append((w.astype(np.float32), np.asarray(b, np.float32)))
+    return Mlp(nets[0].mean, nets[0].std, layers)
+
+
+def fit_live(
+    x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, epochs: int = 8, seed: int = 0,
+    hidden: tuple[int, ...] = LIVE_HIDDEN, nets: int = 1, **fit,
+) -> Mlp:  # fmt: skip
+    """The live MLP; `nets` > 1: that many of other training seeds, fused (`fused_mlp`);
+    `fit`: `_fit`'s regularisation, mixup and teacher settings."""
+    return fused_mlp(
+        [_fit(x, voice, vowel, tuple(hidden), epochs, seed + 1000 * k, **fit) for k in range(nets)]
+    )
+
+
 def train_offline(ex: Examples, epochs: int = 8, seed: int = 0, stride: int = 2) -> Mlp:
     """An offline net alone (as `train`'s), e.g. one more for `VowelNet.offline_more`."""
     import torch
@@ -525,11 +635,15 @@ def train(
     live_cmn_voiced: bool = False,
     offline_cvn: np.ndarray | None = None,
     live: Mlp | Tcn | None = None,
+    live_fit: dict | None = None,
+    soft: np.ndarray | None = None,
 ) -> VowelNet:
     """Both nets on every `stride`-th example (neighbouring hops are nearly the same); with
     `offline` (or `live`) given, that net is kept and only the other one is trained.
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
-    stored with the net."""
+    stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
+    mixup, weight_decay, soft_weight, soft_on, voice_weight); `soft` (n, 6): a teacher's p(voice)
+    and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -537,7 +651,10 @@ def train(
     try:
         s = slice(None, None, stride)
         if live is None:
-            live = _fit(ex.live[s], ex.voice[s], ex.vowel[s], LIVE_HIDDEN, epochs, seed)
+            lf = dict(live_fit or {})
+            if soft is not None:
+                lf["soft"] = soft[s]
+            live = fit_live(ex.live[s], ex.voice[s], ex.vowel[s], epochs, seed, **lf)
         off = offline
         if off is None:
             off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)
