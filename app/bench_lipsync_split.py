@@ -144,7 +144,7 @@ def onset_lag(make) -> str:
 
 def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
     from audio.calibration import default_profile_path, load_profile
-    from audio.lipsync_eval import evaluate, live_engine, offline_engine
+    from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
     from audio.offline_lipsync import MfccLipSync
 
@@ -168,24 +168,8 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
     return out
 
 
-def open_on_vowels(engine, tracks) -> float:
-    """Share of the vowel hops (truth) where the mouth is open (> 0.1): what a stricter voice
-    gate costs over a backing, which balanced accuracy and shut pauses do not show alone (the
-    floor of tests/test_lipsync_corpus.py's melodic-backing test, there on flite)."""
-    import numpy as np
-
-    from audio.speech_corpus import labels_at
-
-    hit = tot = 0
-    for tr in tracks:
-        t, op, _ = engine(tr.audio)
-        vowel = np.isin(labels_at(tr.phones, t), list("AIUEO"))
-        hit += int(np.sum(op[vowel] > 0.1))
-        tot += int(vowel.sum())
-    return hit / max(tot, 1)
-
-
-def _build_mod():
+def load_build_script():
+    """scripts/build_default_profile.py as a module (it is a script, not a package module)."""
     import importlib.util
     from pathlib import Path
 
@@ -218,7 +202,7 @@ def main(argv=None) -> int:
         from audio.vowel_net import load_net
 
         runs.append(("shipped", lambda: load_net()))
-    mod = _build_mod() if args.recipe else None
+    mod = load_build_script() if args.recipe else None
     base = None
     if args.live_only:
         from audio.vowel_net import load_net

@@ -188,3 +188,15 @@ def evaluate(engine: Engine, tracks: list[Track]) -> Score:
         t, op, vw = engine(tr.audio)
         total += score(tr, t, op, vw)
     return total
+
+
+def open_on_vowels(engine: Engine, tracks: list[Track]) -> float:
+    """Share of the vowel hops (truth) where `engine`'s mouth is open (> 0.1): what a stricter
+    voice gate costs over a backing, which balanced accuracy and shut pauses do not show alone."""
+    hit = tot = 0
+    for tr in tracks:
+        t, op, _ = engine(tr.audio)
+        vowel = np.isin(labels_at(tr.phones, t), list("AIUEO"))
+        hit += int(np.sum(op[vowel] > 0.1))
+        tot += int(vowel.sum())
+    return hit / max(tot, 1)

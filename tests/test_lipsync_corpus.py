@@ -196,17 +196,6 @@ OPEN_FLOOR = {"offline": 0.8, "live": 0.45}
 ALONE_FLOOR = {"offline": 0.8, "live": 0.8}  # measured 89 % / 91 %
 
 
-def _open_on_vowels(tracks, engine) -> float:
-    """Share of the vowel hops (truth) where the engine's mouth is open (> 0.1)."""
-    hit = tot = 0
-    for tr in tracks:
-        t, op, _ = engine(tr.audio)
-        vowel = np.isin(labels_at(tr.phones, t), list("AIUEO"))
-        hit += int(np.sum(op[vowel] > 0.1))
-        tot += int(vowel.sum())
-    return hit / tot
-
-
 @pytest.mark.parametrize("style", ["lead", "keys"])
 def test_melodic_backing_shuts_the_vocal_pauses(flite_tracks, engines, style):
     """A voice the net never heard over a backing with a melody (a synth lead with vibrato in
@@ -214,12 +203,12 @@ def test_melodic_backing_shuts_the_vocal_pauses(flite_tracks, engines, style):
     in the vocal pauses while the music plays, and opens on the voice. Backing seeds not drawn
     in training. The net and gates of before the varied backings shut 13 % / 20 % (lead,
     offline / live) and 7 % / 13 % (keys) of these pauses."""
-    from audio.lipsync_eval import with_backing
+    from audio.lipsync_eval import open_on_vowels, with_backing
 
     mixed = [with_backing(t, 0.0, style, seed=31337 + i) for i, t in enumerate(flite_tracks)]
     for name in ("offline", "live"):
         s = _score(engines[name], mixed)
-        opened = _open_on_vowels(mixed, engines[name])
+        opened = open_on_vowels(engines[name], mixed)
         print(f"{style} 0 dB, {name}: {s.balanced:.1%}, pauses shut {s.closed_share:.0%} "
               f"({s.closed}/{s.pauses}), open on {opened:.0%} of vowel hops")  # fmt: skip
         assert s.closed_share >= PAUSE_FLOOR[name], name

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from app.bench_lipsync_split import load_build_script
 from audio import augment
 from audio.mfcc import _plan, mfcc_frames
 from audio.voice_separation import suppress_steady
@@ -87,14 +86,6 @@ def test_a_teachers_voice_replaces_the_truths_at_full_weight():
     assert np.mean(pv[c != 1] > 0.5) > 0.95
 
 
-def _build_mod():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
-    spec = importlib.util.spec_from_file_location("build_default_profile", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_teacher_is_the_offline_nets_mean_track_by_track():
     """The teacher's rows are the offline nets averaged as in use, each track stacked on its
     own (edges held per track, not across the next track's hops)."""
@@ -114,7 +105,7 @@ def test_teacher_is_the_offline_nets_mean_track_by_track():
     z = np.zeros(12, np.float32)
     ex = Examples(np.zeros((12, 0), np.float32), hops, z, z.astype(np.int64), lengths)
     teacher = VowelNet(None, nets[0], offline_offsets=offs, offline_more=[nets[1]])
-    got = _build_mod()._teacher(teacher, ex)
+    got = load_build_script()._teacher(teacher, ex)
     from audio.vowel_net import stack
 
     for a, b in ((0, 5), (5, 12)):
