@@ -469,17 +469,10 @@ class VowelNet:
     # also divided by the clip's own spread (`clip_cvn`); None: mean normalisation only
     offline_cvn: np.ndarray | None = None
 
-    def offline_probs(
-        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None, live_weight: float = 0.5
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
-        `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
-        where the live net has a front-end). p(voice) is the offline net's and the live
-        net's, geometrically weighted: the live net's weight `live_weight` (0: not run)."""
-        if f is None:
-            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
-        v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
-                           cvn=self.offline_cvn, cvn_prior=True)  # fmt: skip
+    def offline_hop_probs(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(p(voice) (n,), p(vowel) (n, 5)) of one clip's offline hop vectors `v` (n, dim): the
+        offline nets averaged, each MLP on the hops stacked at `offline_offsets`, each MelConv
+        over the clip's hops at its own."""
         nets = [self.offline, *self.offline_more]
         x = None
         if not all(isinstance(m, MelConv) for m in nets):
@@ -496,6 +489,20 @@ class VowelNet:
             pv, pw = pv + pv2, pw + pw2
         if self.offline_more:
             pv, pw = pv / (1 + len(self.offline_more)), pw / (1 + len(self.offline_more))
+        return pv, pw
+
+    def offline_probs(
+        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None, live_weight: float = 0.5
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
+        `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
+        where the live net has a front-end). p(voice) is the offline net's and the live
+        net's, geometrically weighted: the live net's weight `live_weight` (0: not run)."""
+        if f is None:
+            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
+        v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
+                           cvn=self.offline_cvn, cvn_prior=True)  # fmt: skip
+        pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.

@@ -265,26 +265,13 @@ def _teacher(net, hop, t: float = 1.0) -> np.ndarray:
     """(n, 6) p(voice) and the vowel probabilities `net`'s offline nets (averaged, as in use)
     give each hop of the hop-vector examples `hop`, track by track; the vowels raised to 1 / `t`
     and renormalised."""
-    from audio.mel_conv import MelConv
-    from audio.vowel_net import stack
-
     out, at = [], 0
     for n in np.asarray(hop.lengths).tolist():
-        v = hop.offline[at : at + n]
+        pv, pw = net.offline_hop_probs(hop.offline[at : at + n])
         at += n
-        x = None
-        pv = pw = 0.0
-        nets = [net.offline, *net.offline_more]
-        for m in nets:
-            if isinstance(m, MelConv):
-                p = m.predict_hops(v)
-            else:
-                x = stack(v, net.offline_offsets) if x is None else x
-                p = m.predict(x)
-            pv, pw = pv + p[0], pw + p[1]
         pw = np.asarray(pw, np.float64) ** (1.0 / t)
         pw = pw / pw.sum(axis=1, keepdims=True)
-        out.append(np.concatenate([np.asarray(pv)[:, None] / len(nets), pw], 1).astype(np.float32))
+        out.append(np.concatenate([np.asarray(pv)[:, None], pw], 1).astype(np.float32))
     return np.concatenate(out)
 
 
