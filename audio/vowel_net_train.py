@@ -313,17 +313,15 @@ def _fit(
         perm = torch.randperm(n, generator=g)
         for i in range(0, n, 512):
             idx = perm[i : i + 512]
-            if beta is None:
-                step(net(xt[idx]), vt[idx], wt[idx], None if st is None else st[idx], soft_weight,
-                     soft_on=soft_on, voice_weight=voice_weight)  # fmt: skip
-                continue
-            # mixup: each batch mixed with itself reversed, one lam per batch
-            lam = float(beta.sample())
-            lam = max(lam, 1 - lam)  # the first row's targets lead
-            j = idx.flip(0)
-            xm = lam * xt[idx] + (1 - lam) * xt[j]
-            step(net(xm), vt[idx], wt[idx], None if st is None else st[idx], soft_weight,
-                 mix=(lam, vt[j], wt[j]))  # fmt: skip
+            xb, mix = xt[idx], None
+            if beta is not None:
+                # mixup: each batch mixed with itself reversed, one lam per batch
+                lam = float(beta.sample())
+                lam = max(lam, 1 - lam)  # the first row's targets lead
+                j = idx.flip(0)
+                xb, mix = lam * xb + (1 - lam) * xt[j], (lam, vt[j], wt[j])
+            step(net(xb), vt[idx], wt[idx], None if st is None else st[idx], soft_weight, mix=mix,
+                 soft_on=soft_on, voice_weight=voice_weight)  # fmt: skip
     layers = [
         (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
         for m in net
