@@ -247,7 +247,6 @@ class GpuChain:
         self.vsr: VsrLadder | None = None
         self._preset = preset
         self._models: Any = None
-        self._timing = True  # stage timers on (off while warming up)
         self._lock = threading.Lock()
         self.in_flight = 0
         self.frames = 0
@@ -433,7 +432,6 @@ class GpuChain:
         timers = [st.timer for st in self.stages]
         for st in self.stages:
             st.timer = None
-        self._timing = False
         w, h = self.render_size
         img = torch.zeros(h, w, 4, dtype=torch.uint8)
         img[..., 3] = 255
@@ -448,7 +446,6 @@ class GpuChain:
         finally:
             for st, t in zip(self.stages, timers, strict=True):
                 st.timer = t
-            self._timing = True
         level = self.qc.level
         for st in self.stages:
             st.apply(level, self.plan.rungs[level])
@@ -515,8 +512,8 @@ class GpuChain:
         if self.cuda:
             with self._lock:
                 self.in_flight += 1
-        t = self._timer if self._timing else None
-        (out,) = self.chain.issue([frame], self._chain_of(stylize), timer=t, timed=TIMED_BY_CHAIN)
+        chain = self._chain_of(stylize)
+        (out,) = self.chain.issue([frame], chain, timer=self._timer, timed=TIMED_BY_CHAIN)
         self.qc.observe(out)
         return out
 
