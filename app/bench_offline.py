@@ -120,10 +120,6 @@ def demo_audio(seconds: float) -> tuple[np.ndarray, int]:
 # ---------------------------------------------------------------------------- one run (child)
 
 
-# the GPU chain's stages (pipeline/gpu_chain.py), timed on the GPU inside its one node
-GPU_PARTS = ("upload", "stylize", "diffusion", "temporal", "upscale", "readback")
-
-
 def _stats(values) -> list[float]:
     if len(values) == 0:
         return [0.0, 0.0, 0.0]
@@ -551,8 +547,10 @@ def report(args, cfg: dict, n: int, m: int, runs: dict[str, dict]) -> str:
         b = par["stage_mean_ms"].get(name)
         lines.append(f"| {name} | {_ms(a)} | {_ms(b)} |")
     if "gpu" in names:  # the GPU chain node: each of its stages' own time
+        from app.render_job import GPU_STAGE_NAMES
+
         how = "on the GPU (CUDA events" if cfg.get("device") == "cuda" else "(wall time"
-        for name in GPU_PARTS:
+        for name in GPU_STAGE_NAMES:
             a, b = base["frame_ms"].get(name), par["frame_ms"].get(name)
             if a or b:
                 lines.append(

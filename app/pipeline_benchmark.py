@@ -37,7 +37,8 @@ upload, stylize, diffusion, temporal, upscale, readback to I420 as for an MP4), 
 rendered ahead by the render's RenderStage, then issued `--batch` at a time through the render's
 GPU chain node (pipeline/gpu_chain.py `DeviceChain.issue`, one thread, each stage taking them in
 batches of its own `max_batch`, CUDA events around each stage). GPU ms per frame = the batch's
-event time / its frames. Video encoding is NOT included (`kagura bench offline` measures the finished file).
+event time / its frames. Video encoding is NOT included (`kagura bench offline` measures the
+finished file).
 
 `--random-weights KIND` builds the real architectures with RANDOM weights (timing only; the
 pictures are noise); `--model PATH` loads a diffusers-format folder. `tiny` is a test-sized
@@ -61,6 +62,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from app.render_job import GPU_STAGE_NAMES
 from core.avatar import AvatarParams
 from core.benchdoc import machine_line, today, write_section
 from core.frame import Frame
@@ -71,7 +73,7 @@ from pipeline.gpu_chain import DeviceChain, wait_ready
 LIVE_GOAL_MS = 12.0
 FIRST_FRAME_GOAL = 1.5
 FPS = 60  # the live session's rate (the chain's budget; the ladder is held, so only reported)
-STAGES = ("upload", "stylize", "diffusion", "temporal", "upscale", "readback")
+STAGES = GPU_STAGE_NAMES  # the live chain has the same stages
 STAGE_LABELS = {
     "upload": "upload (pinned → GPU, RGBA + motion)",
     "stylize": "stylize (the preset's look)",

@@ -286,6 +286,11 @@ def diffusion_models(req: RenderRequest, on_notice: Callable[[str], None] | None
     return load_diffusion_models(req.diffusion, req.diffusion_random, req.device, on_notice)
 
 
+# the names of `gpu_stages`' stages, in the order a frame runs through them (each is there only
+# when asked for): what the benches report per GPU stage
+GPU_STAGE_NAMES = ("upload", "stylize", "diffusion", "temporal", "upscale", "readback")
+
+
 def gpu_stages(req: RenderRequest, preset, models, i420: bool = False) -> list:
     """upload → stylize → diffusion → temporal → upscale → readback, each only when asked.
     `i420`: the readback hands the sink I420 planes instead of RGBA (see ReadbackStage)."""
