@@ -141,8 +141,8 @@ class DeviceChain:
 class ChainStage(BaseStage):
     """The GPU chain as a node of the offline graph: sets up its parts (the graph has checked
     them part by part), issues each batch through them and hands the frames on pending;
-    `ChainWait`, the next node, waits for them. Its name in the graph's timings is "gpu" (the issuing's wall
-    time); each part's GPU time is stamped by `ChainWait`."""
+    `ChainWait`, the next node, waits for them. Its name in the graph's timings is "gpu" (the
+    issuing's wall time); each part's GPU time is stamped by `ChainWait`."""
 
     name = "gpu"
 

@@ -14,9 +14,9 @@ allows it receives up to `max_batch` frames at once. The GPU chain is one node h
 one CUDA stream by one thread and waited for by the next (pipeline/gpu_chain.py: `ChainStage`,
 `ChainWait`), as the live session's frame and publisher threads issue and wait for it. Live
 mode (pipeline/live.py) runs the same stage classes on the capture clock in its own frame loop
-(pipeline/live_frames.py), not through this class, with latest-wins queues (Policy.LATEST) where a late item is worthless:
-the avatar parameters, the frames for the display, the recorder (docs/ARCHITECTURE.md, "One
-runtime, two clocks").
+(pipeline/live_frames.py), not through this class, with latest-wins queues (Policy.LATEST)
+where a late item is worthless: the avatar parameters, the frames for the display, the
+recorder (docs/ARCHITECTURE.md, "One runtime, two clocks").
 """
 
 from __future__ import annotations

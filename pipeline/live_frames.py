@@ -23,9 +23,10 @@ waiting, on one thread, which a thread per stage would not keep (docs/ARCHITECTU
 
 With GPU stages (`gpu`, pipeline/live_gpu.py) this thread issues the frame to the GPU without
 waiting (`gpu.submit`: the frame comes back pending, `Frame.ready`); `publish_loop` (its own
-thread) waits for each (`gpu.finish`) and hands it on. At most `max_in_flight` frames are on the GPU: a tick finding it that busy starts no
-frame (`gpu_busy_ticks`). The quality ladder (pipeline/ladder/) changes its rung between
-frames on this thread (`gpu.poll`, from the finished frames' CUDA events).
+thread) waits for each (`gpu.finish`) and hands it on. At most `max_in_flight` frames are on
+the GPU: a tick finding it that busy starts no frame (`gpu_busy_ticks`). The quality ladder
+(pipeline/ladder/) changes its rung between frames on this thread (`gpu.poll`, from the
+finished frames' CUDA events).
 
 Every frame carries `timings[AUDIO_AGE]`: ms from the audio its mouth was analysed from (the
 centre of the 12 ms level window that sets the openness, i.e. the newest analysed sample minus
