@@ -11,28 +11,32 @@
 No Qt here: the desktop app (app/ui/main_window.py) only consumes `output` and calls the
 control methods; everything below runs on plain threads (docs/ARCHITECTURE.md, "Threads").
 
-Threads, the part that owns each, and the queues between them (docs/ARCHITECTURE.md,
-"Real-time rules", rule 2); this class only builds the parts, starts and stops them, and passes
-the controls on:
+The session is a `pipeline.graph.Graph` (the runtime `kagura render` runs through too): the
+analysis is its source node, the frame loop (and with a GPU the publisher) its nodes, the
+outputs' tee (`pipeline.live_chain.LiveOutput`) its sink; this class builds the parts, starts
+and stops the graph, and passes the controls on. Threads, the part that owns each, and the
+edges between them (docs/ARCHITECTURE.md, "Real-time rules", rule 2):
 
     audio device / file pacer ──► RingBuffer (lock-free, audio-sample clock = master clock)
     kagura-live-analysis   LiveAnalysis (pipeline/live_analysis.py): every 10 ms of audio →
                            AvatarParams; a backlog is skipped, not worked through
-                           ──► `params` BoundedQueue(1, LATEST): latest wins; superseded
+                           ──► params edge, BoundedQueue(1, LATEST): latest wins; superseded
                                params are dropped and counted (expected: 100 Hz → fps)
     kagura-live-frames     FrameLoop (pipeline/live_frames.py): at each display tick —
                            free-running or phase-locked to the display (`set_display_timing`,
                            PhaseLock in pipeline/phase_lock.py) — newest params + expressions
                            (pipeline/expressions.py) → the look's render → stylize; ticks are
                            shed for a starved analysis (pipeline/shedding.py)
-                           ──► `output` BoundedQueue(2, LATEST) for the presenter: a frame the
-                               presenter did not take in time is dropped and counted
-                           ──► RecordingSlot (pipeline/live_recorder.py) when recording
+                           ──► (GPU: issued edge, BLOCK ──► kagura-live-publish)
+                           ──► the tee, inline on this thread (or the publisher's):
+                               `output` BoundedQueue(2, LATEST) for the presenter: a frame the
+                               presenter did not take in time is dropped and counted;
+                               RecordingSlot (pipeline/live_recorder.py) when recording
     kagura-live-recorder   LiveRecorder: frames + the captured audio → VideoFileSink
     kagura-live-look       LookSwitcher (pipeline/live_looks.py): builds the next preset's
                            stages off the frame thread and swaps them in with one store
     kagura-live-publish    GPU sessions (`gpu=LiveGpu(...)`, pipeline/live_gpu.py): waits for
-                           each frame the frame thread issued to the GPU and hands it on
+                           each frame the frame thread issued to the GPU and hands it to the tee
     kagura-live-ladder     GPU sessions, for their first second or so: sets up the quality
                            ladder's lower rungs beside the first frames (pipeline/ladder/prepare.py)
 
@@ -67,8 +71,9 @@ from core.stats import Timings
 from core.trace import step
 from pipeline.cpu_threads import share_cores_with_other_stages
 from pipeline.expressions import EXPRESSIONS, Expressions
+from pipeline.graph import INLINE, Edge, Graph
 from pipeline.live_analysis import LiveAnalysis
-from pipeline.live_chain import check_live
+from pipeline.live_chain import LIVE_GIVES, LiveOutput, check_live
 from pipeline.live_frames import AUDIO_AGE, FrameLoop, WallClock
 from pipeline.live_looks import LookSwitcher
 from pipeline.live_recorder import LiveRecorder, RecordingSlot
@@ -269,7 +274,6 @@ class LiveSession:
         self._recording = RecordingSlot(
             source, (w, h), self.fps, lambda msg: self._notify("error", msg)
         )
-        self._threads: list[threading.Thread] = []
         self._source_watch = SourceWatch(source, self._notify)
         self.frames = FrameLoop(
             self.fps,
@@ -277,16 +281,16 @@ class LiveSession:
             self.analysis,
             self.looks,
             self._expr,
-            self.output,
             self.timings,
             clock=WallClock(self._stop),
-            on_frame=lambda frame, look: self._recording.push(frame, look.transparent),
             on_tick=self._source_watch.poll,
             failed=lambda: self.error is not None,
             on_error=self._frames_failed,
             gpu=self._gpu,
-            max_in_flight=getattr(gpu, "max_in_flight", 1),
         )
+        # the outputs, one tee on the publishing thread: the display's queue and the recording
+        self.tee = LiveOutput((w, h), self.output, self._recording)
+        self.graph: Graph | None = None
         # the frame thread's scheduler (display timing, lead, learning; tested on simulated
         # time: tests/test_live_phase_lock.py) and its shedding (pipeline/shedding.py)
         self.phase_lock = self.frames.phase_lock
@@ -310,7 +314,10 @@ class LiveSession:
     # a part's attributes, read (and where the app or a bench sets them, set) through it
     level_db = _part_attr("analysis", "level_db", "Input level of the last hop (dBFS, after gain).")
     params = _part_attr(
-        "analysis", "out", "The newest AvatarParams (replaceable before start).", True
+        "analysis",
+        "out",
+        "The params edge: the newest AvatarParams (replaceable before start).",
+        True,
     )
     hops = _part_attr("analysis", "hops")
     latch_mouth = _part_attr(
@@ -339,7 +346,9 @@ class LiveSession:
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> LiveSession:
-        if self._threads:
+        """Start the session's graph (pipeline/graph.py): analysis ─► params ─► frames
+        [─► issued ─► publish] ─► the output tee; see `_graph`."""
+        if self.graph is not None and self.graph.running:
             return self
         self._stop.clear()
         self.started_at = self.phase_lock.start()
@@ -354,26 +363,40 @@ class LiveSession:
         )
         if self._gpu is not None and self._gpu.closed:
             raise RuntimeError("this session's GPU chain was closed by stop(); make a new one")
-        parts = [(self.analysis.run, "analysis"), (self.frames.run, "frames")]
-        if self._gpu is not None and self._gpu.cuda:
-            self.frames.open_inflight(self._gpu.max_in_flight)
-            parts.append((self.frames.publish_loop, "publish"))
         render_priority = getattr(self.looks.current.render, "priority", None)
         if render_priority is not None:
             self.priority["render"] = render_priority
-        if self.realtime_priority:
-            parts = [
-                (self._prioritised(target, name), name)
-                if name in self.REALTIME_PARTS
-                else (target, name)
-                for target, name in parts
-            ]
-        for target, name in parts:
-            t = threading.Thread(target=target, name=f"{_THREAD_PREFIX}-{name}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        self.graph = self._graph()
+        self.graph.start()  # checks the chain first (GraphError: nothing started)
         self.state = "running"
         return self
+
+    def _graph(self) -> Graph:
+        """The live graph: the analysis as its source, the frame loop (and, with frames left
+        on the GPU, the publisher) as its nodes, the tee as its sink, called on the publishing
+        thread. The params edge keeps only the newest (the frame loop takes what is there at
+        its tick); the issued edge blocks (the frame loop issues at most `max_in_flight`, so it
+        never waits on it)."""
+        nodes: list[Any] = [self.frames]
+        # the analysis's own queue while it is open (a caller may have replaced it to watch
+        # it: `params`), a new one after a stop closed it
+        params = self.analysis.out
+        edges: list[Any] = [Edge(1, Policy.LATEST) if params.closed else params]
+        if self.frames.publishes_later:
+            nodes.append(self.frames.publisher())
+            edges.append(Edge(self._gpu.max_in_flight + 1, Policy.BLOCK))
+        edges.append(INLINE)
+        return Graph(
+            self.analysis,
+            LIVE_GIVES,
+            nodes,
+            self.tee,
+            edges=edges,
+            stop=self._stop,
+            thread_prefix=f"{_THREAD_PREFIX}-",
+            on_thread_start=self._on_thread_start if self.realtime_priority else None,
+            on_error=lambda name, exc: self._frames_failed(f"{name} failed: {exc}"),
+        )
 
     def stop(self) -> dict[str, Any] | None:
         """Stop every thread, finish a recording in progress (returns its summary), close the
@@ -382,10 +405,9 @@ class LiveSession:
         if self.recording:
             with contextlib.suppress(Exception):
                 summary = self.stop_recording()
+        if self.graph is not None:
+            self.graph.stop(timeout=10)  # sets `_stop`: every node ends
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout=10)
-        self._threads.clear()
         self.looks.wait(30)
         if self._gpu is not None:
             self.gpu_figures.keep()
@@ -503,14 +525,11 @@ class LiveSession:
 
     # -- threads ------------------------------------------------------------------------------
 
-    def _prioritised(self, target: Callable[[], None], name: str) -> Callable[[], None]:
-        """`target`, run after its thread asked for real-time scheduling (core.priority)."""
-
-        def run() -> None:
+    def _on_thread_start(self, name: str) -> None:
+        """A node's thread, before its body: the real-time parts ask for real-time scheduling
+        (core.priority)."""
+        if name in self.REALTIME_PARTS:
             self.priority[name] = request_realtime_priority()
-            target()
-
-        return run
 
     def _frames_failed(self, message: str) -> None:
         self.error = message

@@ -1,8 +1,9 @@
 """The live session's analysis thread: audio from the source's ring buffer → AvatarParams.
 
     analysis = LiveAnalysis(source, stop, timings, on_error, profile=None, seed=0)
-    threading.Thread(target=analysis.run).start()      # until `stop` is set
-    params = analysis.out.get()                        # the newest AvatarParams (LATEST queue)
+    analysis.run(None, params)          # the source node of the session's graph (its own
+                                        # thread), until `stop` is set: AvatarParams into
+                                        # `params`, a BoundedQueue(1, LATEST) (the newest wins)
 
 It polls the ring every ANALYSIS_POLL_S; for every 10 ms of audio: gain → low-delay resample
 to the profile's rate (audio/live_resample.py) → LiveLipSync + LivePitch → LiveMotion (100 Hz)
@@ -50,8 +51,12 @@ class LiveAnalysis:
     `source`: anything with the AudioSource surface (pipeline/live_source.py). `timings`: the
     session's stage times ("analysis" is added per hop). `on_error(message)`: called from this
     thread when the analysis fails (it then ends). `profile`: lip-sync profile (default: the
-    user's calibrated one, else the shipped default). `out` may be replaced before `run`.
+    user's calibrated one, else the shipped default). `out`: the queue `run` was given (a
+    queue of its own before the first run).
     """
+
+    name = "analysis"  # the live graph's source node (pipeline/graph.py)
+    parts = ()
 
     def __init__(
         self,
@@ -93,8 +98,11 @@ class LiveAnalysis:
         self.controls = {**self.controls, key: value}
         self._controls_version += 1
 
-    def run(self) -> None:
-        """The thread body: analyse until `stop` is set (or report a failure and end)."""
+    def run(self, inbox: None = None, outbox: BoundedQueue[AvatarParams] | None = None) -> None:
+        """The thread body: analyse into `outbox` (default: `out`) until `stop` is set (or
+        report a failure and end)."""
+        if outbox is not None:
+            self.out = outbox
         try:
             self._loop()
         except Exception as exc:

@@ -1,7 +1,9 @@
 """The live session's frame thread: at each display tick, the newest params → one frame.
 
-    frames = FrameLoop(fps, source, analysis, looks, expressions, output, timings, ...)
-    threading.Thread(target=frames.run).start()           # until the clock says stop
+    frames = FrameLoop(fps, source, analysis, looks, expressions, timings, clock=..., gpu=...)
+    frames.run(params, outbox)        # a node of the session's graph (pipeline/graph.py), on
+                                      # its own thread, until the clock says stop
+    frames.publisher().run(issued, tee)      # GPU sessions: the node after it
 
 At the display fps — on a free-running timer, or, once the display says when it ticks
 (`phase_lock.set_display_timing`), phase-locked: each frame starts at the tick that will show
@@ -12,18 +14,21 @@ the expression blend → the look's RenderStage → StylizeStage, the idol in tw
 (`late_mouth`, default): the next frame's idol is drawn ahead — right after a frame is handed
 on, from the newest pose (RenderStage.prepare), or, by a render process, beside this thread,
 asked for behind the frame before's mouth with its pose; when that frame starts only its mouth
-is redrawn from the newest audio (finish: the cheap part). The frame goes to `output` and to
-`on_frame` (the recorder).
+is redrawn from the newest audio (finish: the cheap part). The frame, with its look, goes into
+the node's outbox: the session's output tee (pipeline/live_chain.py `LiveOutput`: the display's
+queue and the recorder), called on this thread.
 
 What a frame runs through, in order, is one value, checked when each look is built:
 pipeline/live_chain.py `live_stages` (the look's render, then its stylize here, or
-`GpuChain.parts` and its readback). This loop runs it by hand, not through pipeline/graph.py:
-the idol is drawn in two steps around the frame's start and the GPU part is issued without
-waiting, on one thread, which a thread per stage would not keep (docs/ARCHITECTURE.md).
+`GpuChain.parts` and its readback): the node's `parts`, which the graph checks when it starts.
+The loop is one node of the graph, not a thread per stage: the idol is drawn in two steps
+around the frame's start and the GPU part is issued without waiting, on one thread, which a
+thread per stage would not keep (docs/ARCHITECTURE.md).
 
 With GPU stages (`gpu`, pipeline/live_gpu.py) this thread issues the frame to the GPU without
-waiting (`gpu.submit`: the frame comes back pending, `Frame.ready`); `publish_loop` (its own
-thread) waits for each (`gpu.finish`) and hands it on. At most `max_in_flight` frames are on
+waiting (`gpu.submit`: the frame comes back pending, `Frame.ready`) into its outbox, the edge to
+the next node, `FramePublisher` (its own thread), which waits for each (`gpu.finish`) and
+hands it to the tee. At most `max_in_flight` frames are on
 the GPU: a tick finding it that busy starts no frame (`gpu_busy_ticks`). The quality ladder
 (pipeline/ladder/) changes its rung between frames on this thread (`gpu.poll`, from the
 finished frames' CUDA events).
@@ -40,7 +45,6 @@ monotonic clock, and sleeps that end when the session stops); a test passes simu
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import threading
@@ -53,9 +57,10 @@ from core.avatar import AvatarParams
 from core.clock import NS_PER_S
 from core.frame import MOUTH_TIMING, RENDER_WAIT, Frame
 from core.stats import Timings
+from pipeline.live_chain import live_stages
 from pipeline.look import Look
 from pipeline.phase_lock import PhaseLock
-from pipeline.queues import BoundedQueue, Closed, Policy
+from pipeline.queues import BoundedQueue, Closed
 from pipeline.shedding import Shedder
 
 log = logging.getLogger(__name__)
@@ -99,15 +104,18 @@ class WallClock:
 
 
 class FrameLoop:
-    """The frame thread's state and bodies (`run`, `publish_loop`); see the module docstring.
+    """The frame thread's state and body (`run`; GPU sessions: `publisher()` for the next
+    node); see the module docstring.
 
-    `source`: pts_ns() is the audio clock. `analysis`: its `out` queue has the newest params,
-    `hops` says whether it has analysed anything yet. `looks.current`: the look a frame is drawn
-    with (read once per frame). `expressions.apply(params, pts)`: the triggered expressions.
+    `source`: pts_ns() is the audio clock. `analysis.hops` says whether the analysis has
+    analysed anything yet (the params come in `run`'s inbox). `looks.current`: the look a frame
+    is drawn with (read once per frame). `expressions.apply(params, pts)`: the triggered expressions.
     `on_tick()`: called at every tick before its pts is read (the source's state). `failed()`:
     True once the session reported an error (then nothing is shed). `on_error(message)`: this
     loop failed and ends. `gpu`: the GPU chain (None: stylize on this thread).
     """
+
+    name = "frames"  # its node in the session's graph
 
     def __init__(
         self,
@@ -116,29 +124,24 @@ class FrameLoop:
         analysis: Any,
         looks: Any,
         expressions: Any,
-        output: BoundedQueue[Frame],
         timings: Timings,
         *,
         clock: LoopClock,
-        on_frame: Callable[[Frame, Look], None] = lambda frame, look: None,
         on_tick: Callable[[], None] = lambda: None,
         failed: Callable[[], bool] = lambda: False,
         on_error: Callable[[str], None] = lambda message: None,
         gpu: Any = None,
-        max_in_flight: int = 1,
     ) -> None:
         self.fps = int(fps)
         self.source = source
         self.analysis = analysis
         self.looks = looks
         self.expressions = expressions
-        self.output = output
         self.clock = clock
         self.gpu = gpu
         self._timings = timings
-        self._on_frame, self._on_tick = on_frame, on_tick
+        self._on_tick = on_tick
         self._failed, self._on_error = failed, on_error
-        self._inflight: BoundedQueue[tuple] = BoundedQueue(max(1, max_in_flight) + 1, Policy.BLOCK)
         # the scheduler (display timing, lead, learning): its own object on the same clock,
         # tested on simulated time (tests/test_live_phase_lock.py)
         self.phase_lock = PhaseLock(self.fps, now_ns=clock.now_ns)
@@ -157,39 +160,37 @@ class FrameLoop:
         self.late_ticks = 0  # ticks the frame thread started over a period late
         self.gpu_busy_ticks = 0  # ticks that started no frame: max_in_flight on the GPU
 
-    def open_inflight(self, max_in_flight: int) -> None:
-        """A fresh queue to the publisher (the last one was closed when the loop ended)."""
-        self._inflight = BoundedQueue(max_in_flight + 1, Policy.BLOCK)
+    @property
+    def parts(self) -> tuple:
+        """What a frame of the current look runs through, in order (pipeline/live_chain.py)."""
+        return live_stages(self.looks.current, self.gpu)
 
-    # -- the threads --------------------------------------------------------------------------
+    @property
+    def publishes_later(self) -> bool:
+        """Frames leave this node pending (on the GPU): a `publisher()` node waits for them."""
+        return self.gpu is not None and bool(self.gpu.cuda)
 
-    def run(self) -> None:
-        """The frame thread's body: until the clock says stop (or a failure, reported)."""
+    def publisher(self) -> FramePublisher:
+        return FramePublisher(self)
+
+    # -- the node -----------------------------------------------------------------------------
+
+    def run(self, inbox: BoundedQueue[AvatarParams], outbox: Any) -> None:
+        """The frame thread's body: the newest params from `inbox` → frames into `outbox`
+        (pending `(frame, look, started_ns)` when `publishes_later`, else `(frame, look)` for
+        the tee), until the clock says stop (or a failure, reported). The graph closes
+        `outbox` when it returns: the publisher drains what is on the GPU, then ends."""
         try:
-            self._loop()
+            self._loop(inbox, outbox)
         except Exception as exc:
             log.exception("live frames")
             self._on_error(f"frame production failed: {exc}")
-        finally:
-            self._inflight.close()  # the publisher drains what is on the GPU, then ends
-
-    def publish_loop(self) -> None:
-        """GPU sessions: wait for each issued frame's done event (this thread only), publish."""
-        try:
-            while True:
-                try:
-                    frame, look, t0 = self._inflight.get()
-                except Closed:
-                    return
-                frame = self.gpu.finish(frame)  # a blocking-sync event: this thread sleeps
-                self._publish(frame, look, t0)
-        except Exception as exc:
-            log.exception("live publish")
-            self._on_error(f"frame publishing failed: {exc}")
 
     # -- one frame ----------------------------------------------------------------------------
 
-    def _publish(self, frame: Frame, look: Look, t0: int) -> None:
+    def publish(self, frame: Frame, look: Look, t0: int, outbox: Any) -> None:
+        """A finished frame's timings and counters, then `(frame, look)` into `outbox` (the
+        session's tee: the display queue, latest wins, and the recorder)."""
         total = (self.clock.now_ns() - t0) / 1e6
         self._timings.add("render", frame.timings.get("render", 0.0))
         for key in (MOUTH_TIMING, RENDER_WAIT):  # the late mouth, on the critical path
@@ -202,11 +203,9 @@ class FrameLoop:
         frame = frame.timed("frame", total)
         self.frames_produced += 1
         self.last_frame = frame
-        with contextlib.suppress(Closed):
-            self.output.put(frame)
-        self._on_frame(frame, look)
+        outbox.put((frame, look))
 
-    def _loop(self) -> None:
+    def _loop(self, inbox: BoundedQueue[AvatarParams], outbox: Any) -> None:
         clock = self.clock
         period = 1.0 / self.fps
         params = AvatarParams()
@@ -222,9 +221,8 @@ class FrameLoop:
 
         def newest() -> AvatarParams:
             nonlocal params, fresh
-            queue = self.analysis.out
-            while len(queue):  # single consumer: never blocks
-                params = queue.get()
+            while len(inbox):  # single consumer: never blocks
+                params = inbox.get()
                 fresh = True
             return params
 
@@ -300,13 +298,13 @@ class FrameLoop:
                     ISSUE_CPU: (time.thread_time_ns() - cpu0) / 1e6,
                 }
                 frame = frame.with_(timings={**frame.timings, **issued})
-                if frame.ready is None:
-                    self._publish(frame, look, t0)
+                if self.publishes_later:
+                    outbox.put((frame, look, t0))
                 else:
-                    self._inflight.put((frame, look, t0))
+                    self.publish(frame, look, t0, outbox)
                 continue
             frame = look.stylize.process(frame)
-            self._publish(frame, look, t0)
+            self.publish(frame, look, t0, outbox)
 
     def _posed(self, params: AvatarParams, pts: int) -> AvatarParams:
         """`params` as of `pts`, with the triggered expressions blended in."""
@@ -360,3 +358,29 @@ class FrameLoop:
             wait = (start_ns - COLLECT_SPARE_NS - self.clock.now_ns()) / 1e9
             if wait > 0:
                 look.render.collect(wait)
+
+
+class FramePublisher:
+    """GPU sessions: the node after the frame loop. Waits for each issued frame's done event
+    (this thread only: `gpu.finish` sleeps on a blocking-sync event) and publishes it
+    (`FrameLoop.publish`) into the tee; ends when the frame loop's edge is closed and drained."""
+
+    name = "publish"
+    parts = ()  # it waits for the chain the frame node issued; it adds nothing
+
+    def __init__(self, loop: FrameLoop) -> None:
+        self.loop = loop
+
+    def run(self, inbox: BoundedQueue[tuple], outbox: Any) -> None:
+        loop = self.loop
+        try:
+            while True:
+                try:
+                    frame, look, t0 = inbox.get()
+                except Closed:
+                    return
+                frame = loop.gpu.finish(frame)  # a blocking-sync event: this thread sleeps
+                loop.publish(frame, look, t0, outbox)
+        except Exception as exc:
+            log.exception("live publish")
+            loop._on_error(f"frame publishing failed: {exc}")

@@ -7,11 +7,11 @@ import threading
 import numpy as np
 import pytest
 
-from core.avatar import AvatarTrack
+from core.avatar import AvatarParams, AvatarTrack
 from core.clock import frame_count, frame_pts_ns, ns_to_samples, samples_to_ns
 from core.frame import Frame
 from core.stage import BaseStage, Context, spec
-from pipeline.graph import Graph, GraphError
+from pipeline.graph import INLINE, Edge, Graph, GraphError
 from pipeline.queues import BoundedQueue, Closed, Policy
 from pipeline.sources import TRACK_GIVES, track_frames
 
@@ -169,3 +169,138 @@ def test_block_policy_bounds_memory():
     assert done.wait(2)
     t.join()
     assert len(q) == 2
+
+
+# -- the runtime live sessions run through: nodes, edge policies, an inline sink, stop -------
+
+
+class Numbers:
+    """A source node: frames 0..n-1 into its outbox, then `done` is set."""
+
+    name = "numbers"
+    parts = ()
+
+    def __init__(self, n: int) -> None:
+        self.n, self.done = n, threading.Event()
+
+    def run(self, inbox, outbox):
+        assert inbox is None
+        for i in range(self.n):
+            outbox.put(Frame(i, i, AvatarParams(pts_ns=i)))
+        self.done.set()
+
+
+class NewestOnly:
+    """A node that waits for the source to finish, then passes on what its inbox still holds,
+    on the thread it runs on (recorded), and idles until the graph stops."""
+
+    name = "newest"
+    parts = (AddImage(),)
+
+    def __init__(self, source: Numbers, stop: threading.Event) -> None:
+        self.source, self.stop = source, stop
+        self.inbox = None
+
+    def run(self, inbox, outbox):
+        self.inbox = inbox
+        assert self.source.done.wait(5)
+        while len(inbox):
+            outbox.put(inbox.get())
+        self.stop.wait(5)
+
+
+class ThreadSink(ListSink):
+    """Records which thread wrote each frame."""
+
+    needs = spec("params", "image")
+
+    def __init__(self):
+        super().__init__()
+        self.threads: list[str] = []
+
+    def write(self, frame):
+        self.threads.append(threading.current_thread().name)
+        super().write(frame)
+
+
+def test_live_graph_latest_edge_keeps_the_newest_and_the_inline_sink_runs_on_the_node():
+    stop = threading.Event()
+    numbers, sink = Numbers(10), ThreadSink()
+    started: list[str] = []
+    graph = Graph(
+        numbers,
+        spec("params"),
+        [NewestOnly(numbers, stop)],
+        sink,
+        edges=[Edge(1, Policy.LATEST), INLINE],
+        stop=stop,
+        thread_prefix="t-",
+        on_thread_start=lambda name: started.append(threading.current_thread().name + ":" + name),
+    )
+    graph.start()
+    node = graph.nodes[0]
+    assert numbers.done.wait(5)
+    graph.stop(timeout=5)
+    assert not graph.running and stop.is_set()
+    # a latest-wins edge of one: nine superseded, the newest passed on
+    assert [f.index for f in sink.frames] == [9] and node.inbox.dropped == 9
+    assert sink.threads == ["t-newest"]  # no hand-off: written by the node's own thread
+    assert sorted(started) == ["t-newest:newest", "t-numbers:numbers"]
+
+
+def test_graph_refuses_nodes_whose_parts_do_not_fit_before_any_thread_starts():
+    class NeedsMotion(ListSink):
+        needs = spec("params", "image", "motion")
+
+    stop = threading.Event()
+    numbers = Numbers(3)
+    graph = Graph(
+        numbers,
+        spec("params"),
+        [NewestOnly(numbers, stop)],
+        NeedsMotion(),
+        edges=[Edge(1, Policy.LATEST), INLINE],
+        stop=stop,
+    )
+    with pytest.raises(GraphError, match="'list' needs \\['motion'\\]"):
+        graph.start()
+    assert not graph.running and not numbers.done.is_set()
+
+
+def test_a_live_node_that_raises_is_reported_and_ends_while_the_others_run_on():
+    class Breaks:
+        name = "breaks"
+        parts = ()
+
+        def run(self, inbox, outbox):
+            inbox.get()
+            raise RuntimeError("node broke")
+
+    stop = threading.Event()
+    failures: list[tuple[str, str]] = []
+    numbers, sink = Numbers(1), ListSink()
+    graph = Graph(
+        numbers,
+        spec("params"),
+        [Breaks()],
+        sink,
+        edges=[Edge(4), INLINE],
+        stop=stop,
+        on_error=lambda name, exc: failures.append((name, str(exc))),
+    )
+    graph.start()
+    breaks_thread = graph.threads[1]
+    breaks_thread.join(5)
+    assert not breaks_thread.is_alive() and failures == [("breaks", "node broke")]
+    graph.stop(timeout=5)
+    assert sink.frames == [] and not sink.aborted  # a live sink is the session's to close
+
+
+def test_a_node_ending_closes_its_edge_so_the_next_drains_and_ends():
+    """Offline nodes end in order: the source's end closes the first edge, each stage drains
+    its inbox and ends, and the sink sees every frame, in order, then `finish`."""
+    sink = ListSink()
+    graph = Graph(track_frames(make_track(20)), TRACK_GIVES, [AddImage(), Doubler()], sink)
+    graph.run(CTX)
+    assert [f.index for f in sink.frames] == list(range(20)) and sink.finished
+    assert all(len(q) == 0 for q in graph.queues[:-1]) and not graph.running

@@ -106,25 +106,21 @@ def looks():
 
 
 def run_loop(sim: SimulatedTime, looks, fps: int, display_tick_ns: int | None = None):
-    frames = []
     errors: list[str] = []
     loop = FrameLoop(
-        fps,
-        sim.source,
-        sim,
-        looks,
-        Expressions(),
-        BoundedQueue(2, Policy.LATEST),
-        Timings(),
-        clock=sim,
-        on_frame=lambda frame, look: frames.append(frame),
-        on_error=errors.append,
+        fps, sim.source, sim, looks, Expressions(), Timings(), clock=sim, on_error=errors.append
     )
     loop.phase_lock.start()
     if display_tick_ns is not None:
         loop.phase_lock.set_display_timing(display_tick_ns, REFRESH_NS)
-    loop.run()
+    shown = BoundedQueue(10_000, Policy.BLOCK)  # what the session's tee would be handed
+    loop.run(sim.out, shown)
     assert errors == []
+    frames = []
+    while len(shown):
+        frame, look = shown.get()
+        assert look is looks.current
+        frames.append(frame)
     return loop, frames
 
 

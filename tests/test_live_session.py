@@ -65,6 +65,7 @@ def run(tmp_path_factory):
                 rec_stop = t
                 summary = session.stop_recording()
         stats = session.stats()
+        nodes = [(t.name, t.is_alive()) for t in session.graph.threads]
     finally:
         session.stop()
         gc.enable()
@@ -73,6 +74,7 @@ def run(tmp_path_factory):
         "switch_at": switch_at,
         "summary": summary,
         "stats": stats,
+        "nodes": nodes,
         "states": states,
         "source": src,
         "session": session,
@@ -134,6 +136,25 @@ def test_recording_is_a_valid_mp4_with_audio_and_video(run):
         rate = c.streams.audio[0].sample_rate
     assert n_audio / rate == pytest.approx(n_video / FPS, abs=0.1)
     assert a.sample_rate == run["rate"]
+
+
+def test_the_session_runs_as_a_graph_of_its_nodes(run):
+    """The analysis and the frame loop are the graph's nodes, on their own threads while the
+    session runs; the params edge keeps the newest only; the outputs are the graph's sink."""
+    from pipeline.graph import INLINE
+    from pipeline.live_chain import LiveOutput
+    from pipeline.queues import Policy
+
+    session = run["session"]
+    assert run["nodes"] == [("kagura-live-analysis", True), ("kagura-live-frames", True)]
+    params = session.graph.edges[0]
+    assert params is session.params and (params.capacity, params.policy) == (1, Policy.LATEST)
+    assert session.graph.edges[1:] == [INLINE]
+    assert (
+        isinstance(session.graph.sink, LiveOutput) and session.graph.sink.display is session.output
+    )
+    # superseded params were dropped by the edge, not queued (analysis 100 Hz, frames 20 fps)
+    assert run["stats"]["params_superseded"] > 0
 
 
 def test_stop_is_clean(run):
