@@ -448,23 +448,25 @@ def _render(cfg) -> int:
         graph, ctx, total = render_job.build_graph(
             req, analyze=analysis.analyze if analysis is not None else None, early=early
         )
+        mark("graph built")
+        # the stages set up while the analysis finishes: the graph's source waits for it
+        # (render_job.PendingTrack), so the analysis is kept until the graph has run
+        try:
+            with RenderProgress(total, quiet=cfg.quiet, label=req.output.name) as progress:
+                frames = FrameMarks(progress.on_frame)
+                graph.run(ctx, on_frame=frames)
+                frames.close()
+        except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
+            kept = render_job.kept_output(graph)
+            tail = f"; the frames written are kept in {kept}" if kept else ""
+            print(f"kagura: error: {' '.join(str(exc).split())}{tail}", file=sys.stderr)
+            return 1
+        except BaseException as exc:  # Ctrl+C, SIGTERM, disk full, ...: where the frames are
+            render_job.note_kept(exc, graph)
+            raise
     finally:
         if analysis is not None:
             analysis.close()
-    mark("graph built")
-    try:
-        with RenderProgress(total, quiet=cfg.quiet, label=req.output.name) as progress:
-            frames = FrameMarks(progress.on_frame)
-            graph.run(ctx, on_frame=frames)
-            frames.close()
-    except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
-        kept = render_job.kept_output(graph)
-        tail = f"; the frames written are kept in {kept}" if kept else ""
-        print(f"kagura: error: {' '.join(str(exc).split())}{tail}", file=sys.stderr)
-        return 1
-    except BaseException as exc:  # Ctrl+C, SIGTERM, disk full, ...: say where the frames are
-        render_job.note_kept(exc, graph)
-        raise
     mark("finished")
     print(f"kagura: wrote {req.output}", file=sys.stderr)
     return 0

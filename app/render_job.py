@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.config import (  # the option rules, one place for every command (app/config.py)
     DIFFUSION_KINDS,
@@ -44,6 +45,7 @@ from app.config import (  # the option rules, one place for every command (app/c
     expect_x264_preset,
 )
 from app.errors import UsageError
+from core.clock import frame_count
 from core.stage import Context, spec
 from core.trace import step
 from pipeline.cpu_threads import share_cores_with_other_stages
@@ -411,6 +413,45 @@ class TrackInProgress:
         process, which frees the thread."""
         self._pool.shutdown(wait=False)
 
+    def pending(self, fps: int) -> PendingTrack:
+        """The track as the graph can take it before it exists (`PendingTrack`)."""
+        return PendingTrack(self, frame_count(self.clip.num_samples, self.clip.sample_rate, fps))
+
+
+class PendingTrack:
+    """The AvatarTrack a `TrackInProgress` is still making, handed to the graph before it is
+    done, so every stage sets up (models to the GPU, graph captures, encoders) while the audio
+    is analysed: a long song's analysis outlasts the set-up. Its length is the clip's frame
+    count (what the analysis makes: `core.clock.frame_count`); the first read of a frame
+    (the graph's source thread, at the first frame) waits for the track."""
+
+    def __init__(self, early: TrackInProgress, frames: int) -> None:
+        self._early, self._frames = early, frames
+        self._track: Any = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._frames
+
+    def resolve(self) -> Any:
+        with self._lock:  # the source thread and a render pool's threads may ask at once
+            if self._track is None:
+                track = self._early.track()
+                step("audio analysed")
+                if len(track) != self._frames:
+                    raise RuntimeError(
+                        f"the audio analysis made {len(track)} frames, not {self._frames}"
+                    )
+                self._track = track
+            return self._track
+
+    @property
+    def pts_ns(self) -> Any:
+        return self.resolve().pts_ns
+
+    def __getitem__(self, i: int) -> Any:
+        return self.resolve()[i]
+
 
 def build_graph(
     req: RenderRequest,
@@ -420,7 +461,8 @@ def build_graph(
 ) -> tuple[Graph, Context, int]:
     """Decode, analyse and assemble; returns the graph, its context and the frame count.
     `analyze`: in place of `analyze_clip`, same arguments; `early`: the decoding and the
-    analysis already under way (`TrackInProgress`)."""
+    analysis already under way (`TrackInProgress`). With either, the graph's source waits for
+    the analysis (`PendingTrack`): whoever runs the analysis keeps it until the graph ran."""
     from presets.loader import load_preset
 
     if early is None and analyze is not None:
@@ -435,8 +477,7 @@ def build_graph(
         except BaseException:
             early.drop()
             raise
-        track = early.track()
-        step("audio analysed")
+        track = early.pending(req.fps)  # waited for at the first frame, after the set-up
     else:
         share_cores_with_other_stages()
         preset = load_preset(req.preset)
