@@ -247,7 +247,11 @@ def run_live(
             rms, m, out, _ = frame(start_index + 1 + n)
             res.render_ms.append(rms)
             spans.append(m)
-            issued.append(out)
+            # kept to be finished after the loop, without its picture: a picture held here
+            # keeps its page-locked block from the next readback, which then allocates one
+            # (as the product never does: the display drops its pictures as it goes), and the
+            # stream waits for that allocation inside the readback's time
+            issued.append(out.with_(image=None))
         for out in issued:  # after the timed loop: each done event, already reached or soon
             chain.finish(out)
         if cuda:
