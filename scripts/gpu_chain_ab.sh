@@ -8,12 +8,14 @@
 #   bash scripts/gpu_chain_ab.sh ab      A/B, interleaved (this tree, then the base, twice):
 #                                        bench offline 1080p x3, kagura render and live from
 #                                        the shell (bench e2e), bench live --headless 60 fps x3
+#   bash scripts/gpu_chain_ab.sh pipeline  A/B, interleaved, ROUNDS (2) of bench pipeline: the live
+#                                        chain held on its top rung and the render's chain
 # The base tree is this one with REV's files put back (.ab/base.tar.xz, written here by
 #   `bash scripts/gpu_chain_ab.sh base REV`, which needs git; REMOVED lists the files REV lacks;
 #   packed: the call carries 64 MiB in all).
 # Logs into $OUT/ab.log, this tree's figures into $OUT/BENCHMARKS.md.
 set -uo pipefail
-PART=${1:?tests, ab, live or base REV}
+PART=${1:?tests, ab, live, pipeline or base REV}
 if [ "$PART" = base ]; then
     REV=${2:?base REV}; rm -rf .ab /tmp/ab && mkdir -p .ab /tmp/ab
     git diff --name-only --diff-filter=M "$REV" -- . ':!docs' | while read -r f; do
@@ -30,11 +32,11 @@ python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, 
 if [ "$PART" = tests ]; then
     timeout 330 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu_chain.py \
         tests/test_live_rungs_gpu.py tests/test_render_gpu_stages.py tests/test_temporal.py \
-        tests/test_diffusion_gpu.py 2>&1 | tail -15
+        tests/test_diffusion_gpu.py tests/test_bench_live_headless.py 2>&1 | tail -15
     timeout 120 python3 -m app.cli bench pipeline --device cuda --model pipeline/diffusion/kagura \
         --size 640x360 --out-size 1920x1080 --frames 200 --offline --out "$B" 2>&1 | filter | tail -30
 fi
-if [ "$PART" = ab ] || [ "$PART" = live ]; then
+if [ "$PART" = ab ] || [ "$PART" = live ] || [ "$PART" = pipeline ]; then
     rm -rf /tmp/base; mkdir -p /tmp/base
     tar --exclude=./.whl --exclude=./.gl --exclude=./.ab -cf - . | tar -xf - -C /tmp/base
     tar -xJf .ab/base.tar.xz -C /tmp/base
@@ -61,6 +63,19 @@ if [ "$PART" = live ]; then
         echo "=== offline, new"; offline "$PWD"
         echo "=== offline, base"; offline /tmp/base --no-write
     fi
+fi
+if [ "$PART" = pipeline ]; then
+    for round in $(seq "${ROUNDS:-2}"); do
+        for arm in new base; do
+            tree=$PWD; [ $arm = base ] && tree=/tmp/base
+            echo "=== round $round, $arm"
+            ( cd "$tree" && export PYTHONPATH=/tmp/site:$tree
+              timeout 140 python3 -m app.cli bench pipeline --device cuda --model pipeline/diffusion/kagura \
+                  --size 640x360 --out-size 1920x1080 --frames 300 --steps 1 --offline --batch 8 \
+                  --out "$B" $([ $arm = base ] && echo --no-write) 2>&1 | filter \
+                  | grep "end to end GPU\|GPU per frame\|^| CUDA graphs" )
+        done
+    done
 fi
 if [ "$PART" = ab ]; then
     for round in 1 2; do
