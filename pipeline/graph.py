@@ -257,6 +257,9 @@ class Graph:
     def run(self, ctx: Context, on_frame: Callable[[Frame], None] | None = None) -> RunStats:
         """Offline: set every part up, run to the end of the source and write every frame to
         the sink on this thread. On any error the sink is aborted and the error re-raised."""
+        last = self.edges[-1]
+        if isinstance(last, Edge) and last.inline:
+            raise ValueError("run() writes the sink on its own thread: its last edge is a queue")
         self.build()
         stats = RunStats(stage_ms={s.name: 0.0 for s in self.stages})
         prepared: list = []

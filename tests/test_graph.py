@@ -304,3 +304,13 @@ def test_a_node_ending_closes_its_edge_so_the_next_drains_and_ends():
     graph.run(CTX)
     assert [f.index for f in sink.frames] == list(range(20)) and sink.finished
     assert all(len(q) == 0 for q in graph.queues[:-1]) and not graph.running
+
+
+def test_run_refuses_an_inline_last_edge():
+    """`run` writes the sink on the caller's thread from the last queue; an inline sink is
+    for graphs that `start` (live)."""
+    sink = ListSink()
+    graph = Graph(track_frames(make_track(3)), TRACK_GIVES, [], sink, edges=[INLINE])
+    with pytest.raises(ValueError, match="its last edge is a queue"):
+        graph.run(CTX)
+    assert sink.frames == [] and not sink.finished
