@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
+# `Examples.heard` looks this far back from the window's end, in 1 ms steps: to the window's
+# centre, where the targets are read
+HEARD_MS = 12
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
 WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
@@ -65,12 +68,18 @@ class Examples:
     vowel: np.ndarray  # int64 (n,) 0..4, -1 where not a vowel
     # hops of each heard track in order (a convolutional net trains on runs of a track's hops)
     lengths: np.ndarray | None = None
+    # float32 (n,): how long (ms, up to HEARD_MS) the voice has sounded at the window's end —
+    # the voice targets' `voice`, at the window's centre, come that much later at an onset
+    heard: np.ndarray | None = None
 
     @staticmethod
     def concat(parts: list[Examples]) -> Examples:
         cols = (np.concatenate([getattr(p, k) for p in parts]) for k in
                 ("live", "offline", "voice", "vowel"))  # fmt: skip
-        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64))
+        heard = None
+        if all(p.heard is not None for p in parts):
+            heard = np.concatenate([p.heard for p in parts])
+        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64), heard)
 
 
 def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
@@ -91,6 +100,7 @@ def _one(
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
+    heard = heard_ms(phones, f.end / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
     # heard a voice in)
@@ -106,7 +116,30 @@ def _one(
         live = lifter_rows(live, gain)
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
         off = lifter_rows(off, gain) if offline and cvn is None else off
-    return Examples(live, off, (lab != "-").astype(np.float32), vowel)
+    return Examples(live, off, (lab != "-").astype(np.float32), vowel, heard=heard)
+
+
+def heard_ms(phones, ends_s: np.ndarray) -> np.ndarray:
+    """(n,) float32: for windows ending at `ends_s` (s), for how many ms up to each end the
+    phones have been a voice without a pause (0: a pause at the end; at most HEARD_MS + 1)."""
+    run = np.ones(len(ends_s), bool)
+    out = np.zeros(len(ends_s), np.float32)
+    for k in range(HEARD_MS + 1):
+        run &= labels_at(phones, np.asarray(ends_s, np.float64) - k / 1000) != "-"
+        out += run
+    return out
+
+
+def onset_voice(ex: Examples, onset_ms: float) -> np.ndarray:
+    """The voice targets with each onset shown once the window's newest `onset_ms` ms hold
+    the voice: the truth at the window's centre (`ex.voice`) shows it 12.5 ms later than the
+    level does, and the live gate opens on the net's p(voice) — a net taught the centre's
+    truth holds the mouth shut over the first hop it hears."""
+    if ex.heard is None:
+        raise ValueError("onset_ms: the examples carry no `heard` (build them with `examples`)")
+    if not 0 < onset_ms <= HEARD_MS:
+        raise ValueError(f"onset_ms: expected 0 < onset_ms <= {HEARD_MS}, got {onset_ms}")
+    return np.maximum(ex.voice, (ex.heard >= onset_ms).astype(np.float32))
 
 
 def cvn_prior(tracks: list[Track]) -> np.ndarray:
@@ -640,7 +673,8 @@ def train(
     `offline` (or `live`) given, that net is kept and only the other one is trained.
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
-    mixup, weight_decay, soft_weight, soft_on, voice_weight); `soft` (n, 6): a teacher's p(voice)
+    mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms: the live voice
+    targets of `onset_voice`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -652,7 +686,9 @@ def train(
             lf = dict(live_fit or {})
             if soft is not None:
                 lf["soft"] = soft[s]
-            live = fit_live(ex.live[s], ex.voice[s], ex.vowel[s], epochs, seed, **lf)
+            onset = lf.pop("onset_ms", 0)
+            voice = onset_voice(ex, onset) if onset else ex.voice
+            live = fit_live(ex.live[s], voice[s], ex.vowel[s], epochs, seed, **lf)
         off = offline
         if off is None:
             off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)

@@ -285,6 +285,7 @@ def _stacked(hop, live_offsets, offline_offsets):
         hop.voice,
         hop.vowel,
         hop.lengths,
+        hop.heard,
     )
 
 
