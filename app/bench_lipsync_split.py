@@ -92,6 +92,13 @@ RECIPES = {
     "live-distil-onset3": {"live_fit": {"soft_weight": 1.0, "onset_ms": 3}},
     "live-distil-onset6": {"live_fit": {"soft_weight": 1.0, "onset_ms": 6}},
     "live-distil-half-onset6": {"live_fit": {"soft_weight": 0.5, "onset_ms": 6}},
+    "live-distil-voice25-onset6": {
+        "live_fit": {"soft_weight": 1.0, "voice_weight": 0.25, "onset_ms": 6}
+    },
+    "live-distil-voice5-onset6": {
+        "live_fit": {"soft_weight": 1.0, "voice_weight": 0.5, "onset_ms": 6}
+    },
+    "live-distil-t05-onset6": {"live_fit": {"soft_weight": 1.0, "teacher_t": 0.5, "onset_ms": 6}},
     "live-distil-wide-onset6": {
         "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6}
     },

@@ -684,10 +684,13 @@ def train(
         s = slice(None, None, stride)
         if live is None:
             lf = dict(live_fit or {})
-            if soft is not None:
-                lf["soft"] = soft[s]
             onset = lf.pop("onset_ms", 0)
             voice = onset_voice(ex, onset) if onset else ex.voice
+            if soft is not None:
+                if onset:  # the teacher's p(voice) is its centre's: the onsets shown as sooner
+                    soft = soft.copy()
+                    soft[:, 0] = np.maximum(soft[:, 0], voice - ex.voice)
+                lf["soft"] = soft[s]
             live = fit_live(ex.live[s], voice[s], ex.vowel[s], epochs, seed, **lf)
         off = offline
         if off is None:
