@@ -99,6 +99,13 @@ RECIPES = {
         "live_fit": {"soft_weight": 1.0, "voice_weight": 0.5, "onset_ms": 6}
     },
     "live-distil-t05-onset6": {"live_fit": {"soft_weight": 1.0, "teacher_t": 0.5, "onset_ms": 6}},
+    # the onset targets only in the copies without a band underneath
+    "live-distil-onset6-clean": {
+        "live_fit": {"soft_weight": 1.0, "onset_ms": 6, "onset_band": False}
+    },
+    "live-distil-wide-onset6-clean": {
+        "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
+    },
     "live-distil-wide-onset6": {
         "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6}
     },

@@ -71,15 +71,17 @@ class Examples:
     # float32 (n,): how long (ms, up to HEARD_MS) the voice has sounded at the window's end —
     # the voice targets' `voice`, at the window's centre, come that much later at an onset
     heard: np.ndarray | None = None
+    banded: np.ndarray | None = None  # bool (n,): a band plays under the hop's copy
 
     @staticmethod
     def concat(parts: list[Examples]) -> Examples:
         cols = (np.concatenate([getattr(p, k) for p in parts]) for k in
                 ("live", "offline", "voice", "vowel"))  # fmt: skip
-        heard = None
-        if all(p.heard is not None for p in parts):
-            heard = np.concatenate([p.heard for p in parts])
-        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64), heard)
+        more = {}
+        for k in ("heard", "banded"):
+            if all(getattr(p, k) is not None for p in parts):
+                more[k] = np.concatenate([getattr(p, k) for p in parts])
+        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64), **more)
 
 
 def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
@@ -95,7 +97,7 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
-    live_voiced=False, gain=None, cvn=None, warp_front=False,
+    live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False,
 ) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
@@ -116,7 +118,8 @@ def _one(
         live = lifter_rows(live, gain)
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
         off = lifter_rows(off, gain) if offline and cvn is None else off
-    return Examples(live, off, (lab != "-").astype(np.float32), vowel, heard=heard)
+    return Examples(live, off, (lab != "-").astype(np.float32), vowel, heard=heard,
+                    banded=np.full(len(lab), banded))  # fmt: skip
 
 
 def heard_ms(phones, ends_s: np.ndarray) -> np.ndarray:
@@ -130,16 +133,25 @@ def heard_ms(phones, ends_s: np.ndarray) -> np.ndarray:
     return out
 
 
-def onset_voice(ex: Examples, onset_ms: float) -> np.ndarray:
+def onset_voice(ex: Examples, onset_ms: float, over_band: bool = True) -> np.ndarray:
     """The voice targets with each onset shown once the window's newest `onset_ms` ms hold
     the voice: the truth at the window's centre (`ex.voice`) shows it 12.5 ms later than the
     level does, and the live gate opens on the net's p(voice) — a net taught the centre's
-    truth holds the mouth shut over the first hop it hears."""
+    truth holds the mouth shut over the first hop it hears. Not `over_band`: the centre's
+    truth where a band plays under the copy (a sooner voice there opened the gate in the
+    band's own rises; docs/BENCHMARKS.md)."""
     if ex.heard is None:
         raise ValueError("onset_ms: the examples carry no `heard` (build them with `examples`)")
     if not 0 < onset_ms <= HEARD_MS:
         raise ValueError(f"onset_ms: expected 0 < onset_ms <= {HEARD_MS}, got {onset_ms}")
-    return np.maximum(ex.voice, (ex.heard >= onset_ms).astype(np.float32))
+    early = ex.heard >= onset_ms
+    if not over_band:
+        if ex.banded is None:
+            raise ValueError(
+                "onset_band: the examples carry no `banded` (build them with `examples`)"
+            )
+        early &= ~ex.banded
+    return np.maximum(ex.voice, early.astype(np.float32))
 
 
 def cvn_prior(tracks: list[Track]) -> np.ndarray:
@@ -228,7 +240,8 @@ def examples(
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             if rng.uniform() < 0.3:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
-            if rng.uniform() < band_share:
+            banded = rng.uniform() < band_share
+            if banded:
                 bseed = int(rng.integers(1 << 30))
                 if backings:
                     backing = styled_backing(len(y) / SR + 0.1, bseed, styles=tuple(backings))
@@ -241,7 +254,7 @@ def examples(
             gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
-                     *more, gain=gain, cvn=cvn, warp_front=warp_front)
+                     *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded)
             )  # fmt: skip
     return Examples.concat(parts)
 
@@ -673,8 +686,8 @@ def train(
     `offline` (or `live`) given, that net is kept and only the other one is trained.
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
-    mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms: the live voice
-    targets of `onset_voice`); `soft` (n, 6): a teacher's p(voice)
+    mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
+    live voice targets of `onset_voice`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -685,7 +698,8 @@ def train(
         if live is None:
             lf = dict(live_fit or {})
             onset = lf.pop("onset_ms", 0)
-            voice = onset_voice(ex, onset) if onset else ex.voice
+            over_band = lf.pop("onset_band", True)
+            voice = onset_voice(ex, onset, over_band) if onset else ex.voice
             if soft is not None:
                 if onset:  # the teacher's p(voice) is its centre's: the onsets shown as sooner
                     soft = soft.copy()

@@ -287,6 +287,7 @@ def _stacked(hop, live_offsets, offline_offsets):
         hop.vowel,
         hop.lengths,
         hop.heard,
+        hop.banded,
     )
 
 

@@ -76,3 +76,21 @@ def test_train_teaches_the_live_voice_its_onset_targets():
         assert np.mean(pv[mid] > 0.5) > 0.95
         assert np.mean(pv[heard <= 4] < 0.5) > 0.95
     assert np.mean(centre[mid] < 0.5) > 0.95
+
+
+def test_onset_targets_can_leave_the_copies_with_a_band_at_the_centres_truth():
+    tr = _tone_track()
+    kw = {"n_aug": 2, "live_offsets": (0,), "offline": False, "seed": 5}
+    banded = examples([tr], np.zeros(NET_SETTINGS.n_coefs), band_share=1.0, **kw)
+    bare = examples([tr], np.zeros(NET_SETTINGS.n_coefs), band_share=0.0, **kw)
+    n = banded.lengths[0]  # the clean copy, then two augmented ones (played at other speeds)
+    assert len(banded.lengths) == 3
+    np.testing.assert_array_equal(banded.banded, np.arange(len(banded.voice)) >= n)
+    assert not bare.banded.any()
+    for ex in (banded, bare):
+        everywhere = onset_voice(ex, 6)
+        clean_only = onset_voice(ex, 6, over_band=False)
+        np.testing.assert_array_equal(clean_only[~ex.banded], everywhere[~ex.banded])
+        np.testing.assert_array_equal(clean_only[ex.banded], ex.voice[ex.banded])
+    # the onsets do lead in every copy when asked to (the test above is not vacuous)
+    assert (onset_voice(banded, 6)[banded.banded] > banded.voice[banded.banded]).sum() >= 2
