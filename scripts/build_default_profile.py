@@ -83,8 +83,9 @@ MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its def
 # Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth and fourteenth rounds): the
 # offline nets as its teacher (`soft_weight`, `voice_weight`), twice as wide, the voice's
 # onsets as targets as soon as the window's newest ms hold them (`onset_ms`) — better vowels
-# on the validation voices, and the onset targets open in time, but every full build lost
-# vocal pauses over a band or vowels over an unheard backing there, or opened late.
+# on the validation voices, and the onset targets open in time, but against the shipped file
+# every full build lost vocal pauses over a band or vowels over an unheard backing there, or
+# opened late (its offline nets, rebuilt on another CPU, are another draw).
 LIVE_FIT: dict = {}
 
 
