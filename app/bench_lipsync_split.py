@@ -84,6 +84,31 @@ RECIPES = {
     "live-distil-wide-voice1": {
         "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "voice_weight": 1.0}
     },
+    # the live voice targets shown at an onset once the window's newest ms hold the voice, not
+    # 12.5 ms later at its centre (`audio.vowel_net_train.onset_voice`; issue 15, fourteenth
+    # round): the gate opens on p(voice), so this is the onset lag's share of the targets
+    "live-onset3": {"live_fit": {"onset_ms": 3}},
+    "live-onset6": {"live_fit": {"onset_ms": 6}},
+    "live-distil-onset3": {"live_fit": {"soft_weight": 1.0, "onset_ms": 3}},
+    "live-distil-onset6": {"live_fit": {"soft_weight": 1.0, "onset_ms": 6}},
+    "live-distil-half-onset6": {"live_fit": {"soft_weight": 0.5, "onset_ms": 6}},
+    "live-distil-voice25-onset6": {
+        "live_fit": {"soft_weight": 1.0, "voice_weight": 0.25, "onset_ms": 6}
+    },
+    "live-distil-voice5-onset6": {
+        "live_fit": {"soft_weight": 1.0, "voice_weight": 0.5, "onset_ms": 6}
+    },
+    "live-distil-t05-onset6": {"live_fit": {"soft_weight": 1.0, "teacher_t": 0.5, "onset_ms": 6}},
+    # the onset targets only in the copies without a band underneath
+    "live-distil-onset6-clean": {
+        "live_fit": {"soft_weight": 1.0, "onset_ms": 6, "onset_band": False}
+    },
+    "live-distil-wide-onset6-clean": {
+        "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
+    },
+    "live-distil-wide-onset6": {
+        "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6}
+    },
     # the live front-end's cepstrum formant-warped in training as the mix's is
     "warp-front": {"aug": {"backings": TRAIN_STYLES, "warp_front": True}},
     "warp-front-wide": {

@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 _VOWEL_IDX = {v: i for i, v in enumerate("AIUEO")}
+# `Examples.heard` looks this far back from the window's end, in 1 ms steps: to the window's
+# centre, where the targets are read
+HEARD_MS = 12
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
 WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
@@ -65,12 +68,20 @@ class Examples:
     vowel: np.ndarray  # int64 (n,) 0..4, -1 where not a vowel
     # hops of each heard track in order (a convolutional net trains on runs of a track's hops)
     lengths: np.ndarray | None = None
+    # float32 (n,): how long (ms, up to HEARD_MS) the voice has sounded at the window's end —
+    # the voice targets' `voice`, at the window's centre, come that much later at an onset
+    heard: np.ndarray | None = None
+    banded: np.ndarray | None = None  # bool (n,): a band plays under the hop's copy
 
     @staticmethod
     def concat(parts: list[Examples]) -> Examples:
         cols = (np.concatenate([getattr(p, k) for p in parts]) for k in
                 ("live", "offline", "voice", "vowel"))  # fmt: skip
-        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64))
+        more = {}
+        for k in ("heard", "banded"):
+            if all(getattr(p, k) is not None for p in parts):
+                more[k] = np.concatenate([getattr(p, k) for p in parts])
+        return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64), **more)
 
 
 def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
@@ -86,11 +97,12 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
-    live_voiced=False, gain=None, cvn=None, warp_front=False,
+    live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False,
 ) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
+    heard = heard_ms(phones, f.end / SR)
     vowel = np.array([_VOWEL_IDX.get(c, -1) for c in lab], np.int64)
     # a voice-gated live mean moves on the hops after a voiced one (live: after a hop the net
     # heard a voice in)
@@ -106,7 +118,40 @@ def _one(
         live = lifter_rows(live, gain)
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
         off = lifter_rows(off, gain) if offline and cvn is None else off
-    return Examples(live, off, (lab != "-").astype(np.float32), vowel)
+    return Examples(live, off, (lab != "-").astype(np.float32), vowel, heard=heard,
+                    banded=np.full(len(lab), banded))  # fmt: skip
+
+
+def heard_ms(phones, ends_s: np.ndarray) -> np.ndarray:
+    """(n,) float32: for windows ending at `ends_s` (s), for how many ms up to each end the
+    phones have been a voice without a pause (0: a pause at the end; at most HEARD_MS + 1)."""
+    run = np.ones(len(ends_s), bool)
+    out = np.zeros(len(ends_s), np.float32)
+    for k in range(HEARD_MS + 1):
+        run &= labels_at(phones, np.asarray(ends_s, np.float64) - k / 1000) != "-"
+        out += run
+    return out
+
+
+def onset_voice(ex: Examples, onset_ms: float, over_band: bool = True) -> np.ndarray:
+    """The voice targets with each onset shown once the window's newest `onset_ms` ms hold
+    the voice: the truth at the window's centre (`ex.voice`) shows it 12.5 ms later than the
+    level does, and the live gate opens on the net's p(voice) — a net taught the centre's
+    truth holds the mouth shut over the first hop it hears. Not `over_band`: the centre's
+    truth where a band plays under the copy (a sooner voice there opened the gate in the
+    band's own rises; docs/BENCHMARKS.md)."""
+    if ex.heard is None:
+        raise ValueError("onset_ms: the examples carry no `heard` (build them with `examples`)")
+    if not 0 < onset_ms <= HEARD_MS:
+        raise ValueError(f"onset_ms: expected 0 < onset_ms <= {HEARD_MS}, got {onset_ms}")
+    early = ex.heard >= onset_ms
+    if not over_band:
+        if ex.banded is None:
+            raise ValueError(
+                "onset_band: the examples carry no `banded` (build them with `examples`)"
+            )
+        early &= ~ex.banded
+    return np.maximum(ex.voice, early.astype(np.float32))
 
 
 def cvn_prior(tracks: list[Track]) -> np.ndarray:
@@ -195,7 +240,8 @@ def examples(
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             if rng.uniform() < 0.3:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
-            if rng.uniform() < band_share:
+            banded = rng.uniform() < band_share
+            if banded:
                 bseed = int(rng.integers(1 << 30))
                 if backings:
                     backing = styled_backing(len(y) / SR + 0.1, bseed, styles=tuple(backings))
@@ -208,7 +254,7 @@ def examples(
             gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
-                     *more, gain=gain, cvn=cvn, warp_front=warp_front)
+                     *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded)
             )  # fmt: skip
     return Examples.concat(parts)
 
@@ -640,7 +686,8 @@ def train(
     `offline` (or `live`) given, that net is kept and only the other one is trained.
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
-    mixup, weight_decay, soft_weight, soft_on, voice_weight); `soft` (n, 6): a teacher's p(voice)
+    mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
+    live voice targets of `onset_voice`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -650,9 +697,15 @@ def train(
         s = slice(None, None, stride)
         if live is None:
             lf = dict(live_fit or {})
+            onset = lf.pop("onset_ms", 0)
+            over_band = lf.pop("onset_band", True)
+            voice = onset_voice(ex, onset, over_band) if onset else ex.voice
             if soft is not None:
+                if onset:  # the teacher's p(voice) is its centre's: the onsets shown as sooner
+                    soft = soft.copy()
+                    soft[:, 0] = np.maximum(soft[:, 0], voice - ex.voice)
                 lf["soft"] = soft[s]
-            live = fit_live(ex.live[s], ex.voice[s], ex.vowel[s], epochs, seed, **lf)
+            live = fit_live(ex.live[s], voice[s], ex.vowel[s], epochs, seed, **lf)
         off = offline
         if off is None:
             off = _fit(ex.offline[s], ex.voice[s], ex.vowel[s], OFFLINE_HIDDEN, epochs, seed + 1)

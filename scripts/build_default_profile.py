@@ -80,10 +80,12 @@ OFFLINE_TCN: dict = {}
 OFFLINE_MEL = "beside"
 MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its defaults
 # The live MLP's training beyond `audio.vowel_net_train.fit_live`'s defaults (`build_net`).
-# Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth round): the offline nets as its
-# teacher (`soft_weight`, `voice_weight`), twice as wide — better vowels on the validation
-# voices, but a build opened late (the lag goal) or shut the mouth on too many vowels over an
-# unheard backing (tests/test_lipsync_corpus.py).
+# Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth and fourteenth rounds): the
+# offline nets as its teacher (`soft_weight`, `voice_weight`), twice as wide, the voice's
+# onsets as targets as soon as the window's newest ms hold them (`onset_ms`) — better vowels
+# on the validation voices, and the onset targets open in time, but against the shipped file
+# every full build lost vocal pauses over a band or vowels over an unheard backing there, or
+# opened late (its offline nets, rebuilt on another CPU, are another draw).
 LIVE_FIT: dict = {}
 
 
@@ -285,6 +287,8 @@ def _stacked(hop, live_offsets, offline_offsets):
         hop.voice,
         hop.vowel,
         hop.lengths,
+        hop.heard,
+        hop.banded,
     )
 
 
