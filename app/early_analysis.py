@@ -92,7 +92,11 @@ def _serve() -> int:
         answer = (False, exc)
     pickle.dump(answer, result, protocol=pickle.HIGHEST_PROTOCOL)
     result.close()
-    return 0
+    # the answer is out: end now, without the interpreter's teardown (its modules, numba's
+    # state), which since the render's stages no longer wait for the analysis would share the
+    # cores with its first frames
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
