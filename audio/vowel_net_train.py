@@ -287,6 +287,11 @@ def _trainer(params, vowel: np.ndarray, steps: int, smoothing: float = 0.0,
     bce = torch.nn.BCEWithLogitsLoss()
     ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1, label_smoothing=smoothing)
 
+    def soft_ce(logits, q, w):
+        """Cross-entropy of `logits` against the distributions `q`, rows weighted by `w`."""
+        s = -(q * torch.log_softmax(logits, dim=1)).sum(dim=1)
+        return (w * s).sum() / w.sum()
+
     def hard(z, voice_t, vowel_t):
         loss = bce(z[:, 0], voice_t)
         if (vowel_t >= 0).any():
@@ -307,19 +312,15 @@ def _trainer(params, vowel: np.ndarray, steps: int, smoothing: float = 0.0,
             on = vowel_t >= 0
             if on.any():
                 # the teacher's distribution, weighted by the truth's class weight as the hard loss
-                lp = torch.log_softmax(z[on, 1:], dim=1)
-                w = cw[vowel_t[on]]
-                s = -(soft[on, 1:] * lp).sum(dim=1)
-                loss = loss + soft_weight * ((w * s).sum() / w.sum() - ce(z[on, 1:], vowel_t[on]))
+                taught = soft_ce(z[on, 1:], soft[on, 1:], cw[vowel_t[on]])
+                loss = loss + soft_weight * (taught - ce(z[on, 1:], vowel_t[on]))
             if soft_on == "voice":
                 # and the voiced hops that are no vowel (consonants): the teacher's vowels alone
                 # (the shape the mouth shows there), weighted by the class the teacher reads
                 on = (vowel_t < 0) & (voice_t > 0.5)
                 if on.any():
                     q = soft[on, 1:]
-                    w = cw[q.argmax(dim=1)]
-                    s = -(q * torch.log_softmax(z[on, 1:], dim=1)).sum(dim=1)
-                    loss = loss + soft_weight * (w * s).sum() / w.sum()
+                    loss = loss + soft_weight * soft_ce(z[on, 1:], q, cw[q.argmax(dim=1)])
         opt.zero_grad()
         loss.backward()
         opt.step()

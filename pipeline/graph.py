@@ -181,7 +181,10 @@ class Graph:
     def build(self) -> Spec:
         """Check the chain (core.stage.check_chain), every node part by part; return what
         reaches the sink."""
-        parts = [p for node in self._make_nodes() for p in node.parts]
+        return self._check(self._make_nodes())
+
+    def _check(self, nodes: list[Any]) -> Spec:
+        parts = [p for node in nodes for p in node.parts]
         return check_chain(self.source_gives, [*parts, self.sink])
 
     def _make_nodes(self) -> list[Any]:
@@ -193,9 +196,10 @@ class Graph:
 
     def start(self) -> None:
         """Check the chain, make the edges and start a thread per node (the source's first)."""
-        self.build()
+        nodes = self._make_nodes()
+        self._check(nodes)
         self.errors = []
-        self.nodes = self._make_nodes()
+        self.nodes = nodes
         self.queues = [
             e
             if isinstance(e, BoundedQueue)

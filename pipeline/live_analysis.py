@@ -98,11 +98,10 @@ class LiveAnalysis:
         self.controls = {**self.controls, key: value}
         self._controls_version += 1
 
-    def run(self, inbox: None = None, outbox: BoundedQueue[AvatarParams] | None = None) -> None:
-        """The thread body: analyse into `outbox` (default: `out`) until `stop` is set (or
+    def run(self, inbox: None, outbox: BoundedQueue[AvatarParams]) -> None:
+        """The thread body: analyse into `outbox` (kept as `out`) until `stop` is set (or
         report a failure and end)."""
-        if outbox is not None:
-            self.out = outbox
+        self.out = outbox
         try:
             self._loop()
         except Exception as exc:
