@@ -4,7 +4,8 @@
 #   bash scripts/gpu_chain_ab.sh tests   the GPU tests of the chain, live and offline
 #   bash scripts/gpu_chain_ab.sh live    A/B, interleaved, ROUNDS (4) of bench live --headless
 #                                        60 fps x3 (studio), then (OFFLINE=1, default) one round
-#                                        of bench offline 1080p x3
+#                                        of bench offline 1080p x3; LIVE_MODEL replaces the model
+#                                        options, e.g. "--diffusion-random sd-turbo --upscale 4"
 #   bash scripts/gpu_chain_ab.sh ab      A/B, interleaved (this tree, then the base, twice):
 #                                        bench offline 1080p x3, kagura render and live from
 #                                        the shell (bench e2e), bench live --headless 60 fps x3
@@ -45,7 +46,7 @@ fi
 live() {  # $1: the tree; the rest: --no-write for the base
     ( cd "$1" && shift && export PYTHONPATH=/tmp/site:$PWD
       timeout 60 python3 -m app.cli bench live --headless --device cuda --fps 60 --present-lead-ms 4 \
-          --seconds 10 --preset studio --diffusion kagura --upscale 3 --out "$B" "$@" 2>&1 | filter \
+          --seconds 10 --preset studio ${LIVE_MODEL:---diffusion kagura --upscale 3} --out "$B" "$@" 2>&1 | filter \
           | grep -A2 "audio→photon median" | tail -1 )
 }
 offline() {
