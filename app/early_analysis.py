@@ -80,16 +80,20 @@ def _serve() -> int:
     result = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything the analysis prints goes to stderr, not into the pickle
     from audio.analysis import analyze_clip, default_lipsync
+    from core.trace import step  # the parent's trace file (KAGURA_TRACE is inherited)
 
     default_lipsync()  # imports the engine and loads its net while the parent sets up
+    step("analysis process ready")
     try:
         clip, fps, seed = pickle.load(sys.stdin.buffer)
     except EOFError:  # the parent gave up (bad input, interrupted) before sending
         return 0
+    step("analysis process has the clip")
     try:
         answer = (True, analyze_clip(clip, fps, seed=seed))
     except Exception as exc:  # raised again in the parent, where the CLI reports it
         answer = (False, exc)
+    step("analysis process done")
     pickle.dump(answer, result, protocol=pickle.HIGHEST_PROTOCOL)
     result.close()
     # the answer is out: end now, without the interpreter's teardown (its modules, numba's

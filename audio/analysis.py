@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from audio.decode import AudioClip
@@ -49,8 +51,12 @@ def analyze_mono(
     pts = np.array([frame_pts_ns(i, fps) for i in range(n)], np.int64)
     # Resample once; every engine accepts any rate, and 16 kHz is what ours use.
     y = resample_mono(mono, sample_rate, ANALYSIS_RATE)
-    feat = compute_features(y, ANALYSIS_RATE, fps, n)
-    lips = (lipsync or default_lipsync()).analyze(y, ANALYSIS_RATE, fps, n)
+    with ThreadPoolExecutor(1, thread_name_prefix="features") as pool:
+        # the features and the lip-sync share nothing but the signal: side by side (numpy
+        # leaves the GIL in its array work), for the render's first frame waits on both
+        features = pool.submit(compute_features, y, ANALYSIS_RATE, fps, n)
+        lips = (lipsync or default_lipsync()).analyze(y, ANALYSIS_RATE, fps, n)
+        feat = features.result()
     mot = motion(feat, seed=seed, params=motion_params)
 
     track = AvatarTrack.neutral(pts, fps)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from audio import fft
+
 __all__ = ["beat_track", "mel_filters", "onset_strength"]
 
 N_FFT = 2048
@@ -70,7 +72,7 @@ def _mel_power(y: np.ndarray, sr: int, hop: int) -> np.ndarray:
     basis = mel_filters(sr)
     out = np.empty((N_MELS, len(frames)), np.float32)
     for i in range(0, len(frames), _CHUNK):
-        spec = np.fft.rfft(frames[i : i + _CHUNK] * window, axis=1)
+        spec = fft.rfft(frames[i : i + _CHUNK] * window, axis=1)
         power = np.square(spec.real) + np.square(spec.imag)
         out[:, i : i + _CHUNK] = basis @ power.T.astype(np.float32)
     return out
@@ -102,8 +104,8 @@ def _tempo(env: np.ndarray, sr: int, hop: int) -> float:
     size = 1 << int(np.ceil(np.log2(2 * win - 1)))  # no wrap-around for lags below win
     tg = np.zeros(win)
     for i in range(0, n, _CHUNK):  # each window's autocorrelation, peak-normalised, summed
-        spec = np.fft.rfft(frames[i : i + _CHUNK] * window, size, axis=1)
-        ac = np.fft.irfft(np.square(np.abs(spec)), size, axis=1)[:, :win]
+        spec = fft.rfft(frames[i : i + _CHUNK] * window, size, axis=1)
+        ac = fft.irfft(np.square(np.abs(spec)), size, axis=1)[:, :win]
         peak = np.abs(ac).max(axis=1, keepdims=True)
         tg += (ac / np.where(peak > np.finfo(ac.dtype).tiny, peak, 1.0)).sum(axis=0)
     tg /= n

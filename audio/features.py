@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from audio import fft
 from audio.beats import beat_track, onset_strength
 from core.clock import NS_PER_S, frame_pts_ns
 
@@ -119,8 +120,8 @@ def periodicity(windows: np.ndarray, rate: int) -> tuple[np.ndarray, np.ndarray]
     x = windows - windows.mean(axis=1, keepdims=True)
     x = x * np.hanning(w).astype(np.float32)
     nfft = 1 << int(np.ceil(np.log2(2 * w)))
-    spec = np.fft.rfft(x, nfft, axis=1)
-    ac = np.fft.irfft(np.abs(spec) ** 2, nfft, axis=1)[:, :w]
+    spec = fft.rfft(x, nfft, axis=1)
+    ac = fft.irfft(np.abs(spec) ** 2, nfft, axis=1)[:, :w]
     # Unbias by the window's own autocorrelation so longer lags are not penalised.
     win = np.hanning(w)
     wac = np.fft.irfft(np.abs(np.fft.rfft(win, nfft)) ** 2, nfft)[:w]
@@ -230,7 +231,7 @@ def compute_features(
 
     # Periodicity and spectral shape on the same windows.
     per, acf_f0 = periodicity(frame_windows(y, centres, PERIOD_WINDOW), sr)
-    mag = np.abs(np.fft.rfft(win * np.hanning(WINDOW).astype(np.float32), axis=1)) + 1e-10
+    mag = np.abs(fft.rfft(win * np.hanning(WINDOW).astype(np.float32), axis=1)) + 1e-10
     freqs = np.fft.rfftfreq(WINDOW, 1 / sr)
     centroid = (mag @ freqs) / mag.sum(axis=1)
     flat = np.exp(np.mean(np.log(mag), axis=1)) / np.mean(mag, axis=1)

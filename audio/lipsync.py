@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from audio import fft
 from audio.features import (
     ANALYSIS_RATE,
     PERIOD_WINDOW,
@@ -100,7 +101,7 @@ def formants(windows: np.ndarray, rate: int, order: int = 16) -> tuple[np.ndarra
     x = windows.astype(np.float64)
     x = np.concatenate([x[:, :1], x[:, 1:] - 0.97 * x[:, :-1]], axis=1) * np.hamming(w)
     nfft = 1 << int(np.ceil(np.log2(2 * w)))
-    r = np.fft.irfft(np.abs(np.fft.rfft(x, nfft, axis=1)) ** 2, nfft, axis=1)[:, : order + 1]
+    r = fft.irfft(np.abs(fft.rfft(x, nfft, axis=1)) ** 2, nfft, axis=1)[:, : order + 1]
     r[:, 0] *= 1.0 + 1e-6  # white-noise correction keeps the recursion stable
     ok = r[:, 0] > 1e-12
     f1 = np.full(n, np.nan)

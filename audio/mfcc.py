@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from audio import fft
+
 __all__ = [
     "FrameFeatures",
     "MfccSettings",
@@ -252,13 +254,13 @@ class _Plan:
         y[:, 1:] = x[:, 1:] - s.preemph * x[:, :-1]
         y[:, 0] = x[:, 0] - s.preemph * prev
         y *= self.window
-        power = np.abs(np.fft.rfft(y, self.nfft, axis=1)) ** 2
+        power = np.abs(fft.rfft(y, self.nfft, axis=1)) ** 2
         cep = self.cepstrum(power)
         band = power[:, self.flat_slice] + 1e-20  # the same bins as flat_bins
         flat = np.exp(np.mean(np.log(band), axis=1)) / np.mean(band, axis=1)
         # periodicity on the raw (windowed, not pre-emphasised) frame
         xw = x * self.window
-        ac = np.fft.irfft(np.abs(np.fft.rfft(xw, 2 * self.nfft, axis=1)) ** 2, axis=1)
+        ac = fft.irfft(np.abs(fft.rfft(xw, 2 * self.nfft, axis=1)) ** 2, axis=1)
         ac = ac[:, : self.lag_hi + 1] / self.ac_norm[: self.lag_hi + 1]
         per = ac[:, self.lag_lo :].max(axis=1) / np.maximum(ac[:, 0], 1e-20)
         out = (

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -30,7 +31,8 @@ from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
 from audio.mfcc import FrameFeatures, mfcc_frames, mfcc_frames_pair, shares_spectrum
-from audio.vowel_net import NET_SETTINGS, VowelNet, fuse, resolve_net
+from audio.voice_separation import voice_residual
+from audio.vowel_net import FRONT_SEPARATION, NET_SETTINGS, VowelNet, fuse, resolve_net
 from core.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -118,6 +120,17 @@ class MfccLipSync:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
+        with ThreadPoolExecutor(1, thread_name_prefix="voice-residual") as pool:
+            # the separated voice needs nothing but the signal: made beside the features and
+            # the gate below (numpy leaves the GIL in its array work)
+            residual = None
+            if self.net is not None and self.net.front == FRONT_SEPARATION:
+                residual = pool.submit(voice_residual, y, sr)
+            return self._analyze(y, sr, fps, n, residual)
+
+    def _analyze(
+        self, y: np.ndarray, sr: int, fps: int, n: int, residual: Future | None
+    ) -> LipSyncResult:
         settings = self._settings()
         net_f = None
         if self.net is not None and shares_spectrum(settings, NET_SETTINGS, sr):
@@ -132,7 +145,9 @@ class MfccLipSync:
         frame_t = np.arange(n) / fps
         voice_t = None
         if self.net is not None and len(t):
-            end, pvoice, pvowel = self.net.offline_probs(y, sr, net_f, self.LIVE_WEIGHT)
+            end, pvoice, pvowel = self.net.offline_probs(
+                y, sr, net_f, self.LIVE_WEIGHT, None if residual is None else residual.result()
+            )
             win = round(self.net.settings_win_s * sr)
             voice_t = (end - win / 2) / sr  # each hop's window centre
             pvoice = _median(pvoice, self.VOICE_MEDIAN)

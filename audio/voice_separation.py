@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from audio import fft
+
 __all__ = ["voice_residual"]
 
 SR = 16000
@@ -95,11 +97,11 @@ def _stft(x: np.ndarray, n: int, hop: int) -> np.ndarray:
     pad = np.zeros((frames + 3) * hop, np.float32)
     pad[n // 2 : n // 2 + len(x)] = x
     rows = np.lib.stride_tricks.sliding_window_view(pad, n)[::hop][:frames]
-    return np.fft.rfft(rows * _window(n), axis=1).T
+    return fft.rfft(rows * _window(n), axis=1).T
 
 
 def _istft(s: np.ndarray, n: int, hop: int, length: int) -> np.ndarray:
-    rows = np.fft.irfft(s.T, n, axis=1).astype(np.float32) * _window(n)
+    rows = fft.irfft(s.T, n, axis=1).astype(np.float32) * _window(n)
     frames = len(rows)
     out = np.zeros((frames + 3) * hop, np.float32)
     k = n // hop

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from audio import fft
 from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
 
@@ -190,7 +191,7 @@ def _pitch_cols(cleaned: np.ndarray, plan, sr: int) -> np.ndarray:
     """(n, PITCH_DIM): harmonicity (autocorrelation peak / energy, 0..1) and log2(f0 / 200 Hz)
     of the suppressor's output (n, bins); `_pitch_hop` is one row of it."""
     lo, hi = _pitch_lags(plan, sr)
-    ac = np.fft.irfft(cleaned, plan.nfft, axis=1)[:, : hi + 1]
+    ac = fft.irfft(cleaned, plan.nfft, axis=1)[:, : hi + 1]
     k = np.argmax(ac[:, lo:], axis=1)
     peak = ac[np.arange(len(ac)), lo + k]
     h = np.clip(peak / np.maximum(ac[:, 0], 1e-20), 0.0, 1.0)
@@ -271,6 +272,7 @@ def offline_inputs(
     offsets: tuple[int, ...] = OFFLINE_OFFSETS,
     cvn: np.ndarray | None = None,
     cvn_prior: bool = False,
+    residual: np.ndarray | None = None,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -279,7 +281,8 @@ def offline_inputs(
     from what is left of the voice, on clean speech it still has the untouched features.
     `cvn` (the training's spread, `VowelNet.offline_cvn`): the mix's cepstra are also divided
     by the clip's spread (`clip_cvn`; starting from `cvn` where `cvn_prior`, as in use), the
-    separated voice's by its own."""
+    separated voice's by its own. `residual`: `voice_residual(y, sr)` if already made (the
+    render makes it beside the other features)."""
     m = clip_cmn(f, prior)
     if cvn is not None:
         m = clip_cvn(m, f, cvn if cvn_prior else None)
@@ -287,7 +290,9 @@ def offline_inputs(
     if front == FRONT_SEPARATION:
         from audio.voice_separation import voice_residual
 
-        fs = mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS, warp=warp)
+        if residual is None:
+            residual = voice_residual(y, sr)
+        fs = mfcc_frames(residual, sr, NET_SETTINGS, warp=warp)
         ms = clip_cmn(fs)
         if cvn is not None:
             ms = clip_cvn(ms, fs)
@@ -492,16 +497,22 @@ class VowelNet:
         return pv, pw
 
     def offline_probs(
-        self, y: np.ndarray, sr: int, f: FrameFeatures | None = None, live_weight: float = 0.5
+        self,
+        y: np.ndarray,
+        sr: int,
+        f: FrameFeatures | None = None,
+        live_weight: float = 0.5,
+        residual: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
-        where the live net has a front-end). p(voice) is the offline net's and the live
-        net's, geometrically weighted: the live net's weight `live_weight` (0: not run)."""
+        where the live net has a front-end); `residual`: the separated voice, if already made
+        (`offline_inputs`). p(voice) is the offline net's and the live net's, geometrically
+        weighted: the live net's weight `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
-                           cvn=self.offline_cvn, cvn_prior=True)  # fmt: skip
+                           cvn=self.offline_cvn, cvn_prior=True, residual=residual)  # fmt: skip
         pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
