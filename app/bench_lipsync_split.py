@@ -2,7 +2,8 @@
 
     PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--net FILE ...]
         [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
-        [--live-weight W] [--voice-off P] [--offline-only] [--save-dir DIR] [--log FILE]
+        [--live-weight W] [--voice-off P] [--voice-sure P]
+        [--offline-only] [--save-dir DIR] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -176,10 +177,12 @@ def score_net(
     live_weight: float | None = None,
     live: bool = True,
     voice_off: float | None = None,
+    voice_sure: float | None = None,
 ) -> dict[str, str]:
     """`live_weight`: the live net's share in the offline p(voice) (`MfccLipSync.LIVE_WEIGHT`
     when None); `live`: also the live engine and its onset lag (else the offline engine alone);
-    `voice_off`: the live gate's p(voice) threshold (`LiveLipSync.VOICE_OFF` when None)."""
+    `voice_off`, `voice_sure`: the live gate's p(voice) thresholds (`LiveLipSync.VOICE_OFF`,
+    `VOICE_SURE` when None)."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
@@ -197,6 +200,8 @@ def score_net(
             e = LiveLipSync(prof, 16000, net=net)
             if voice_off is not None:
                 e.VOICE_OFF = voice_off
+            if voice_sure is not None:
+                e.VOICE_SURE = voice_sure
             return e
 
         eng["live"] = live_engine(make)
@@ -251,6 +256,11 @@ def main(argv=None) -> int:
         type=float,
         help="the live gate's p(voice) threshold (LiveLipSync.VOICE_OFF if unset)",
     )
+    ap.add_argument(
+        "--voice-sure",
+        type=float,
+        help="the live gate's p(voice) to open on without a level rise (LiveLipSync.VOICE_SURE)",
+    )
     ap.add_argument("--offline-only", action="store_true", help="score the offline engine alone")
     ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
@@ -290,7 +300,7 @@ def main(argv=None) -> int:
             net.save(Path(args.save_dir) / save)
         res = score_net(
             net, sets, band=not args.no_band, live_weight=args.live_weight,
-            live=not args.offline_only, voice_off=args.voice_off,
+            live=not args.offline_only, voice_off=args.voice_off, voice_sure=args.voice_sure,
         )  # fmt: skip
         row = {
             "recipe": name,
@@ -303,6 +313,8 @@ def main(argv=None) -> int:
             row["live weight"] = args.live_weight
         if args.voice_off is not None:
             row["voice off"] = args.voice_off
+        if args.voice_sure is not None:
+            row["voice sure"] = args.voice_sure
         if args.log:
             with open(args.log, "a") as fh:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
