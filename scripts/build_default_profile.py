@@ -79,15 +79,14 @@ OFFLINE_TCN: dict = {}
 # net, not two.
 OFFLINE_MEL = "beside"
 MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its defaults
-# The live MLP's training beyond `audio.vowel_net_train.fit_live`'s defaults (`build_net`):
-# the offline nets as its teacher for the vowels (`soft_weight`) and half the voice loss
-# (`voice_weight`), and the voice's onsets as targets as soon as the window's newest 6 ms hold
-# them (`onset_ms`): it opens in time (13.3 ms, was 14.7) and reads the validation voices' vowels
-# better live (issue 15's fifteenth round, docs/BENCHMARKS.md). The shipped file's live net is
-# this recipe trained on its offline nets (`--live-only`), which are also the teacher. Without
-# the teacher's p(voice) the onset nets of 64-32 kept the mouth open in more pauses over the
-# unheard backing; twice as wide (128-64) held them but grows the file.
-LIVE_FIT: dict = {"soft_weight": 1.0, "voice_weight": 0.5, "onset_ms": 6}
+# The live MLP's training beyond `audio.vowel_net_train.fit_live`'s defaults (`build_net`).
+# Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth and fourteenth rounds): the
+# offline nets as its teacher (`soft_weight`, `voice_weight`), twice as wide, the voice's
+# onsets as targets as soon as the window's newest ms hold them (`onset_ms`) — better vowels
+# on the validation voices, and the onset targets open in time, but against the shipped file
+# every full build lost vocal pauses over a band or vowels over an unheard backing there, or
+# opened late (its offline nets, rebuilt on another CPU, are another draw).
+LIVE_FIT: dict = {}
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
