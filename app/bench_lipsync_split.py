@@ -1,7 +1,9 @@
 """Choosing lip-sync training settings without looking at the test synthesizer.
 
-    PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--recipe NAME ...]
-        [--seeds 0 1] [--full] [--no-band] [--log FILE]
+    PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--net FILE ...]
+        [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
+        [--live-weight W] [--voice-off P] [--voice-sure P]
+        [--offline-only] [--save-dir DIR] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
 from audio.backings import TRAIN_STYLES, VALID_STYLE
@@ -167,18 +170,42 @@ def onset_lag(make) -> str:
     return f"{np.median(lag):.1f} / {np.percentile(lag, 99):.1f}"
 
 
-def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
+def score_net(
+    net,
+    sets: dict[str, list],
+    band: bool = True,
+    live_weight: float | None = None,
+    live: bool = True,
+    voice_off: float | None = None,
+    voice_sure: float | None = None,
+) -> dict[str, str]:
+    """`live_weight`: the live net's share in the offline p(voice) (`MfccLipSync.LIVE_WEIGHT`
+    when None); `live`: also the live engine and its onset lag (else the offline engine alone);
+    `voice_off`, `voice_sure`: the live gate's p(voice) thresholds (`LiveLipSync.VOICE_OFF`,
+    `VOICE_SURE` when None)."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
     from audio.offline_lipsync import MfccLipSync
 
     prof = load_profile(default_profile_path())
-    eng = {
-        "offline": offline_engine(MfccLipSync(prof, net=net)),
-        "live": live_engine(lambda: LiveLipSync(prof, 16000, net=net)),
-    }
-    out = {"lag ms": onset_lag(lambda: LiveLipSync(prof, 16000, net=net))}
+    off = MfccLipSync(prof, net=net)
+    if live_weight is not None:
+        off.LIVE_WEIGHT = live_weight
+    eng = {"offline": offline_engine(off)}
+    out = {}
+    if live:
+
+        def make():
+            e = LiveLipSync(prof, 16000, net=net)
+            if voice_off is not None:
+                e.VOICE_OFF = voice_off
+            if voice_sure is not None:
+                e.VOICE_SURE = voice_sure
+            return e
+
+        eng["live"] = live_engine(make)
+        out["lag ms"] = onset_lag(make)
     for sname, trs in sets.items():
         conds = [("clean", trs)]
         if band and sname != "test-other-speakers":
@@ -196,7 +223,6 @@ def score_net(net, sets: dict[str, list], band: bool = True) -> dict[str, str]:
 def load_build_script():
     """scripts/build_default_profile.py as a module (it is a script, not a package module)."""
     import importlib.util
-    from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
     spec = importlib.util.spec_from_file_location("build_default_profile", path)
@@ -208,6 +234,7 @@ def load_build_script():
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shipped", action="store_true", help="score the shipped net")
+    ap.add_argument("--net", action="append", default=[], help="score this net file")
     ap.add_argument("--recipe", action="append", default=[], choices=sorted(RECIPES))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds")
     ap.add_argument(
@@ -219,6 +246,23 @@ def main(argv=None) -> int:
         action="store_true",
         help="retrain only each recipe's live net; the shipped net's offline nets are kept",
     )
+    ap.add_argument(
+        "--live-weight",
+        type=float,
+        help="the live net's share in the offline p(voice) (MfccLipSync.LIVE_WEIGHT if unset)",
+    )
+    ap.add_argument(
+        "--voice-off",
+        type=float,
+        help="the live gate's p(voice) threshold (LiveLipSync.VOICE_OFF if unset)",
+    )
+    ap.add_argument(
+        "--voice-sure",
+        type=float,
+        help="the live gate's p(voice) to open on without a level rise (LiveLipSync.VOICE_SURE)",
+    )
+    ap.add_argument("--offline-only", action="store_true", help="score the offline engine alone")
+    ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
     sets = split_tracks()
@@ -227,6 +271,10 @@ def main(argv=None) -> int:
         from audio.vowel_net import load_net
 
         runs.append(("shipped", lambda: load_net()))
+    for path in args.net:
+        from audio.vowel_net import load_net
+
+        runs.append((path, lambda path=path: load_net(path)))
     mod = load_build_script() if args.recipe else None
     base = None
     if args.live_only:
@@ -234,17 +282,26 @@ def main(argv=None) -> int:
 
         base = load_net()
     cache: dict = {}  # recipes that differ in their nets alone train on the same examples
+    saves: list = []  # the recipes' file names under --save-dir
     for seed in args.seeds:
         for name in args.recipe:
             tag = (" full" if args.full else "") + (" live-only" if base is not None else "")
             runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
                 seed=seed, cache=cache, base=base, **({} if args.full else LIGHT),
                 **RECIPES[name])))  # fmt: skip
-    for name, make in runs:
+            saves.append(f"{name}-seed{seed}.npz")
+    saves = [None] * (len(runs) - len(saves)) + saves
+    for (name, make), save in zip(runs, saves, strict=True):
         t0 = time.perf_counter()
         net = make()
         t1 = time.perf_counter()
-        res = score_net(net, sets, band=not args.no_band)
+        if save and args.save_dir:
+            Path(args.save_dir).mkdir(parents=True, exist_ok=True)
+            net.save(Path(args.save_dir) / save)
+        res = score_net(
+            net, sets, band=not args.no_band, live_weight=args.live_weight,
+            live=not args.offline_only, voice_off=args.voice_off, voice_sure=args.voice_sure,
+        )  # fmt: skip
         row = {
             "recipe": name,
             "train_s": round(t1 - t0),
@@ -252,6 +309,12 @@ def main(argv=None) -> int:
         }
         row.update(res)
         print(json.dumps(row, ensure_ascii=False), flush=True)
+        if args.live_weight is not None:
+            row["live weight"] = args.live_weight
+        if args.voice_off is not None:
+            row["voice off"] = args.voice_off
+        if args.voice_sure is not None:
+            row["voice sure"] = args.voice_sure
         if args.log:
             with open(args.log, "a") as fh:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

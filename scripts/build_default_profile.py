@@ -223,6 +223,8 @@ def build_net(
         + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
     )
     more, more_info = [], ""
+    if base is not None:  # its offline nets are kept: so is what the file says of them
+        more_info = "".join(f"; {p}" for p in base.info.split("; ") if p.startswith("averaged"))
     if base is None:
         # more offline nets on the same examples, other training seeds: averaged, their own
         # mistakes on an unheard voice partly cancel
