@@ -9,30 +9,41 @@ transforms (a live hop, a short buffer) stay on numpy: threads would cost more t
 
 from __future__ import annotations
 
+import importlib
 import os
+import threading
+from types import ModuleType
 
 import numpy as np
 
-__all__ = ["irfft", "rfft"]
+__all__ = ["irfft", "rfft", "scipy_part"]
 
 # below this many input values one core is quicker than starting the others
 _PARALLEL_FROM = 1 << 16
 _WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+_SCIPY_IMPORT = threading.Lock()
+
+
+def scipy_part(name: str) -> ModuleType:
+    """`scipy.<name>`, imported under one lock. The analysis's threads import scipy's parts on
+    first use, and two threads importing them at once can meet scipy half-initialised (Python
+    breaks the module locks' cycle that way): "cannot import name … from partially initialized
+    module" in a render's analysis."""
+    with _SCIPY_IMPORT:
+        return importlib.import_module(f"scipy.{name}")
+
+
 def rfft(x: np.ndarray, n: int | None = None, axis: int = -1) -> np.ndarray:
     """`np.fft.rfft(x, n, axis)`, the rows of a large `x` spread over the cores."""
     if x.size < _PARALLEL_FROM:
         return np.fft.rfft(x, n, axis=axis)
-    import scipy.fft
-
-    return scipy.fft.rfft(x, n, axis=axis, workers=_WORKERS)
+    return scipy_part("fft").rfft(x, n, axis=axis, workers=_WORKERS)
 
 
 def irfft(spec: np.ndarray, n: int | None = None, axis: int = -1) -> np.ndarray:
     """`np.fft.irfft(spec, n, axis)`, the rows of a large `spec` spread over the cores."""
     if spec.size < _PARALLEL_FROM:
         return np.fft.irfft(spec, n, axis=axis)
-    import scipy.fft
-
-    return scipy.fft.irfft(spec, n, axis=axis, workers=_WORKERS)
+    return scipy_part("fft").irfft(spec, n, axis=axis, workers=_WORKERS)

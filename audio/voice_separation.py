@@ -60,8 +60,7 @@ def _running(x: np.ndarray, k: int, axis: int, pick) -> np.ndarray:
 def _opening(x: np.ndarray, k: int, axis: int) -> np.ndarray:
     """scipy.ndimage.grey_opening of `x` with a flat window of odd `k` along `axis`."""
     if x.shape[axis] <= k or k % 2 == 0:  # too short to mirror once, or not centred: scipy
-        from scipy import ndimage
-
+        ndimage = fft.scipy_part("ndimage")  # (the analysis calls this on threads)
         size = [1] * x.ndim
         size[axis] = k
         return ndimage.grey_opening(x, size=tuple(size))
@@ -72,8 +71,9 @@ def _mask(mag: np.ndarray, k_time: int, k_freq: int, broadband: bool) -> np.ndar
     """The steady-in-time mask (or with `broadband` the broadband one) of a magnitude
     spectrogram (bins, frames); the two sum to 1, each stage keeps one of them."""
     # here, not at the top: the live front-end (SteadySuppressor) never needs scipy's filters,
-    # and their import costs a part of `kagura live`'s start (docs/BENCHMARKS.md)
-    from scipy import ndimage
+    # and their import costs a part of `kagura live`'s start (docs/BENCHMARKS.md); under
+    # `scipy_part`'s lock, for the analysis makes this beside its other features on threads
+    ndimage = fft.scipy_part("ndimage")
 
     h = _opening(mag, k_time, 1)
     p = _opening(mag, k_freq, 0)
