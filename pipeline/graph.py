@@ -198,6 +198,10 @@ class Graph:
         """Check the chain, make the edges and start a thread per node (the source's first)."""
         nodes = self._make_nodes()
         self._check(nodes)
+        self._start(nodes)
+
+    def _start(self, nodes: list[Any]) -> None:
+        """`start` with the nodes made and checked (`run` checks them before the set-up)."""
         self.errors = []
         self.nodes = nodes
         self.queues = [
@@ -264,7 +268,8 @@ class Graph:
         last = self.edges[-1]
         if isinstance(last, Edge) and last.inline:
             raise ValueError("run() writes the sink on its own thread: its last edge is a queue")
-        self.build()
+        nodes = self._make_nodes()
+        self._check(nodes)  # before any part is set up
         stats = RunStats(stage_ms={s.name: 0.0 for s in self.stages})
         prepared: list = []
         try:
@@ -278,7 +283,7 @@ class Graph:
                 step(f"{getattr(part, 'name', type(part).__name__)} set up")
             freeze_setup_objects()
             t_start = time.perf_counter()
-            self.start()
+            self._start(nodes)
             try:
                 while True:
                     try:
