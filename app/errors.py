@@ -111,30 +111,38 @@ def is_user_error(exc: BaseException) -> bool:
 
 def report(exc: BaseException, prog: str = "kagura") -> int:
     """Print the one line for `exc` on stderr; the exit status it stands for."""
+    if os.environ.get("KAGURA_DEBUG") and not is_expected(exc):
+        traceback.print_exception(exc)
+    line, code = error_line(exc, prog)
+    print(line, file=sys.stderr)
+    return code
+
+
+def is_expected(exc: BaseException) -> bool:
+    """Ctrl+C, SIGTERM, the user's input or an OS error: not a bug in Kagura."""
+    return isinstance(exc, KeyboardInterrupt) or is_user_error(exc) or os_error_in(exc) is not None
+
+
+def error_line(exc: BaseException, prog: str = "kagura") -> tuple[str, int]:
+    """The one line `report` prints for `exc`, and the exit status it stands for (the render
+    server sends them to its client: app/cmd_serve.py)."""
     if isinstance(exc, Terminated):
-        print(f"{prog}: terminated{kept_suffix(exc)}", file=sys.stderr)
-        return EXIT_TERMINATED
+        return f"{prog}: terminated{kept_suffix(exc)}", EXIT_TERMINATED
     if isinstance(exc, KeyboardInterrupt):
-        print(f"{prog}: interrupted{kept_suffix(exc)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return f"{prog}: interrupted{kept_suffix(exc)}", EXIT_INTERRUPTED
     if is_user_error(exc):
-        print(f"{prog}: error: {one_line(exc)}{kept_suffix(exc)}", file=sys.stderr)
-        return EXIT_USAGE
+        return f"{prog}: error: {one_line(exc)}{kept_suffix(exc)}", EXIT_USAGE
     os_exc = os_error_in(exc)
     if os_exc is not None:
-        print(f"{prog}: error: {os_error_line(os_exc)}{kept_suffix(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    if os.environ.get("KAGURA_DEBUG"):
-        traceback.print_exception(exc)
+        return f"{prog}: error: {os_error_line(os_exc)}{kept_suffix(exc)}", EXIT_USAGE
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     at = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
-    print(
+    return (
         f"{prog}: internal error: {type(exc).__name__}: {one_line(exc)[:300]}{at}"
         f"{kept_suffix(exc)} — this is a bug in Kagura; please report it with the command you "
         "ran (KAGURA_DEBUG=1 prints the traceback)",
-        file=sys.stderr,
+        EXIT_BUG,
     )
-    return EXIT_BUG
 
 
 def raise_on_sigterm() -> None:

@@ -32,9 +32,12 @@ class ArmedTarget:
     """Stands in for a Process target: unpickled in the worker, it arms the guards and becomes
     `run_guarded` (the real target and its arguments follow in the Process's args)."""
 
-    def __init__(self, kernel_signal: bool) -> None:
-        self.parent_pid = os.getpid()
-        self.kernel_signal = kernel_signal
+    def __init__(self, kernel_signal: bool, forked_by_server: bool = False) -> None:
+        # a fork server's child has the fork server for its parent (core.workers
+        # use_forkserver): it lives as long as this process and ends with it (its children
+        # then get the kernel's signal), so its pid is not compared
+        self.parent_pid = None if forked_by_server else os.getpid()
+        self.kernel_signal = kernel_signal or forked_by_server
 
     def __reduce__(self):
         return (_arm, (self.parent_pid, self.kernel_signal))
@@ -43,10 +46,10 @@ class ArmedTarget:
         return run_guarded(target, *args)
 
 
-def _arm(parent_pid: int, kernel_signal: bool):
+def _arm(parent_pid: int | None, kernel_signal: bool):
     if kernel_signal and sys.platform.startswith("linux"):
         _set_pdeathsig()
-    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+    if parent_pid is not None and os.getppid() != parent_pid:  # it died before the signal was armed
         os._exit(1)
     return run_guarded
 

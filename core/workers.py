@@ -47,8 +47,27 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# "spawn" unless a long-lived process asked for a fork server (`use_forkserver`)
+_start_method = "spawn"
+
+
 def spawn_context():
-    return mp.get_context("spawn")
+    return mp.get_context(_start_method)
+
+
+def use_forkserver(preload: list[str]) -> None:
+    """Start this process's workers from a fork server that has imported `preload`: a
+    long-lived process (`kagura serve`) starts render and encoder workers for every job, and a
+    fork of the server starts them with their modules imported instead of a fresh interpreter
+    importing them. The server is a new interpreter, not a fork of this process (which has
+    CUDA and threads running), so forking it is as safe as `spawn`."""
+    global _start_method
+    from multiprocessing import forkserver
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    forkserver.ensure_running()
+    _start_method = "forkserver"
 
 
 def page_round(nbytes: int) -> int:
@@ -167,7 +186,10 @@ def start_worker(ctx, target, args: tuple, name: str) -> tuple:
     """
     tasks_r, tasks_w = ctx.Pipe(duplex=False)
     out_r, out_w = ctx.Pipe(duplex=False)
-    armed = ArmedTarget(kernel_signal=threading.current_thread() is threading.main_thread())
+    armed = ArmedTarget(
+        kernel_signal=threading.current_thread() is threading.main_thread(),
+        forked_by_server=ctx.get_start_method() == "forkserver",
+    )
     args = (target, *args, tasks_r, out_w)
     proc = ctx.Process(target=armed, args=args, name=name, daemon=True)
     proc.start()

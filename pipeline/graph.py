@@ -177,6 +177,7 @@ class Graph:
         self.queues: list[Any] = []
         self.threads: list[threading.Thread] = []
         self.errors: list[BaseException] = []
+        self._cancelled: BaseException | None = None
 
     def build(self) -> Spec:
         """Check the chain (core.stage.check_chain), every node part by part; return what
@@ -252,6 +253,13 @@ class Graph:
         finally:
             outbox.close()
 
+    def cancel(self, exc: BaseException) -> None:
+        """From another thread: `run` ends as if a node had raised `exc` (a served render whose
+        client was stopped: app/cmd_serve.py), its sink aborted the way Ctrl+C aborts it."""
+        self._cancelled = exc
+        if self.queues:
+            self._failed("cancel", exc)
+
     def _failed(self, name: str, exc: BaseException) -> None:
         if self.on_error is not None:
             log.error("%s failed", name, exc_info=exc)
@@ -284,6 +292,8 @@ class Graph:
             freeze_setup_objects()
             t_start = time.perf_counter()
             self._start(nodes)
+            if self._cancelled is not None:  # cancelled while the parts set up
+                self._failed("cancel", self._cancelled)
             try:
                 while True:
                     try:
