@@ -33,7 +33,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.config import (  # the option rules, one place for every command (app/config.py)
     DIFFUSION_KINDS,
@@ -53,6 +53,9 @@ from pipeline.device_io import ReadbackStage, UploadStage
 from pipeline.graph import Graph
 from pipeline.model_factory import load_diffusion_models, notice, upscale_stage
 from pipeline.sources import TRACK_GIVES, track_frames
+
+if TYPE_CHECKING:
+    from pipeline.resident import ResidentChains
 
 NO_CUDA = "CUDA is not available: torch sees no GPU; use --device cpu"
 PARALLEL_MIN_SECONDS = 10.0  # "auto" stays at one encoder / one renderer for shorter clips
@@ -458,12 +461,20 @@ def build_graph(
     sink_factory: Callable | None = None,
     analyze: Callable | None = None,
     early: TrackInProgress | None = None,
+    resident: ResidentChains | None = None,
 ) -> tuple[Graph, Context, int]:
     """Decode, analyse and assemble; returns the graph, its context and the frame count.
     `analyze`: in place of `analyze_clip`, same arguments; `early`: the decoding and the
     analysis already under way (`TrackInProgress`). With either, the graph's source waits for
-    the analysis (`PendingTrack`): whoever runs the analysis keeps it until the graph ran."""
+    the analysis (`PendingTrack`): whoever runs the analysis keeps it until the graph ran.
+    `resident`: the models and GPU chains a long-lived process keeps (`kagura serve`)."""
     from presets.loader import load_preset
+
+    def models_for() -> Any:
+        if resident is None:
+            return diffusion_models(req)
+        key = (str(req.diffusion), req.diffusion_random, req.device)
+        return resident.models(key, lambda: diffusion_models(req))
 
     if early is None and analyze is not None:
         early = TrackInProgress(req, analyze)
@@ -472,7 +483,7 @@ def build_graph(
         try:
             share_cores_with_other_stages()
             preset = load_preset(req.preset)
-            models = diffusion_models(req) if req.diffusion_on else None
+            models = models_for() if req.diffusion_on else None
             step("models loaded")
         except BaseException:
             early.drop()
@@ -482,15 +493,34 @@ def build_graph(
         share_cores_with_other_stages()
         preset = load_preset(req.preset)
         # the checkpoint is loaded before the audio is decoded: a foreign folder fails first
-        models = diffusion_models(req) if req.diffusion_on else None
+        models = models_for() if req.diffusion_on else None
         clip = decode_for_render(req)
         from audio.analysis import analyze_clip
 
         track = analyze_clip(clip, req.fps, seed=req.seed)
-    if sink_factory is not None:
-        sink = sink_factory(req, clip)
-        return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate, sink)
-    return assemble_graph(req, preset, models, track, clip.samples, clip.sample_rate)
+    sink = sink_factory(req, clip) if sink_factory is not None else None
+    return assemble_graph(
+        req, preset, models, track, clip.samples, clip.sample_rate, sink, resident=resident
+    )
+
+
+def chain_shape(req: RenderRequest, preset, models, i420: bool) -> tuple:
+    """Everything `gpu_stages` builds its parts from: two renders of one shape can run
+    through the same set-up chain (pipeline/resident.py). The preset by its whole content (a
+    user's preset file may change between two renders)."""
+    return (
+        req.device,
+        req.sizes(),
+        str(req.diffusion),
+        req.diffusion_random,
+        id(models),
+        req.upscale,
+        req.temporal_on,
+        req.graphs_on,
+        req.transparent,
+        i420,
+        preset.model_dump_json(),
+    )
 
 
 def assemble_graph(
@@ -501,10 +531,12 @@ def assemble_graph(
     audio,
     sample_rate: int,
     sink=None,
+    resident: ResidentChains | None = None,
 ) -> tuple[Graph, Context, int]:
     """The graph `kagura render` runs, from an AvatarTrack and the audio to mux (float32
     (channels, n)). Needs neither librosa nor the audio file: `kagura bench offline` calls it
-    with a synthetic track."""
+    with a synthetic track. `resident`: GPU chains kept set up between renders, reused when
+    this render's shape (`chain_shape`) is one of them."""
     from pipeline.stylize import StylizeStage
     from render.stage import RenderStage, drop_unread_motion
 
@@ -525,8 +557,15 @@ def assemble_graph(
     if req.gpu_stages:
         from pipeline.gpu_chain import chain_nodes
 
+        def parts() -> list:
+            return gpu_stages(req, preset, models, i420=i420)
+
         # the GPU chain as one node, issued as live issues it (pipeline/gpu_chain.py)
-        stages = [first, *chain_nodes(gpu_stages(req, preset, models, i420=i420), req.device)]
+        if resident is None:
+            stages = [first, *chain_nodes(parts(), req.device)]
+        else:
+            shape = chain_shape(req, preset, models, i420)
+            stages = [first, *resident.nodes(shape, parts, req.device)]
     else:
         stages = [first, StylizeStage(preset, w, h, transparent=req.transparent)]
     # the CPU chain's own file sink: a look that makes I420 itself hands the encoder those
