@@ -223,6 +223,14 @@ def _module_fill(module: str, *extra) -> Callable:
     return fill
 
 
+def _add_server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-server",
+        action="store_true",
+        help="render in this process even when `kagura serve` is running",
+    )
+
+
 def _fill_render(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "audio", type=Path, help="audio file (WAV, MP3, FLAC, OGG, M4A, … anything FFmpeg reads)"
@@ -236,6 +244,7 @@ def _fill_render(p: argparse.ArgumentParser) -> None:
     )
     _add_render_options(p)
     _add_settings_option(p)
+    _add_server_option(p)
 
 
 def render_parser(prog: str = "kagura render") -> argparse.ArgumentParser:
@@ -250,6 +259,7 @@ def _fill_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", type=Path, default=None, help=f"default {DEMO_OUT}")
     _add_render_options(p, x264_preset=DEMO_X264_PRESET)
     _add_settings_option(p)
+    _add_server_option(p)
 
 
 def _fill_still(p: argparse.ArgumentParser) -> None:
@@ -379,6 +389,11 @@ _COMMANDS = (
     ),
     ("bench", "benchmarks; results go to docs/BENCHMARKS.md", _fill_bench),
     ("farm", "render the jobs of a jobs file as Ray tasks", _module_fill("app.cmd_farm")),
+    (
+        "serve",
+        "keep the models warm and render the jobs of `kagura render` and `demo`",
+        _module_fill("app.cmd_serve"),
+    ),
 )
 
 
@@ -407,8 +422,15 @@ def render_request(args: argparse.Namespace, audio: Path):
     return render_config(args, audio=audio).request()
 
 
-def _run_render(cfg) -> int:
-    """Render `cfg` (an app.config.RenderConfig)."""
+def _run_render(cfg, server: bool = True) -> int:
+    """Render `cfg` (an app.config.RenderConfig): on the running `kagura serve` when there is
+    one that takes it (app/serve_link.py), else here."""
+    if server:
+        from app.serve_link import hand_over
+
+        served = hand_over(cfg)
+        if served is not None:
+            return served
     from pipeline.cpu_memory import pause_gc_for_setup, resume_gc
 
     if cfg.gpu.device == "cpu":  # the GPU path's setup stays as it was
@@ -487,7 +509,7 @@ def _layered_render_config(args: argparse.Namespace, **kwargs):
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    return _run_render(_layered_render_config(args))
+    return _run_render(_layered_render_config(args), server=not args.no_server)
 
 
 DEMO_OUT = Path("out/demo.mp4")
@@ -511,7 +533,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.output is None and DEMO_OUT.exists() and not args.overwrite:
         print(f"kagura: {DEMO_OUT} is already there (pass -y to render it again)", file=sys.stderr)
         return 0
-    return _run_render(demo_config(args))
+    return _run_render(demo_config(args), server=not args.no_server)
 
 
 def cmd_still(args: argparse.Namespace) -> int:
@@ -577,6 +599,12 @@ def cmd_farm(args: argparse.Namespace) -> int:
     return cmd_farm.run(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app import cmd_serve
+
+    return cmd_serve.run(args)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from app import cmd_devices
 
@@ -615,6 +643,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "avatar": cmd_avatar,
     "farm": cmd_farm,
+    "serve": cmd_serve,
 }
 
 

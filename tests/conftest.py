@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from tests.pulse import PulseServer
+
+# the renders the tests start never reach a `kagura serve` the machine may be running: a socket
+# no server has (tests/test_serve.py starts its own servers)
+os.environ["KAGURA_SERVE_SOCKET"] = os.path.join(
+    tempfile.gettempdir(), f"kagura-tests-{os.getpid()}-no-server.sock"
+)
 
 _server: PulseServer | None = None
 

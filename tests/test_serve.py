@@ -1,0 +1,223 @@
+"""`kagura serve` and the renders handed to it (app/cmd_serve.py, app/serve_link.py,
+pipeline/resident.py): a real server process, real clients from the shell, real files.
+
+The server renders with Kagura's own model on the CPU (`--diffusion kagura`), so its GPU chain
+(stylize → diffusion → temporal) is one it keeps set up between renders, as on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.cli import REPO, kagura
+
+SONG = REPO / "audio" / "assets" / "demo_song.ogg"
+LOOK = ["--size", "320x184", "--diffusion", "kagura", "--preset", "ink-wash"]
+
+
+class Server:
+    """`kagura serve` in its own process, listening on `socket`."""
+
+    def __init__(self, socket: Path, *options: str, env: dict | None = None) -> None:
+        self.socket = socket
+        self.log = socket.with_suffix(".log")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--socket", str(socket), *options],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("w"),
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        deadline = time.monotonic() + 240
+        for line in self.proc.stdout:
+            if "listening on" in line:
+                break
+            assert time.monotonic() < deadline, "the server did not start listening"
+        else:
+            pytest.fail(f"kagura serve exited {self.proc.wait()}: {self.log.read_text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("serve") / "kagura.sock", *LOOK)
+    yield s
+    assert s.stop() == 143, s.log.read_text()  # SIGTERM: "terminated", as every command
+    assert not s.socket.exists()
+
+
+def client(server: Server, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return kagura(*args, env={"KAGURA_SERVE_SOCKET": str(server.socket), **env})
+
+
+def frames(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+
+
+def events(trace: Path) -> list[str]:
+    return [json.loads(line)["event"] for line in trace.read_text().splitlines()]
+
+
+def test_served_renders_are_the_renders_of_a_process_of_their_own(server, tmp_path):
+    render = ["render", str(SONG), "--seconds", "1", *LOOK, "--quiet"]
+    traces = []
+    for name in ("a", "b"):
+        trace = tmp_path / f"{name}.jsonl"
+        done = client(server, *render, "-o", str(tmp_path / f"{name}.mp4"), KAGURA_TRACE=str(trace))
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip() == f"kagura: wrote {tmp_path / f'{name}.mp4'}"
+        traces.append(events(trace))
+    local = kagura(*render, "-o", str(tmp_path / "local.mp4"), "--no-server")
+    assert local.returncode == 0, local.stderr
+    # both handed over; the chain the warm-up set up reused by each; the second render's
+    # analysis the first one's
+    for seen in traces:
+        assert "handed over" in seen and "setup: gpu chain reused" in seen
+        assert "first frame" in seen and seen[-1] == "finished"
+    assert "setup: analysis of this audio kept from an earlier render" in traces[1]
+    assert "setup: analysis of this audio kept from an earlier render" not in traces[0]
+    expected = frames(tmp_path / "local.mp4")
+    assert len(expected) == 30
+    for name in ("a", "b"):
+        got = frames(tmp_path / f"{name}.mp4")
+        assert len(got) == 30
+        assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True)), name
+
+
+@pytest.mark.parametrize(
+    "case", ["missing audio", "output exists", "unknown preset", "bad fps", "output is the song"]
+)
+def test_bad_input_gets_the_line_a_render_of_its_own_gives(server, tmp_path, case):
+    out = tmp_path / "out.mp4"
+    audio, extra = str(SONG), []
+    if case == "missing audio":
+        audio = str(tmp_path / "no-such-song.flac")
+    elif case == "output exists":
+        out.write_bytes(b"the user's own file")
+    elif case == "unknown preset":
+        extra = ["--preset", "no-such-look"]
+    elif case == "bad fps":
+        extra = ["--fps", "0"]
+    elif case == "output is the song":
+        song = tmp_path / "song.ogg"
+        song.write_bytes(SONG.read_bytes())
+        audio, out = str(song), song
+    argv = ["render", audio, "-o", str(out), "--seconds", "1", "--size", "320x184", *extra]
+    served = client(server, *argv)
+    local = kagura(*argv, "--no-server")
+    assert local.returncode == 2 and "Traceback" not in local.stderr, local.stderr
+    assert served.returncode == 2, served.stderr
+    assert served.stderr.strip() == local.stderr.strip()
+    if case == "output exists":
+        assert out.read_bytes() == b"the user's own file"
+    if case == "output is the song":
+        assert out.read_bytes() == SONG.read_bytes()
+
+
+def test_a_client_of_another_environment_renders_in_its_own_process(server, tmp_path):
+    out = tmp_path / "own.mp4"
+    done = client(
+        server,
+        *("render", str(SONG), "-o", str(out), "--seconds", "1", "--size", "160x96", "--quiet"),
+        KAGURA_CONFIG_DIR=str(tmp_path / "other-config"),
+    )
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert "the render server declined" in first and "KAGURA_CONFIG_DIR" in first, done.stderr
+    assert len(frames(out)) == 30
+
+
+def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(server, tmp_path):
+    out, trace = tmp_path / "long.mp4", tmp_path / "long.jsonl"
+    cmd = [sys.executable, "-m", "app.cli", "render", str(SONG), "-o", str(out), "--quiet"]
+    env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket), "KAGURA_TRACE": str(trace)}
+    proc = subprocess.Popen([*cmd, *LOOK], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if trace.exists() and "first frame" in events(trace):
+                break
+            time.sleep(0.1)
+        time.sleep(1.0)  # a fragment or two written
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    kept = tmp_path / "long.interrupted.mp4"
+    assert (
+        stderr.strip().splitlines()[-1]
+        == f"kagura: interrupted; the frames written are kept in {kept}"
+    )
+    assert not out.exists() and len(frames(kept)) >= 1
+    # the server goes on serving
+    again = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_second_server_on_the_same_socket_is_refused(server):
+    done = kagura("serve", "--socket", str(server.socket), "--no-warm-up")
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        == f"kagura: error: {server.socket}: a render server already listens there"
+    )
+
+
+def test_a_killed_servers_socket_is_passed_by_and_then_replaced(tmp_path):
+    socket = tmp_path / "dead.sock"
+    dead = Server(socket, "--no-warm-up")
+    assert dead.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert socket.exists()  # left behind
+    out = tmp_path / "here.mp4"
+    done = kagura(
+        *("render", str(SONG), "-o", str(out), "--seconds", "1", "--size", "160x96", "--quiet"),
+        env={"KAGURA_SERVE_SOCKET": str(socket)},
+    )
+    assert done.returncode == 0 and done.stderr.strip() == f"kagura: wrote {out}", done.stderr
+    again = Server(socket, "--no-warm-up")
+    assert again.stop() == 143 and not socket.exists()
+
+
+def test_served_renders_start_their_worker_processes_from_the_fork_server(server, tmp_path):
+    """Render and encoder processes of a served render come from the server's fork server
+    (core.workers.use_forkserver), not from the server itself: same pictures."""
+    render = ["render", str(SONG), "--seconds", "2", "--size", "320x184", "--quiet"]
+    render += ["--render-workers", "2", "--encoders", "2"]
+    served = client(server, *render, "-o", str(tmp_path / "served.mp4"))
+    assert served.returncode == 0, served.stderr
+    local = kagura(*render, "-o", str(tmp_path / "local.mp4"), "--no-server")
+    assert local.returncode == 0, local.stderr
+    got, expected = frames(tmp_path / "served.mp4"), frames(tmp_path / "local.mp4")
+    assert len(got) == len(expected) == 60
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+
+
+def test_a_client_elsewhere_names_its_files_relative_to_its_own_folder(server, tmp_path):
+    (tmp_path / "song.ogg").write_bytes(SONG.read_bytes())
+    (tmp_path / "looks").mkdir()
+    (tmp_path / "looks" / "mine.toml").write_text((REPO / "presets" / "ink-wash.toml").read_text())
+    cmd = [sys.executable, "-m", "app.cli", "render", "song.ogg", "-o", "out/video.mp4"]
+    cmd += ["--seconds", "1", "--size", "320x184", "--preset", "looks/mine.toml", "--quiet"]
+    env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket), "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "kagura: wrote out/video.mp4"  # as a render here says it
+    assert len(frames(tmp_path / "out" / "video.mp4")) == 30
