@@ -3,7 +3,8 @@
     kagura bench e2e [--device cpu|cuda] [--commands render demo live app] [--audio FILE]
                      [--size WxH]
                      [--seconds S] [--upscale N] [--extra "ARGS"] [--repeats N]
-                     [--cold-repeats N] [--live-seconds S] [--no-imports] [--section KEY]
+                     [--cold-repeats N] [--served N] [--live-seconds S] [--no-imports]
+                     [--section KEY]
                      [--out docs/BENCHMARKS.md] [--no-write] [--json FILE]
 
 Every run is a fresh `python -m app.cli …` process (what the `kagura` script runs), given only
@@ -18,6 +19,13 @@ frame on screen.
   compiled librosa, inductor/triton, fontconfig, torch, the drawn backgrounds; CUDA_CACHE_PATH:
   the CUDA driver's kernels), so it compiles what a fresh machine compiles. The OS file cache is not emptied (that needs root and hurts every other process).
 * warm: the machine's own caches, after one untimed run has filled them.
+* served (`--served N`, render and demo): N runs handed to a `kagura serve` the bench starts
+  first with the same options (app/cmd_serve.py), after one untimed served run; each starts
+  the audio a millisecond later than the one before (`--start`), so the server analyses audio
+  it has not seen, as for a new song. "served again": N runs of the untimed run's audio, whose
+  analysis the server kept (a song rendered again with another look). The server's own start
+  and warm-up are reported beside them, not in the runs. The other modes never reach a server
+  (their KAGURA_SERVE_SOCKET names none).
 
 Each child writes time stamps (core/trace.py, KAGURA_TRACE) that split its wall time into
 start-up (interpreter + CLI), argument checks, setup (decode, analysis, models, stages), the
@@ -43,6 +51,7 @@ from app.errors import UsageError
 from core.stats import median_p99, percentile
 
 COMMANDS = ("render", "demo", "live", "app")
+MODES = ("cold", "warm", "served", "served again")
 LIVE_COMMANDS = ("live", "app")  # timed to their first shown frame
 CACHE_VARS = ("NUMBA_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "KAGURA_CACHE_DIR")
 SONG = Path(__file__).resolve().parents[1] / "audio" / "assets" / "demo_song.ogg"
@@ -82,6 +91,13 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> argparse.Argumen
     b.add_argument("--extra", default="", help="more options for render/demo, one string")
     b.add_argument("--repeats", type=int, default=5, help="warm runs per command (5)")
     b.add_argument("--cold-repeats", type=int, default=2, help="cold runs per command (2)")
+    b.add_argument(
+        "--served",
+        type=int,
+        default=0,
+        metavar="N",
+        help="render/demo: N more runs handed to a `kagura serve` started with the same options",
+    )
     b.add_argument(
         "--live-seconds",
         type=float,
@@ -126,8 +142,10 @@ def command_argv(args: argparse.Namespace, command: str, out_dir: Path) -> list[
     return argv + shlex.split(args.extra)
 
 
-def _child_env(trace: Path, cache: Path | None) -> dict[str, str]:
+def _child_env(trace: Path, cache: Path | None, socket: Path | None = None) -> dict[str, str]:
     env = dict(os.environ, KAGURA_TRACE=str(trace), PYTHONUNBUFFERED="1")
+    # a render server only where the run is meant to be served (a socket no server has: none)
+    env["KAGURA_SERVE_SOCKET"] = str(socket or trace.parent / "no-server.sock")
     # the commands' own defaults: a settings file on the bench machine (render.toml) must not
     # change what is measured, so the config folder is an empty one beside the trace
     config = trace.parent / "config"
@@ -142,12 +160,18 @@ def _child_env(trace: Path, cache: Path | None) -> dict[str, str]:
 
 
 def run_once(
-    argv: list[str], cache: Path | None, work: Path, timeout: float, importtime: bool = False
+    argv: list[str],
+    cache: Path | None,
+    work: Path,
+    timeout: float,
+    importtime: bool = False,
+    socket: Path | None = None,
 ) -> dict:
-    """One fresh process; its wall time, events (seconds from the launch) and phases."""
+    """One fresh process; its wall time, events (seconds from the launch) and phases.
+    `socket`: the `kagura serve` it hands its render to."""
     trace = work / f"trace-{time.time_ns()}.jsonl"
     cmd = [sys.executable, "-m", "app.cli", *argv]
-    env = _child_env(trace, cache)
+    env = _child_env(trace, cache, socket)
     if importtime:  # the variable, not -X importtime: the analysis process reports too
         env["PYTHONPROFILEIMPORTTIME"] = "1"
     t0_ns = time.time_ns()
@@ -172,6 +196,8 @@ def run_once(
     if done.returncode != 0:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
         raise RuntimeError(f"bench e2e: `kagura {' '.join(argv)}` exited {done.returncode}: {tail}")
+    if socket is not None and "declined" in done.stderr:
+        raise RuntimeError(f"bench e2e: the server declined: {done.stderr.strip()[:300]}")
     events: dict[str, float] = {}
     frames = None
     for line in trace.read_text().splitlines() if trace.exists() else []:
@@ -252,10 +278,11 @@ def _step_medians(runs: list[dict]) -> dict[str, float]:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    for name, value in (("--repeats", args.repeats), ("--cold-repeats", args.cold_repeats)):
+    counts = (("--repeats", args.repeats), ("--cold-repeats", args.cold_repeats))
+    for name, value in (*counts, ("--served", args.served)):
         if value < 0:
             raise UsageError(f"{name} {value}: expected 0 or more")
-    if args.repeats == 0 and args.cold_repeats == 0:
+    if args.repeats == 0 and args.cold_repeats == 0 and args.served == 0:
         raise UsageError("--repeats 0 --cold-repeats 0: nothing to run")
     if {"render", "app"} & set(args.commands) and not Path(args.audio).is_file():
         raise UsageError(f"--audio {args.audio}: no such file")
@@ -286,17 +313,72 @@ def measure(args: argparse.Namespace) -> dict:
             for i in range(args.repeats):
                 warm.append(run_once(argv, None, work, args.timeout))
                 print(f"  warm {i + 1}: {warm[-1]['wall_s']:.2f} s", file=sys.stderr)
+            served, again = [], []
+            if args.served and not live:
+                served, again, entry["server"] = run_served(args, argv, command, work)
             if cold:
                 entry["cold"] = summarize(cold, live)
             if warm:
                 entry["warm"] = summarize(warm, live)
+            if served:
+                entry["served"] = summarize(served, live)
+                entry["served again"] = summarize(again, live)
             if not args.no_imports:
                 entry["imports"] = run_once(argv, None, work, args.timeout, importtime=True)[
                     "imports"
                 ]
-            entry["runs"] = {"cold": cold, "warm": warm}
+            entry["runs"] = {"cold": cold, "warm": warm, "served": served, "served again": again}
             results["commands"][command] = entry
     return results
+
+
+def run_served(
+    args: argparse.Namespace, argv: list[str], command: str, work: Path
+) -> tuple[list[dict], list[dict], dict]:
+    """`kagura serve` with the runs' render options (warmed up for them), one untimed served
+    run, then `args.served` timed runs of audio it has not analysed and as many of the audio it
+    has, interleaved; the server's start-up seconds."""
+    socket = work / f"serve-{command}.sock"
+    options = argv[argv.index("--device") :]
+    options = [a for a in options if a not in ("--quiet", "-y")]
+    env = _child_env(work / "server-trace.jsonl", None, socket)
+    env.pop("KAGURA_TRACE")
+    log = (work / f"serve-{command}.log").open("w")
+    t0 = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", *options],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
+    try:
+        info = {"argv": ["serve", *options]}
+        for line in server.stdout:
+            if "warmed up in" in line:
+                info["warmed_s"] = time.perf_counter() - t0
+            if "listening on" in line:
+                info["listening_s"] = time.perf_counter() - t0
+                break
+        else:
+            raise RuntimeError(f"bench e2e: `kagura serve` exited {server.wait()} before listening")
+        print(f"  server listening after {info['listening_s']:.2f} s", file=sys.stderr)
+        run_once(argv, None, work, args.timeout, socket=socket)  # untimed: as `warm` does
+        new, again = [], []
+        for i in range(args.served):
+            later = [*argv, "--start", f"{0.001 * (i + 1):g}"]
+            new.append(run_once(later, None, work, args.timeout, socket=socket))
+            again.append(run_once(argv, None, work, args.timeout, socket=socket))
+            print(
+                f"  served {i + 1}: {new[-1]['wall_s']:.2f} s; the same audio again: "
+                f"{again[-1]['wall_s']:.2f} s",
+                file=sys.stderr,
+            )
+        return new, again, info
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        log.close()
 
 
 def _device_line(device: str) -> str:
@@ -335,6 +417,8 @@ def bench_command(args: argparse.Namespace) -> str:
     if args.extra:
         parts.append(f"--extra {shlex.quote(args.extra)}")
     parts += [f"--repeats {args.repeats}", f"--cold-repeats {args.cold_repeats}"]
+    if args.served:
+        parts.append(f"--served {args.served}")
     return " ".join(parts)
 
 
@@ -353,7 +437,10 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "options shown below; everything else is the command's own default",
         "- cold: an empty cache folder per run (XDG_CACHE_HOME: numba, inductor/triton, backgrounds, "
         "fontconfig, torch; CUDA_CACHE_PATH; the OS file cache stays warm); warm: the "
-        "machine's caches after one untimed run",
+        "machine's caches after one untimed run; served: handed to a running `kagura serve` "
+        "(the same options, warmed up) after one untimed served run, each run's audio starting "
+        "1 ms later (audio the server has not analysed); served again: the untimed run's audio, "
+        "its analysis kept by the server",
         "",
         "| command | mode | runs | wall s median / P99 | first frame s median / P99 | "
         "frames | frames/s over the command median / worst | CPU s median / P99 | "
@@ -361,7 +448,7 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in results["commands"].values():
-        for mode in ("cold", "warm"):
+        for mode in MODES:
             s = entry.get(mode)
             if not s:
                 continue
@@ -374,9 +461,18 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
     steps = [
         f"- `{command}` {mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["steps_s"].items())
         for command, entry in results["commands"].items()
-        for mode in ("cold", "warm")
+        for mode in MODES
         if (s := entry.get(mode)) and s.get("steps_s")
     ]
+    servers = [
+        f"- `{command}` served: `kagura {' '.join(entry['server']['argv'])}` listened "
+        f"{entry['server']['listening_s']:.2f} s after its launch (its warm-up render included)"
+        for command, entry in results["commands"].items()
+        if entry.get("server")
+    ]
+    if servers:
+        lines += ["", "The render server of the served runs, started once before them:", ""]
+        lines += servers
     if steps:
         lines += ["", "Set-up steps, seconds from the launch (median of the runs):", ""]
         lines += steps
@@ -398,7 +494,7 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "first frame = launch → the first frame handed to the encoder (live: the first frame "
         "the simulated display shows; app: the window's first frame on screen; – = none within "
         "the run). CPU s = user + system time "
-        "of the run and its child processes (the wall clock also waits for other work on a "
+        "of the run and its child processes (a served run's: the client's only; the wall clock also waits for other work on a "
         "shared machine). frames/s over the command = frames / wall time, setup "
         "included. Phases, each from the previous time stamp (core/trace.py): start-up = "
         "interpreter + CLI import; checks = the request checks; setup = decode, audio analysis, "

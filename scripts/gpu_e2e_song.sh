@@ -4,6 +4,8 @@
 # 1080p), from the shell, cold and warm (bench e2e). The song is the demo song played MINUTES*60 s
 # in a row (its own file, written here: nothing else of that length ships with the project).
 #   bash scripts/gpu_e2e_song.sh            (MINUTES=3, REPEATS=2, COLD=1)
+#   SERVED=N: also N runs handed to a `kagura serve` started with the same options (the new
+#   tree only)
 #   AB=1: then the same in the base tree of .ab/base.tar.xz (`bash scripts/gpu_chain_ab.sh base
 #   REV`), its table printed, not written; ROUNDS (1) rounds of new, base
 # Logs into $OUT/e2e_song.log, the section into $OUT/BENCHMARKS.md.
@@ -27,7 +29,7 @@ e2e() {  # $1: the tree; $2: where its section goes
     ( cd "$1" && export PYTHONPATH=/tmp/site:$1
       timeout 560 python3 -m app.cli bench e2e --device cuda --commands render --audio "$SONG" \
           --size 1920x1080 --upscale 3 --repeats "${REPEATS:-2}" --cold-repeats "${COLD:-1}" \
-          --no-imports --section "e2e-cuda-render-${MINUTES:-3}min" --out "$2" 2>&1 \
+          --no-imports --section "e2e-cuda-render-${MINUTES:-3}min" --out "$2" $3 2>&1 \
           | filter | grep -v "^\[" | tail -25 )
 }
 if [ "${AB:-0}" = 1 ]; then
@@ -37,10 +39,10 @@ if [ "${AB:-0}" = 1 ]; then
     while read -r f; do rm -f "/tmp/base/$f"; done </tmp/base/REMOVED
     cp docs/BENCHMARKS.md /tmp/base.md
     for round in $(seq "${ROUNDS:-1}"); do
-        echo "=== round $round, new"; e2e "$PWD" "$OUT/BENCHMARKS.md"
+        echo "=== round $round, new"; e2e "$PWD" "$OUT/BENCHMARKS.md" "--served ${SERVED:-0}"
         echo "=== round $round, base"; e2e /tmp/base /tmp/base.md | grep "^| .kagura\|^- .render."
     done
 else
-    e2e "$PWD" "$OUT/BENCHMARKS.md"
+    e2e "$PWD" "$OUT/BENCHMARKS.md" "--served ${SERVED:-0}"
 fi
 } 2>&1 | tee "$OUT/e2e_song.log"
