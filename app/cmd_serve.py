@@ -42,6 +42,7 @@ WORKER_MODULES = ["render.pool", "render.idol", "render.avatar_source", "pipelin
 PROGRESS_EVERY_S = 0.25
 ANALYSES_KEPT = 8
 ACCEPT_WAKE_S = 0.25
+HELLO_TIMEOUT_S = 10.0
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -310,7 +311,7 @@ class RenderServer:
                     print("kagura serve: idle; stopped", flush=True)
                     return
                 continue
-            conn.settimeout(None)
+            conn.settimeout(HELLO_TIMEOUT_S)  # a client that connects and says nothing
             link = Link(conn)
             try:
                 self.job(link)
@@ -322,9 +323,13 @@ class RenderServer:
         """One client: its job, rendered, or declined with the reason."""
         from app.errors import error_line, is_expected
 
-        hello = link.recv()
+        try:
+            hello = link.recv()
+        except TimeoutError:
+            return
         if hello is None:
             return
+        link.sock.settimeout(None)
         reason = decline_reason(hello)
         if reason is not None:
             with contextlib.suppress(OSError):

@@ -115,6 +115,10 @@ class Link:
         return msg if isinstance(msg, dict) else None
 
     def close(self) -> None:
+        # shut down first: a thread blocked reading this link (the server's watch on its
+        # client) returns at once, so closing the reader does not wait for the other side
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
             self._in.close()
             self.sock.close()

@@ -221,3 +221,17 @@ def test_a_client_elsewhere_names_its_files_relative_to_its_own_folder(server, t
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip() == "kagura: wrote out/video.mp4"  # as a render here says it
     assert len(frames(tmp_path / "out" / "video.mp4")) == 30
+
+
+def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_next(server, tmp_path):
+    import socket
+
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.connect(str(server.socket))
+    try:
+        out = tmp_path / "next.mp4"
+        done = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
+        assert done.returncode == 0, done.stderr
+        assert len(frames(out)) == 30
+    finally:
+        silent.close()
