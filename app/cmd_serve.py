@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     except ServeError as exc:
         raise UsageError(str(exc)) from None
     listener = listen(path)
+    st = path.lstat()
+    bound = (st.st_dev, st.st_ino)
     resident = ResidentChains(keep=args.keep)
     try:
         t0 = time.perf_counter()
@@ -98,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         server.serve(listener, idle)
     finally:
         listener.close()
-        _remove_socket(path, listener)
+        _remove_socket(path, bound)
         resident.close()
     return 0
 
@@ -133,10 +135,13 @@ def listen(path: Path) -> socket.socket:
     return sock
 
 
-def _remove_socket(path: Path, listener: socket.socket) -> None:
-    """Remove our socket file (not one a later server made after we stopped answering)."""
+def _remove_socket(path: Path, bound: tuple[int, int]) -> None:
+    """Remove the socket file this server made (`bound`: its device and inode), not one
+    another server made there after a user removed ours."""
     with contextlib.suppress(OSError):
-        path.unlink()
+        st = path.lstat()
+        if (st.st_dev, st.st_ino) == bound:
+            path.unlink()
 
 
 def warm_up_config(args: argparse.Namespace):
