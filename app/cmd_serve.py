@@ -336,7 +336,17 @@ class RenderServer:
             return
         link.sock.settimeout(None)
         reason = decline_reason(hello)
-        if reason is not None:
+        cfg = None
+        if reason is None:
+            from pydantic import ValidationError
+
+            from app.config import RenderConfig
+
+            try:
+                cfg = RenderConfig.model_validate(hello["config"])
+            except ValidationError:
+                reason = "its configuration is not a render configuration this Kagura reads"
+        if cfg is None:
             with contextlib.suppress(OSError):
                 link.send({"declined": reason})
             return
@@ -346,9 +356,6 @@ class RenderServer:
         line, code, stop_server = None, 0, None
         with _job_context(link, hello.get("trace")):
             try:
-                from app.config import RenderConfig
-
-                cfg = RenderConfig.model_validate(hello["config"])
                 line = self.render(cfg, link, cancel)
             except _WorkerFailed as exc:
                 line, code = str(exc), 1
@@ -431,11 +438,13 @@ def decline_reason(hello: dict) -> str | None:
     """Why this server will not render the client's job (None: it will)."""
     from app.serve_link import PROTOCOL, code_id, shared_env
 
-    if hello.get("protocol") != PROTOCOL or "config" not in hello:
-        return f"it speaks protocol {PROTOCOL}, the client {hello.get('protocol')!r}"
+    if hello.get("protocol") != PROTOCOL or not isinstance(hello.get("config"), dict):
+        return f"it speaks protocol {PROTOCOL}, the client another"
     if hello.get("code") != code_id():
         return f"it runs Kagura {code_id()}, the client {hello.get('code')}"
-    theirs, ours = hello.get("env") or {}, shared_env()
+    theirs, ours = hello.get("env"), shared_env()
+    if not isinstance(theirs, dict):
+        return "the client sent no environment"
     differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
     if differ:
         return f"it was started with other values of {', '.join(differ)}"

@@ -235,3 +235,42 @@ def test_a_client_that_connects_and_says_nothing_does_not_hold_up_the_next(serve
         assert len(frames(out)) == 30
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize(
+    ("hello", "declined"),
+    [
+        (b"not json\n", None),  # not a message: the connection closed, no answer
+        (b'["a list"]\n', None),
+        (b'{"protocol": 999}\n', "it speaks protocol 1, the client another"),
+        (
+            b'{"protocol": 1, "config": {"audio": 5}, "code": null, "env": {}}\n',
+            "its configuration is not a render configuration this Kagura reads",
+        ),
+    ],
+)
+def test_a_message_that_is_not_a_job_is_declined_and_the_server_goes_on(
+    server, tmp_path, hello, declined
+):
+    import socket
+
+    from app.serve_link import code_id, shared_env
+
+    if b'"config": {"audio": 5}' in hello:  # this Kagura, this environment, a broken config
+        job = json.loads(hello)
+        job.update(code=code_id(), env=shared_env())
+        hello = json.dumps(job).encode() + b"\n"
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(str(server.socket))
+    try:
+        raw.sendall(hello)
+        answer = raw.makefile("rb").readline()
+    finally:
+        raw.close()
+    if declined is None:
+        assert answer == b""
+    else:
+        assert json.loads(answer) == {"declined": declined}
+    out = tmp_path / "next.mp4"
+    done = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
+    assert done.returncode == 0, done.stderr
