@@ -142,7 +142,13 @@ def test_a_client_of_another_environment_renders_in_its_own_process(server, tmp_
     assert len(frames(out)) == 30
 
 
-def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(server, tmp_path):
+@pytest.mark.parametrize(
+    ("sig", "status", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(
+    server, tmp_path, sig, status, word
+):
     out, trace = tmp_path / "long.mp4", tmp_path / "long.jsonl"
     cmd = [sys.executable, "-m", "app.cli", "render", str(SONG), "-o", str(out), "--quiet"]
     env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket), "KAGURA_TRACE": str(trace)}
@@ -155,16 +161,15 @@ def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(serve
             time.sleep(0.1)
         time.sleep(1.0)  # a fragment or two written
         assert proc.poll() is None, proc.stderr.read()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == status, stderr
     kept = tmp_path / "long.interrupted.mp4"
     assert (
-        stderr.strip().splitlines()[-1]
-        == f"kagura: interrupted; the frames written are kept in {kept}"
+        stderr.strip().splitlines()[-1] == f"kagura: {word}; the frames written are kept in {kept}"
     )
     assert not out.exists() and len(frames(kept)) >= 1
     # the server goes on serving
