@@ -15,8 +15,9 @@ render of that shape.
 Between two renders a reused chain starts afresh: every part with a `reset()` forgets its
 stream (the diffusion stage primes its in-flight slots again, the temporal stage drops its
 history; it also does so by itself when the frame index goes back), so a render through a kept
-chain gives the frames a fresh process gives (tests/test_serve.py compares them). The chains are kept
-least recently used first, at most `keep` of them; the models of an evicted chain stay loaded.
+chain gives the frames a fresh process gives (tests/test_serve.py compares them). At most
+`keep` chains are kept, the least recently used closed first, and as many models (a chain
+still kept holds its own).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class ResidentChains:
     def __init__(self, keep: int = 2) -> None:
         self.keep = max(1, int(keep))
         self._chains: OrderedDict[Hashable, ResidentChainStage] = OrderedDict()
-        self._models: dict[Hashable, Any] = {}
+        self._models: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
 
     def models(self, key: Hashable, load: Callable[[], Any]) -> Any:
@@ -81,11 +82,13 @@ class ResidentChains:
         not be loaded: the loader's notice says why) is not kept: each render tries again and
         says so again, as a render in its own process does."""
         with self._lock:
-            models = self._models.get(key)
+            models = self._models.pop(key, None)
             if models is None:
                 models = load()
-                if models is not None:
-                    self._models[key] = models
+            if models is not None:
+                self._models[key] = models  # the most recently used last
+                while len(self._models) > self.keep:  # a chain still kept keeps its own
+                    self._models.popitem(last=False)
             return models
 
     def nodes(self, key: Hashable, make_parts: Callable[[], list], device: str) -> list[Any]:
