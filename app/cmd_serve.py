@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -166,9 +167,8 @@ class _Cancel:
         self.reason: str | None = None
         self._graph = None
         self._lock = threading.Lock()
-        threading.Thread(target=self._watch, name="kagura-serve-client", daemon=True).start()
-
         self.finished = False
+        threading.Thread(target=self._watch, name="kagura-serve-client", daemon=True).start()
 
     def _watch(self) -> None:
         try:
@@ -259,7 +259,8 @@ class AnalysisCache:
     def __init__(self, keep: int = ANALYSES_KEPT) -> None:
         self.keep = keep
         self._tracks: OrderedDict[tuple, Any] = OrderedDict()
-        self.hits = 0
+        # a job that failed may leave its analysis running beside the next job's
+        self._lock = threading.Lock()
 
     def analyze(self, clip, fps: int, seed: int = 0):
         import hashlib
@@ -275,15 +276,16 @@ class AnalysisCache:
             profile = None
         digest = hashlib.blake2b(clip.samples.tobytes(), digest_size=20).hexdigest()
         key = (digest, clip.sample_rate, fps, seed, profile)
-        track = self._tracks.pop(key, None)
+        with self._lock:
+            track = self._tracks.pop(key, None)
         if track is not None:
-            self.hits += 1
             step("analysis of this audio kept from an earlier render")
         else:
             track = analyze_clip(clip, fps, seed=seed)
-        self._tracks[key] = track
-        while len(self._tracks) > self.keep:
-            self._tracks.popitem(last=False)
+        with self._lock:
+            self._tracks[key] = track  # the most recently used last
+            while len(self._tracks) > self.keep:
+                self._tracks.popitem(last=False)
         return track
 
 
@@ -297,9 +299,7 @@ class RenderServer:
         try:
             self.render(cfg, None, None)
         finally:
-            with contextlib.suppress(OSError):
-                cfg.output.unlink()
-                cfg.output.parent.rmdir()
+            shutil.rmtree(cfg.output.parent, ignore_errors=True)
 
     def serve(self, listener: socket.socket, idle_s: float | None) -> None:
         from app.serve_link import Link
