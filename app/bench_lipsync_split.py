@@ -126,6 +126,10 @@ RECIPES = {
             "tail200x3": {"tail_ms": 200, "tail_weight": 3.0},
             "pause2": {"pause_weight": 2.0},
             "end1-tail100x3": {"end_hops": 1, "tail_ms": 100, "tail_weight": 3.0},
+            # the tail weighted in the copies without a band only
+            "tail100x3-clean": {"tail_ms": 100, "tail_weight": 3.0, "tail_band": False},
+            "tail100x8-clean": {"tail_ms": 100, "tail_weight": 8.0, "tail_band": False},
+            "tail150x4-clean": {"tail_ms": 150, "tail_weight": 4.0, "tail_band": False},
         }.items()
     },
     # the live front-end's cepstrum formant-warped in training as the mix's is

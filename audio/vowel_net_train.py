@@ -169,7 +169,7 @@ def since_voice(voice: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def voice_end(
     ex: Examples, voice: np.ndarray, end_hops: int = 0, tail_ms: float = 0.0,
-    tail_weight: float = 1.0, pause_weight: float = 1.0,
+    tail_weight: float = 1.0, pause_weight: float = 1.0, tail_band: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The live voice's end as a target of its own (issue 15, sixteenth round): -> (voice
     targets, each hop's weight in the voice loss). `voice`: the targets so far (`ex.voice`, or
@@ -178,7 +178,9 @@ def voice_end(
     went quiet); `tail_ms`, `tail_weight`: the pause hops up to `tail_ms` after a voice ends
     weigh `tail_weight` in the voice loss (the mouth must close there, where a decaying tail
     still sounds like the voice heard just before); `pause_weight`: every other pause hop's
-    weight. Hops are `NET_SETTINGS.hop_ms` apart, each track's own (`ex.lengths`)."""
+    weight; not `tail_band`: the tail weighted in the copies without a band underneath only
+    (a band's own decays are not the voice's). Hops are `NET_SETTINGS.hop_ms` apart, each
+    track's own (`ex.lengths`)."""
     if ex.lengths is None:
         raise ValueError("voice_end: the examples carry no `lengths` (build them with `examples`)")
     voice = np.asarray(voice, np.float32).copy()
@@ -193,6 +195,12 @@ def voice_end(
     if tail_ms > 0:
         since = since_voice(truth.astype(np.float32), ex.lengths)
         tail = quiet & ~truth & (since * NET_SETTINGS.hop_ms <= tail_ms)
+        if not tail_band:
+            if ex.banded is None:
+                raise ValueError(
+                    "tail_band: the examples carry no `banded` (build them with `examples`)"
+                )
+            tail &= ~ex.banded
         w[tail] = tail_weight
     return voice, w
 
@@ -747,8 +755,8 @@ def train(
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
     mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
-    live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight: the
-    voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
+    live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight,
+    tail_band: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -761,8 +769,8 @@ def train(
             onset = lf.pop("onset_ms", 0)
             over_band = lf.pop("onset_band", True)
             voice = onset_voice(ex, onset, over_band) if onset else ex.voice
-            ends = {k: lf.pop(k) for k in ("end_hops", "tail_ms", "tail_weight", "pause_weight")
-                    if k in lf}  # fmt: skip
+            ends = {k: lf.pop(k) for k in ("end_hops", "tail_ms", "tail_weight", "pause_weight",
+                                           "tail_band") if k in lf}  # fmt: skip
             if ends:
                 voice, vw = voice_end(ex, voice, **ends)
                 lf["voice_w"] = vw[s]

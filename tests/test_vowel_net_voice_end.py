@@ -36,6 +36,12 @@ def test_voice_end_targets_and_weights_stay_inside_each_track():
     assert (w == 1).all()
     with pytest.raises(ValueError, match="lengths"):
         voice_end(Examples(ex.live, ex.offline, ex.voice, ex.vowel), ex.voice, tail_ms=20)
+    # the tail weighted where no band plays under the copy only (here: the second track)
+    with pytest.raises(ValueError, match="banded"):
+        voice_end(ex, ex.voice, tail_ms=20, tail_band=False)
+    ex.banded = np.arange(15) < 10
+    _, w = voice_end(ex, ex.voice, tail_ms=2 * hop, tail_weight=3.0, tail_band=False)
+    np.testing.assert_array_equal(w, [1] * 12 + [3, 3, 1])
 
 
 def test_train_weighs_the_pause_just_after_a_voice_up():
