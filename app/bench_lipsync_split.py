@@ -121,6 +121,7 @@ RECIPES = {
     **{
         f"live-distil-wide-onset6-clean-{tag}": {"live_fit": {**_WIDE_ONSET, **ends}}
         for tag, ends in {
+            "tail100x2": {"tail_ms": 100, "tail_weight": 2.0},
             "tail100x3": {"tail_ms": 100, "tail_weight": 3.0},
             "tail100x8": {"tail_ms": 100, "tail_weight": 8.0},
             "tail200x3": {"tail_ms": 200, "tail_weight": 3.0},
