@@ -170,6 +170,7 @@ def since_voice(voice: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def voice_end(
     ex: Examples, voice: np.ndarray, end_hops: int = 0, tail_ms: float = 0.0,
     tail_weight: float = 1.0, pause_weight: float = 1.0, tail_band: bool = True,
+    tail_both: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The live voice's end as a target of its own (issue 15, sixteenth round): -> (voice
     targets, each hop's weight in the voice loss). `voice`: the targets so far (`ex.voice`, or
@@ -179,15 +180,17 @@ def voice_end(
     weigh `tail_weight` in the voice loss (the mouth must close there, where a decaying tail
     still sounds like the voice heard just before); `pause_weight`: every other pause hop's
     weight; not `tail_band`: the tail weighted in the copies without a band underneath only
-    (a band's own decays are not the voice's). Hops are `NET_SETTINGS.hop_ms` apart, each
-    track's own (`ex.lengths`)."""
+    (a band's own decays are not the voice's); `tail_both`: the voice hops up to `tail_ms`
+    before a pause weigh `tail_weight` too (the end taught on both sides, so the weight sharpens
+    the edge rather than tilting every unsure hop towards a pause). Hops are
+    `NET_SETTINGS.hop_ms` apart, each track's own (`ex.lengths`)."""
     if ex.lengths is None:
         raise ValueError("voice_end: the examples carry no `lengths` (build them with `examples`)")
     voice = np.asarray(voice, np.float32).copy()
     truth = ex.voice > 0.5
+    rev = since_voice(~truth[::-1], ex.lengths[::-1])[::-1]  # hops until the next pause
     if end_hops > 0:
         # a voice hop with a pause within `end_hops` hops after it, in its own track
-        rev = since_voice(~truth[::-1], ex.lengths[::-1])[::-1]  # hops until the next pause
         voice[truth & (rev <= end_hops)] = 0.0
     w = np.ones(len(voice), np.float32)
     quiet = voice < 0.5
@@ -201,6 +204,10 @@ def voice_end(
                     "tail_band: the examples carry no `banded` (build them with `examples`)"
                 )
             tail &= ~ex.banded
+        if tail_both:
+            tail |= truth & (voice > 0.5) & (rev * NET_SETTINGS.hop_ms <= tail_ms)
+            if not tail_band:
+                tail &= ~ex.banded
         w[tail] = tail_weight
     return voice, w
 
@@ -756,7 +763,7 @@ def train(
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
     mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
     live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight,
-    tail_band: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
+    tail_band, tail_both: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -770,7 +777,7 @@ def train(
             over_band = lf.pop("onset_band", True)
             voice = onset_voice(ex, onset, over_band) if onset else ex.voice
             ends = {k: lf.pop(k) for k in ("end_hops", "tail_ms", "tail_weight", "pause_weight",
-                                           "tail_band") if k in lf}  # fmt: skip
+                                           "tail_band", "tail_both") if k in lf}  # fmt: skip
             if ends:
                 voice, vw = voice_end(ex, voice, **ends)
                 lf["voice_w"] = vw[s]

@@ -42,6 +42,10 @@ def test_voice_end_targets_and_weights_stay_inside_each_track():
     ex.banded = np.arange(15) < 10
     _, w = voice_end(ex, ex.voice, tail_ms=2 * hop, tail_weight=3.0, tail_band=False)
     np.testing.assert_array_equal(w, [1] * 12 + [3, 3, 1])
+    # both sides of each end: the voice hops up to tail_ms before it too
+    ex.banded = None
+    _, w = voice_end(ex, ex.voice, tail_ms=2 * hop, tail_weight=3.0, tail_both=True)
+    np.testing.assert_array_equal(w, [1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3, 1])
 
 
 def test_train_weighs_the_pause_just_after_a_voice_up():
