@@ -134,6 +134,13 @@ RECIPES = {
             # both sides of the end weighted: the voice's last hops as its first pause hops
             "edge100x3": {"tail_ms": 100, "tail_weight": 3.0, "tail_both": True},
             "edge100x2": {"tail_ms": 100, "tail_weight": 2.0, "tail_both": True},
+            "edge100x8-clean": {
+                "tail_ms": 100,
+                "tail_weight": 8.0,
+                "tail_both": True,
+                "tail_band": False,
+            },
+            "edge100x4": {"tail_ms": 100, "tail_weight": 4.0, "tail_both": True},
         }.items()
     },
     # the live front-end's cepstrum formant-warped in training as the mix's is
