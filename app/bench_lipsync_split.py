@@ -32,6 +32,8 @@ from pathlib import Path
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
 from audio.backings import TRAIN_STYLES, VALID_STYLE
 
+_WIDE_ONSET = {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
+
 # name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
 # "base" is the recipe as it is
 RECIPES = {
@@ -112,6 +114,35 @@ RECIPES = {
     "live-distil-wide-onset6": {
         "live_fit": {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6}
     },
+    # the voice's end as a target of its own for the wide onset net (`audio.vowel_net_train.
+    # voice_end`; issue 15, sixteenth round): the pause hops up to `tail_ms` after a voice ends
+    # weigh `tail_weight` in the voice loss, every pause hop `pause_weight`, the last `end_hops`
+    # voice hops before a pause shown as the pause
+    **{
+        f"live-distil-wide-onset6-clean-{tag}": {"live_fit": {**_WIDE_ONSET, **ends}}
+        for tag, ends in {
+            "tail100x2": {"tail_ms": 100, "tail_weight": 2.0},
+            "tail100x3": {"tail_ms": 100, "tail_weight": 3.0},
+            "tail100x8": {"tail_ms": 100, "tail_weight": 8.0},
+            "tail200x3": {"tail_ms": 200, "tail_weight": 3.0},
+            "pause2": {"pause_weight": 2.0},
+            "end1-tail100x3": {"end_hops": 1, "tail_ms": 100, "tail_weight": 3.0},
+            # the tail weighted in the copies without a band only
+            "tail100x3-clean": {"tail_ms": 100, "tail_weight": 3.0, "tail_band": False},
+            "tail100x8-clean": {"tail_ms": 100, "tail_weight": 8.0, "tail_band": False},
+            "tail150x4-clean": {"tail_ms": 150, "tail_weight": 4.0, "tail_band": False},
+            # both sides of the end weighted: the voice's last hops as its first pause hops
+            "edge100x3": {"tail_ms": 100, "tail_weight": 3.0, "tail_both": True},
+            "edge100x2": {"tail_ms": 100, "tail_weight": 2.0, "tail_both": True},
+            "edge100x8-clean": {
+                "tail_ms": 100,
+                "tail_weight": 8.0,
+                "tail_both": True,
+                "tail_band": False,
+            },
+            "edge100x4": {"tail_ms": 100, "tail_weight": 4.0, "tail_both": True},
+        }.items()
+    },
     # the live front-end's cepstrum formant-warped in training as the mix's is
     "warp-front": {"aug": {"backings": TRAIN_STYLES, "warp_front": True}},
     "warp-front-wide": {
@@ -153,12 +184,13 @@ def split_tracks() -> dict[str, list]:
 _ONSETS: list = []
 
 
-def onset_lag(make) -> str:
+def onset_lag(make) -> tuple[str, str]:
     """Median / P99 onset lag (ms) of a live engine on `kagura bench lipsync`'s 40 onsets (its
-    held-out espeak-ng voices): a net that reads vowels better must still open in time."""
+    held-out espeak-ng voices): a net that reads vowels better must still open in time; and
+    median / P99 of the time (ms) its mouth takes to close after each vowel ends."""
     import numpy as np
 
-    from app.bench_lipsync import _run_blocks, onset_lags, onset_stream
+    from app.bench_lipsync import _run_blocks, close_times, onset_lags, onset_stream
     from audio.calibration import HELDOUT_VOICES
 
     if not _ONSETS:
@@ -167,7 +199,37 @@ def onset_lag(make) -> str:
     avail, _, op = _run_blocks(make().push, x)
     lag = onset_lags(avail, op, onsets, offsets) * 1000
     lag = lag[np.isfinite(lag)]
-    return f"{np.median(lag):.1f} / {np.percentile(lag, 99):.1f}"
+    cl = close_times(avail, op, offsets) * 1000
+    cl = cl[np.isfinite(cl)]
+    return (
+        f"{np.median(lag):.1f} / {np.percentile(lag, 99):.1f}",
+        f"{np.median(cl):.1f} / {np.percentile(cl, 99):.1f}",
+    )
+
+
+def open_in_pauses(engine, tracks: list) -> float:
+    """Share of the hops inside the scored pauses (`audio.lipsync_eval.score`'s: at least
+    `MIN_PAUSE_S`, less `TRIM_S` at each end) where `engine`'s mouth is open (at least
+    `CLOSED_OPEN`): finer than the pauses shut, which counts a pause open from 10 % of it."""
+    import numpy as np
+
+    from audio.lipsync_eval import CLOSED_OPEN, MIN_PAUSE_S, TRIM_S
+    from audio.speech_corpus import labels_at
+
+    hit = tot = 0
+    for tr in tracks:
+        t, op, _ = engine(tr.audio)
+        is_pause = labels_at(tr.phones, t) == "-"
+        edges = np.flatnonzero(np.diff(np.r_[0, is_pause.astype(np.int8), 0]))
+        dt = float(np.median(np.diff(t))) if len(t) > 1 else 0.01
+        k = round(TRIM_S / dt)
+        for a, b in zip(edges[::2], edges[1::2], strict=True):
+            if (b - a) * dt < MIN_PAUSE_S:
+                continue
+            inside = op[a + k : b - k]
+            hit += int(np.sum(inside >= CLOSED_OPEN))
+            tot += len(inside)
+    return hit / tot if tot else float("nan")
 
 
 def score_net(
@@ -205,7 +267,7 @@ def score_net(
             return e
 
         eng["live"] = live_engine(make)
-        out["lag ms"] = onset_lag(make)
+        out["lag ms"], out["close ms"] = onset_lag(make)
     for sname, trs in sets.items():
         conds = [("clean", trs)]
         if band and sname != "test-other-speakers":
@@ -217,6 +279,8 @@ def score_net(
                 out[f"{sname} {cname} {ename}"] = f"{s.balanced:.1%} / {s.closed_share:.0%}"
                 if cname.startswith(VALID_STYLE):
                     out[f"{sname} {cname} {ename} open on vowels"] = f"{open_on_vowels(e, tr):.0%}"
+                if ename == "live" and sname != "test-other-speakers":
+                    out[f"{sname} {cname} {ename} open in pauses"] = f"{open_in_pauses(e, tr):.1%}"
     return out
 
 

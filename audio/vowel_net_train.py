@@ -154,6 +154,64 @@ def onset_voice(ex: Examples, onset_ms: float, over_band: bool = True) -> np.nda
     return np.maximum(ex.voice, early.astype(np.float32))
 
 
+def since_voice(voice: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(n,) int64: for each hop, how many hops since the last hop whose truth is a voice, in
+    its own track (0 on a voice hop; a large number before a track's first voice)."""
+    out = np.empty(len(voice), np.int64)
+    at = 0
+    for n in np.asarray(lengths).tolist():
+        i = np.arange(n)
+        last = np.maximum.accumulate(np.where(voice[at : at + n] > 0.5, i, -(1 << 30)))
+        out[at : at + n] = i - last
+        at += n
+    return out
+
+
+def voice_end(
+    ex: Examples, voice: np.ndarray, end_hops: int = 0, tail_ms: float = 0.0,
+    tail_weight: float = 1.0, pause_weight: float = 1.0, tail_band: bool = True,
+    tail_both: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The live voice's end as a target of its own (issue 15, sixteenth round): -> (voice
+    targets, each hop's weight in the voice loss). `voice`: the targets so far (`ex.voice`, or
+    `onset_voice`'s). `end_hops`: the last hops of a voice before a pause are shown as the
+    pause (the truth at the window's centre ends a voice 12.5 ms after the window's newest ms
+    went quiet); `tail_ms`, `tail_weight`: the pause hops up to `tail_ms` after a voice ends
+    weigh `tail_weight` in the voice loss (the mouth must close there, where a decaying tail
+    still sounds like the voice heard just before); `pause_weight`: every other pause hop's
+    weight; not `tail_band`: the tail weighted in the copies without a band underneath only
+    (a band's own decays are not the voice's); `tail_both`: the voice hops up to `tail_ms`
+    before a pause weigh `tail_weight` too (the end taught on both sides, so the weight sharpens
+    the edge rather than tilting every unsure hop towards a pause). Hops are
+    `NET_SETTINGS.hop_ms` apart, each track's own (`ex.lengths`)."""
+    if ex.lengths is None:
+        raise ValueError("voice_end: the examples carry no `lengths` (build them with `examples`)")
+    voice = np.asarray(voice, np.float32).copy()
+    truth = ex.voice > 0.5
+    rev = since_voice(~truth[::-1], ex.lengths[::-1])[::-1]  # hops until the next pause
+    if end_hops > 0:
+        # a voice hop with a pause within `end_hops` hops after it, in its own track
+        voice[truth & (rev <= end_hops)] = 0.0
+    w = np.ones(len(voice), np.float32)
+    quiet = voice < 0.5
+    w[quiet] = pause_weight
+    if tail_ms > 0:
+        since = since_voice(truth.astype(np.float32), ex.lengths)
+        tail = quiet & ~truth & (since * NET_SETTINGS.hop_ms <= tail_ms)
+        if not tail_band:
+            if ex.banded is None:
+                raise ValueError(
+                    "tail_band: the examples carry no `banded` (build them with `examples`)"
+                )
+            tail &= ~ex.banded
+        if tail_both:
+            tail |= truth & (voice > 0.5) & (rev * NET_SETTINGS.hop_ms <= tail_ms)
+            if not tail_band:
+                tail &= ~ex.banded
+        w[tail] = tail_weight
+    return voice, w
+
+
 def cvn_prior(tracks: list[Track]) -> np.ndarray:
     """The clean tracks' mean cepstral spread over their sounding hops: where the offline
     spread starts in use (`VowelNet.offline_cvn`)."""
@@ -285,6 +343,7 @@ def _trainer(params, vowel: np.ndarray, steps: int, smoothing: float = 0.0,
     opt = torch.optim.AdamW(params, lr=2e-3, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
     bce = torch.nn.BCEWithLogitsLoss()
+    bce_rows = torch.nn.BCEWithLogitsLoss(reduction="none")
     ce = torch.nn.CrossEntropyLoss(weight=cw, ignore_index=-1, label_smoothing=smoothing)
 
     def soft_ce(logits, q, w):
@@ -292,22 +351,31 @@ def _trainer(params, vowel: np.ndarray, steps: int, smoothing: float = 0.0,
         s = -(q * torch.log_softmax(logits, dim=1)).sum(dim=1)
         return (w * s).sum() / w.sum()
 
-    def hard(z, voice_t, vowel_t):
-        loss = bce(z[:, 0], voice_t)
+    def bce_w(logits, t, w=None):
+        """The voice loss; `w` (n,): each row's weight (a mean of the weighted rows, so a
+        weight above 1 adds to the loss rather than taking from the other rows')."""
+        if w is None:
+            return bce(logits, t)
+        return (w * bce_rows(logits, t)).mean()
+
+    def hard(z, voice_t, vowel_t, w=None):
+        loss = bce_w(z[:, 0], voice_t, w)
         if (vowel_t >= 0).any():
             loss = loss + ce(z[:, 1:], vowel_t)
         return loss
 
     def step(z, voice_t, vowel_t, soft=None, soft_weight=0.0, mix=None, soft_on="vowel",
-             voice_weight=0.0) -> None:  # fmt: skip
+             voice_weight=0.0, vw=None) -> None:  # fmt: skip
         if mix is None:
-            loss = hard(z, voice_t, vowel_t)
+            loss = hard(z, voice_t, vowel_t, vw)
         else:
             lam, voice2, vowel2 = mix
             loss = lam * hard(z, voice_t, vowel_t) + (1 - lam) * hard(z, voice2, vowel2)
         if soft is not None and voice_weight > 0:
             # the teacher's p(voice) (column 0) for voice_weight of the voice loss
-            loss = loss + voice_weight * (bce(z[:, 0], soft[:, 0]) - bce(z[:, 0], voice_t))
+            loss = loss + voice_weight * (
+                bce_w(z[:, 0], soft[:, 0], vw) - bce_w(z[:, 0], voice_t, vw)
+            )
         if soft is not None and soft_weight > 0:
             on = vowel_t >= 0
             if on.any():
@@ -333,17 +401,22 @@ def _fit(
     x: np.ndarray, voice: np.ndarray, vowel: np.ndarray, hidden, epochs, seed,
     dropout: float = 0.1, smoothing: float = 0.0, mixup: float = 0.0,
     soft: np.ndarray | None = None, soft_weight: float = 0.0, weight_decay: float = 1e-4,
-    soft_on: str = "vowel", voice_weight: float = 0.0,
+    soft_on: str = "vowel", voice_weight: float = 0.0, voice_w: np.ndarray | None = None,
 ) -> Mlp:  # fmt: skip
     """An MLP; `dropout`, `smoothing`, `weight_decay`: its regularisation; `mixup`: the Beta
     parameter of mixup between random rows (0: none); `soft` (n, 6: p(voice), p(A I U E O)),
     `soft_weight`, `soft_on` ("vowel" or "voice": the hops it teaches vowels on),
-    `voice_weight`: a teacher's probabilities (`_trainer`)."""
+    `voice_weight`: a teacher's probabilities (`_trainer`); `voice_w` (n,): each row's weight
+    in the voice loss (None: all 1; not with mixup)."""
     import torch
+
+    if voice_w is not None and mixup > 0:
+        raise ValueError("voice_w: not with mixup")
 
     torch.manual_seed(seed)
     mean, std, xt, vt, wt = _standardised(x, voice, vowel)
     st = None if soft is None else torch.from_numpy(np.asarray(soft, np.float32))
+    vwt = None if voice_w is None else torch.from_numpy(np.asarray(voice_w, np.float32))
     dims = [x.shape[1], *hidden, 6]
     mods: list[torch.nn.Module] = []
     for i in range(len(dims) - 1):
@@ -368,7 +441,8 @@ def _fit(
                 j = idx.flip(0)
                 xb, mix = lam * xb + (1 - lam) * xt[j], (lam, vt[j], wt[j])
             step(net(xb), vt[idx], wt[idx], None if st is None else st[idx], soft_weight, mix=mix,
-                 soft_on=soft_on, voice_weight=voice_weight)  # fmt: skip
+                 soft_on=soft_on, voice_weight=voice_weight,
+                 vw=None if vwt is None else vwt[idx])  # fmt: skip
     layers = [
         (m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy())
         for m in net
@@ -688,7 +762,8 @@ def train(
     `offline_cvn`: the spread the examples' offline rows were normalised by (`examples`),
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
     mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
-    live voice targets of `onset_voice`); `soft` (n, 6): a teacher's p(voice)
+    live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight,
+    tail_band, tail_both: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
     and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
@@ -701,6 +776,11 @@ def train(
             onset = lf.pop("onset_ms", 0)
             over_band = lf.pop("onset_band", True)
             voice = onset_voice(ex, onset, over_band) if onset else ex.voice
+            ends = {k: lf.pop(k) for k in ("end_hops", "tail_ms", "tail_weight", "pause_weight",
+                                           "tail_band", "tail_both") if k in lf}  # fmt: skip
+            if ends:
+                voice, vw = voice_end(ex, voice, **ends)
+                lf["voice_w"] = vw[s]
             if soft is not None:
                 if onset:  # the teacher's p(voice) is its centre's: the onsets shown as sooner
                     soft = soft.copy()

@@ -80,9 +80,11 @@ OFFLINE_TCN: dict = {}
 OFFLINE_MEL = "beside"
 MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its defaults
 # The live MLP's training beyond `audio.vowel_net_train.fit_live`'s defaults (`build_net`).
-# Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth to fifteenth rounds): the
+# Tried, not shipped (docs/BENCHMARKS.md, issue 15's thirteenth to sixteenth rounds): the
 # offline nets as its teacher (`soft_weight`, `voice_weight`), twice as wide, the voice's
-# onsets as targets as soon as the window's newest ms hold them (`onset_ms`) — better vowels
+# onsets as targets as soon as the window's newest ms hold them (`onset_ms`), the voice's end
+# weighted up (`tail_ms`, `tail_weight`: more pauses shut over a band, fewer vowels read
+# there; `audio.vowel_net_train.voice_end`) — better vowels
 # on the validation voices, and the onset targets open in time, but against the shipped file
 # every full build lost vocal pauses over a band or vowels over an unheard backing there, or
 # opened late (its offline nets, rebuilt on another CPU, are another draw); the live net alone
