@@ -279,3 +279,29 @@ def test_a_message_that_is_not_a_job_is_declined_and_the_server_goes_on(
     out = tmp_path / "next.mp4"
     done = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_socket_lives_where_only_its_user_may_open_it(tmp_path, monkeypatch):
+    import tempfile
+
+    from app.serve_link import SOCKET_NAME, ServeError, socket_path
+
+    monkeypatch.delenv("KAGURA_SERVE_SOCKET")
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    assert socket_path() == runtime / SOCKET_NAME
+    # no runtime folder: a folder of this user's under the temporary folder, made 0700
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = tmp_path / f"kagura-{os.getuid()}"
+    assert socket_path(make_folder=True) == mine / SOCKET_NAME
+    assert mine.is_dir() and mine.stat().st_mode & 0o777 == 0o700
+    mine.chmod(0o755)  # others may open it: not used
+    with pytest.raises(ServeError, match="others may open it"):
+        socket_path()
+    mine.rmdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    mine.symlink_to(tmp_path / "elsewhere")  # someone's link in its place: not followed
+    with pytest.raises(ServeError, match="not a folder of this user's"):
+        socket_path()
