@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import socket
@@ -207,6 +208,7 @@ def _served(link: Link, cfg) -> int | None:
         )
         return None
     mark("handed over")
+    logging.getLogger("kagura.serve").info("rendered by the render server at %s", socket_path())
     return _follow(link, cfg)
 
 
