@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import av
@@ -50,3 +52,25 @@ def probe(path: Path, fps: float) -> dict:
             samples += f.samples
     info["audio_s"] = samples / rate
     return info
+
+
+def signal_when(
+    proc: subprocess.Popen, ready: Callable[[], bool], sig: int, settle_s: float = 0.0
+) -> str:
+    """Wait (at most 120 s) until `ready()`, then `settle_s` more, send `proc` the signal `sig`
+    and return its stderr once it ended; the process must still be running when signalled (it
+    is killed if anything fails on the way)."""
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if ready():
+                break
+            time.sleep(0.1)
+        time.sleep(settle_s)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return stderr

@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import av
 import pytest
 
 from pipeline.sinks.output import PartialFile
+from tests.cli import signal_when
 from tests.hostile import cli_env, error_line, run_cli_batch, write_wav_s16
 
 TINY = ["--size", "160x90", "--seconds", "0.3", "--quiet"]
@@ -157,18 +157,8 @@ def test_stopped_render_keeps_its_frames(tmp_path, sig):
     cmd += ["--size", "320x180", "--quiet"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stderr=subprocess.PIPE, text=True)
     partial = tmp_path / "o.partial.mp4"
-    try:
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            if partial.exists() and partial.stat().st_size > 20_000:  # a fragment or two
-                break
-            time.sleep(0.1)
-        assert proc.poll() is None, proc.stderr.read()
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # a fragment or two written
+    stderr = signal_when(proc, lambda: partial.exists() and partial.stat().st_size > 20_000, sig)
     assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], stderr
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert lines == [lines[-1]] and "kept in o.interrupted.mp4" in lines[-1], stderr

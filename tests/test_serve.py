@@ -19,7 +19,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.cli import REPO, kagura
+from tests.cli import REPO, kagura, signal_when
 
 SONG = REPO / "audio" / "assets" / "demo_song.ogg"
 LOOK = ["--size", "320x184", "--diffusion", "kagura", "--preset", "ink-wash"]
@@ -153,19 +153,8 @@ def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(
     cmd = [sys.executable, "-m", "app.cli", "render", str(SONG), "-o", str(out), "--quiet"]
     env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket), "KAGURA_TRACE": str(trace)}
     proc = subprocess.Popen([*cmd, *LOOK], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            if trace.exists() and "first frame" in events(trace):
-                break
-            time.sleep(0.1)
-        time.sleep(1.0)  # a fragment or two written
-        assert proc.poll() is None, proc.stderr.read()
-        proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # a fragment or two written after the first frame
+    stderr = signal_when(proc, lambda: trace.exists() and "first frame" in events(trace), sig, 1.0)
     assert proc.returncode == status, stderr
     kept = tmp_path / "long.interrupted.mp4"
     assert (
