@@ -308,7 +308,8 @@ def score_net(
     when None); `live`: also the live engine and its onset lag (else the offline engine alone);
     `voice_off`, `voice_sure`: the live gate's p(voice) thresholds (`LiveLipSync.VOICE_OFF`,
     `VOICE_SURE` when None); `reverb`: also the clean tracks in rooms (`reverb_tracks`), and
-    the close time after each voice (`close_after_voice`, median / P99 ms) there and clean."""
+    the close time after each voice (`close_after_voice`, median / P99 ms) there and clean, and
+    the live engine in each room apart (pauses shut as counts; close time median / mean ms)."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
@@ -352,6 +353,16 @@ def score_net(
                     out[f"{sname} {cname} {ename} close ms"] = (
                         f"{np.median(cl):.0f} / {np.percentile(cl, 99):.0f}"
                     )
+                if cname == "reverb" and ename == "live":
+                    for j, rt in enumerate(REVERB_RT60):  # each room apart: pauses shut / all
+                        room = tr[j :: len(REVERB_RT60)]
+                        s = evaluate(e, room)
+                        cl = close_after_voice(e, room) * 1000
+                        key = f"{sname} reverb {rt:g} s live"
+                        out[key] = f"{s.balanced:.1%} / {s.closed}/{s.pauses}"
+                        out[f"{key} close ms median / mean"] = (
+                            f"{np.median(cl):.0f} / {np.mean(cl):.0f}"
+                        )
     return out
 
 
