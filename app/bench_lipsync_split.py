@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--net FILE ...]
         [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
         [--live-weight W] [--voice-off P] [--voice-sure P]
-        [--offline-only] [--save-dir DIR] [--log FILE]
+        [--offline-only] [--with-reverb] [--save-dir DIR] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -20,6 +20,10 @@ Validation tracks hold all 12 sentences of each voice, the test's the bench's 4.
 the same split holds for backings: the validation style (`audio.backings.VALID_STYLE`) is
 never drawn in training; the demo song's backing is the test (`kagura bench lipsync`). Prints one
 JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
+
+With `--with-reverb` the clean tracks are also heard through rooms (`reverb_tracks`: the
+validation's voices have no slowly fading ends, flite's do; a room's tail is one, and the
+truth stays the dry timings), with each pause's close time (`close_after_voice`) beside it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,16 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
 from audio.backings import TRAIN_STYLES, VALID_STYLE
+
+# the rooms of the `--with-reverb` condition (`audio.augment.reverb`: rt60 s, wet share);
+# every track is heard in each
+REVERB_RT60 = (0.3, 0.45, 0.6)
+REVERB_WET = 0.5
+CLOSE_LEVEL = 0.05  # `kagura bench lipsync`'s "silence -> mouth <= 0.05"
 
 _WIDE_ONSET = {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
 
@@ -232,6 +244,56 @@ def open_in_pauses(engine, tracks: list) -> float:
     return hit / tot if tot else float("nan")
 
 
+def reverb_tracks(tracks: list, rt60s=REVERB_RT60, wet: float = REVERB_WET) -> list:
+    """Each clean track heard in each room of `rt60s` (deterministic seeds): the room's tail
+    fades on after every voice ends, into the pause. The truth (`voice`, `phones`) stays the dry
+    track's: the tail is not voice, the mouth should shut in it."""
+    from audio import augment
+    from audio.lipsync_eval import Track
+
+    out = []
+    for i, t in enumerate(tracks):
+        for j, rt in enumerate(rt60s):
+            rng = np.random.default_rng(9100 + 10 * i + j)
+            y = augment.reverb(t.audio, rt, rng, wet)
+            out.append(Track(f"{t.name} +reverb {rt:g} s", t.spec, t.voice, t.phones, y))
+    return out
+
+
+def close_after_voice(engine, tracks: list) -> np.ndarray:
+    """Seconds from each voice's end (truth: the start of a pause of at least `MIN_PAUSE_S`
+    after a voice) until `engine`'s mouth first shows at most `CLOSE_LEVEL`; a mouth that never
+    closes in the pause counts the pause's whole length. Times as the pauses are scored (a live
+    hop at its window's centre)."""
+    from audio.lipsync_eval import MIN_PAUSE_S
+    from audio.speech_corpus import labels_at
+
+    out = []
+    for tr in tracks:
+        t, op, _ = engine(tr.audio)
+        is_pause = labels_at(tr.phones, t) == "-"
+        edges = np.flatnonzero(np.diff(np.r_[0, is_pause.astype(np.int8), 0]))
+        for a, b in zip(edges[::2], edges[1::2], strict=True):
+            if a == 0 or t[b - 1] - t[a] < MIN_PAUSE_S:
+                continue  # the lead-in has no voice before it
+            end = max(q for _, q, c in tr.phones if c != "-" and q <= t[a] + 1e-9)
+            shut = np.flatnonzero(op[a:b] <= CLOSE_LEVEL)
+            out.append((t[a + shut[0]] if len(shut) else t[b - 1]) - end)
+    return np.asarray(out, np.float64)
+
+
+def _memo(engine):
+    """`engine` run once per audio array (the cells below each walk the same tracks)."""
+    seen: dict = {}
+
+    def run(y):
+        if id(y) not in seen:
+            seen[id(y)] = (y, engine(y))  # y held: its id is not reused
+        return seen[id(y)][1]
+
+    return run
+
+
 def score_net(
     net,
     sets: dict[str, list],
@@ -240,11 +302,14 @@ def score_net(
     live: bool = True,
     voice_off: float | None = None,
     voice_sure: float | None = None,
+    reverb: bool = False,
 ) -> dict[str, str]:
     """`live_weight`: the live net's share in the offline p(voice) (`MfccLipSync.LIVE_WEIGHT`
     when None); `live`: also the live engine and its onset lag (else the offline engine alone);
     `voice_off`, `voice_sure`: the live gate's p(voice) thresholds (`LiveLipSync.VOICE_OFF`,
-    `VOICE_SURE` when None)."""
+    `VOICE_SURE` when None); `reverb`: also the clean tracks in rooms (`reverb_tracks`), and
+    the close time after each voice (`close_after_voice`, median / P99 ms) there and clean, and
+    the live engine in each room apart (pauses shut as counts; close time median / mean ms)."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
@@ -254,7 +319,7 @@ def score_net(
     off = MfccLipSync(prof, net=net)
     if live_weight is not None:
         off.LIVE_WEIGHT = live_weight
-    eng = {"offline": offline_engine(off)}
+    eng = {"offline": _memo(offline_engine(off))}
     out = {}
     if live:
 
@@ -266,13 +331,15 @@ def score_net(
                 e.VOICE_SURE = voice_sure
             return e
 
-        eng["live"] = live_engine(make)
+        eng["live"] = _memo(live_engine(make))
         out["lag ms"], out["close ms"] = onset_lag(make)
     for sname, trs in sets.items():
         conds = [("clean", trs)]
         if band and sname != "test-other-speakers":
             conds.append(("band 0 dB", _banded(trs, 0.0)))
             conds.append((f"{VALID_STYLE} 0 dB", _styled(trs, 0.0)))
+        if reverb and sname != "test-other-speakers":
+            conds.append(("reverb", reverb_tracks(trs)))
         for cname, tr in conds:
             for ename, e in eng.items():
                 s = evaluate(e, tr)
@@ -281,6 +348,21 @@ def score_net(
                     out[f"{sname} {cname} {ename} open on vowels"] = f"{open_on_vowels(e, tr):.0%}"
                 if ename == "live" and sname != "test-other-speakers":
                     out[f"{sname} {cname} {ename} open in pauses"] = f"{open_in_pauses(e, tr):.1%}"
+                if reverb and cname in ("clean", "reverb") and sname != "test-other-speakers":
+                    cl = close_after_voice(e, tr) * 1000
+                    out[f"{sname} {cname} {ename} close ms"] = (
+                        f"{np.median(cl):.0f} / {np.percentile(cl, 99):.0f}"
+                    )
+                if cname == "reverb" and ename == "live":
+                    for j, rt in enumerate(REVERB_RT60):  # each room apart: pauses shut / all
+                        room = tr[j :: len(REVERB_RT60)]
+                        s = evaluate(e, room)
+                        cl = close_after_voice(e, room) * 1000
+                        key = f"{sname} reverb {rt:g} s live"
+                        out[key] = f"{s.balanced:.1%} / {s.closed}/{s.pauses}"
+                        out[f"{key} close ms median / mean"] = (
+                            f"{np.median(cl):.0f} / {np.mean(cl):.0f}"
+                        )
     return out
 
 
@@ -326,6 +408,11 @@ def main(argv=None) -> int:
         help="the live gate's p(voice) to open on without a level rise (LiveLipSync.VOICE_SURE)",
     )
     ap.add_argument("--offline-only", action="store_true", help="score the offline engine alone")
+    ap.add_argument(
+        "--with-reverb",
+        action="store_true",
+        help="also score the clean tracks heard in rooms (fading ends; the truth stays dry)",
+    )
     ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
@@ -365,6 +452,7 @@ def main(argv=None) -> int:
         res = score_net(
             net, sets, band=not args.no_band, live_weight=args.live_weight,
             live=not args.offline_only, voice_off=args.voice_off, voice_sure=args.voice_sure,
+            reverb=args.with_reverb,
         )  # fmt: skip
         row = {
             "recipe": name,

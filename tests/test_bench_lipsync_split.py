@@ -1,0 +1,74 @@
+"""The split bench's reverb condition: rooms that fade on after the voice, truth kept dry."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.bench_lipsync_split import REVERB_RT60, _memo, close_after_voice, reverb_tracks
+from audio.lipsync_eval import Track
+
+SR = 16000
+
+
+def _track() -> Track:
+    """0.4 s lead-in, a 0.5 s vowel, a 0.6 s pause, a 0.3 s vowel, a 0.4 s pause."""
+    rng = np.random.default_rng(0)
+    y = (rng.standard_normal(int(2.2 * SR)) * 10 ** (-70 / 20)).astype(np.float32)
+    t = np.arange(len(y)) / SR
+    phones = [(0.4, 0.9, "A"), (1.5, 1.8, "I")]
+    for a, b, _ in phones:
+        sel = (t >= a) & (t < b)
+        y[sel] += (0.1 * np.sin(2 * np.pi * 220 * t[sel])).astype(np.float32)
+    return Track("toy", None, y, phones, y.copy())
+
+
+def _db(x: np.ndarray) -> float:
+    return float(20 * np.log10(np.sqrt(np.mean(np.asarray(x, np.float64) ** 2)) + 1e-12))
+
+
+def test_reverb_copies_keep_the_dry_truth_and_add_a_fading_tail():
+    tr = _track()
+    rv = reverb_tracks([tr])
+    assert len(rv) == len(REVERB_RT60)
+    again = reverb_tracks([tr])
+    tails = []
+    for r, r2, rt in zip(rv, again, REVERB_RT60, strict=True):
+        assert r.phones == tr.phones and r.voice is tr.voice  # the tail is not voice
+        assert len(r.audio) == len(tr.audio)
+        np.testing.assert_array_equal(r.audio, r2.audio)  # seeded
+        s0, s1 = int(0.95 * SR), int(1.05 * SR)  # 50-150 ms after the first vowel ends
+        dry, wet = _db(tr.audio[s0:s1]), _db(r.audio[s0:s1])
+        assert wet > dry + 20, (rt, dry, wet)
+        # and it fades: later in the pause quieter than early
+        assert _db(r.audio[int(1.3 * SR) : int(1.45 * SR)]) < wet - 6
+        # how long after the vowel's end the tail stays 10 dB above the dry floor
+        lev = [
+            _db(r.audio[i : i + SR // 100]) for i in range(int(0.9 * SR), int(1.5 * SR), SR // 100)
+        ]
+        tails.append(max(k for k, v in enumerate(lev) if v > _db(tr.audio[: int(0.4 * SR)]) + 10))
+    assert tails == sorted(tails) and tails[0] >= 5, tails  # a longer room, a longer tail
+
+
+def test_close_after_voice_counts_from_the_voice_end():
+    tr = _track()
+    dt = 0.01
+
+    def engine(y):
+        t = np.arange(0, len(y) / SR, dt)
+        op = np.zeros(len(t))
+        op[(t >= 0.4) & (t < 0.9 + 0.07)] = 0.8  # shuts 70 ms after the first vowel
+        op[(t >= 1.5) & (t < 2.2)] = 0.8  # never shuts in the last pause
+        return t, op, np.zeros((len(t), 6))
+
+    calls = []
+
+    def counted(y):
+        calls.append(1)
+        return engine(y)
+
+    eng = _memo(counted)
+    cl = close_after_voice(eng, [tr])
+    close_after_voice(eng, [tr])
+    assert len(calls) == 1  # one run per audio
+    # the lead-in is no voice's end; the last pause counts its length (a lower bound)
+    np.testing.assert_allclose(cl, [0.07, 0.39], atol=0.011)
