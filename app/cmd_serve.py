@@ -322,6 +322,7 @@ class RenderServer:
                 self.job(link)
             finally:
                 link.close()
+                forget_job_objects()
             idle_since = time.monotonic()
 
     def job(self, link) -> None:
@@ -408,6 +409,17 @@ class RenderServer:
         progress.done()
         mark("finished")
         return f"kagura: wrote {req.output}"
+
+
+def forget_job_objects() -> None:
+    """After a job: a render freezes what its set-up made (`Graph.run`, pipeline/cpu_memory.py
+    `freeze_setup_objects`: frozen objects are never collected), which in this process includes
+    the finished job's graph, track and stages; unfrozen and collected here, a server's memory
+    does not grow with every render."""
+    import gc
+
+    gc.unfreeze()
+    gc.collect()
 
 
 class _WorkerFailed(RuntimeError):
