@@ -355,8 +355,6 @@ def run_served(
     try:
         info = {"argv": ["serve", *options]}
         for line in server.stdout:
-            if "warmed up in" in line:
-                info["warmed_s"] = time.perf_counter() - t0
             if "listening on" in line:
                 info["listening_s"] = time.perf_counter() - t0
                 break
@@ -494,7 +492,8 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "first frame = launch → the first frame handed to the encoder (live: the first frame "
         "the simulated display shows; app: the window's first frame on screen; – = none within "
         "the run). CPU s = user + system time "
-        "of the run and its child processes (a served run's: the client's only; the wall clock also waits for other work on a "
+        "of the run and its child processes (a served run's: the client's only; the wall clock "
+        "also waits for other work on a "
         "shared machine). frames/s over the command = frames / wall time, setup "
         "included. Phases, each from the previous time stamp (core/trace.py): start-up = "
         "interpreter + CLI import; checks = the request checks; setup = decode, audio analysis, "
