@@ -11,13 +11,13 @@ for: it renders the first seconds of the demo song with them into a temporary fi
 listens, so the first job of that shape finds its chain set up (pipeline/resident.py). A job of
 another shape sets its chain up on arrival, the `--keep` most recent shapes are kept.
 
-It also keeps the analyses of the last songs it rendered (`AnalysisCache`): rendering a song
-again with another look starts at once. A served render is the client's own render: the same configuration (its settings file already
-applied), the same checks and one-line errors, the same files (written by this process as the
-client's user), its progress, notices and last line shown by the client, and Ctrl+C there stops
-it here, keeping the frames written. Ctrl+C here (or SIGTERM) ends the job in progress the same
-way, tells its client, and stops the server; so does `--idle-exit` after that many minutes
-without a job.
+It also keeps the analyses of the last songs it rendered (`AnalysisCache`): a song rendered
+again with another look skips its analysis. A served render is the client's own render: the
+same configuration (its settings file already applied), the same checks and one-line errors,
+the same files (written by this process as the client's user), its progress, notices and last
+line shown by the client, and Ctrl+C there stops it here, keeping the frames written. Ctrl+C
+here (or SIGTERM) ends the job in progress the same way, tells its client, and stops the
+server; so does `--idle-exit` after that many minutes without a job.
 """
 
 from __future__ import annotations
@@ -379,8 +379,7 @@ class RenderServer:
         """`kagura render`'s work (app/cli.py `_render`) with this process's warm models and
         chains; the line to print at the end."""
         from app import render_job
-        from core.trace import FrameMarks, mark
-        from core.workers import WorkerProcessError
+        from core.trace import mark
 
         req = cfg.request()
         render_job.check_output_safety(req)
@@ -393,19 +392,9 @@ class RenderServer:
         if cancel is not None:
             cancel.attach(graph)
         progress = _Progress(link, total)
-        frames = FrameMarks(progress.on_frame)
-        try:
-            graph.run(ctx, on_frame=frames)
-            frames.close()
-        except WorkerProcessError as exc:
-            from app.errors import one_line
-
-            kept = render_job.kept_output(graph)
-            tail = f"; the frames written are kept in {kept}" if kept else ""
-            raise _WorkerFailed(f"kagura: error: {one_line(exc)}{tail}") from exc
-        except BaseException as exc:
-            render_job.note_kept(exc, graph)
-            raise
+        failed = render_job.run_graph(graph, ctx, progress.on_frame)
+        if failed is not None:
+            raise _WorkerFailed(failed)
         progress.done()
         mark("finished")
         return f"kagura: wrote {req.output}"
