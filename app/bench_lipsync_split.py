@@ -220,25 +220,18 @@ def onset_lag(make) -> tuple[str, str]:
 
 
 def open_in_pauses(engine, tracks: list) -> float:
-    """Share of the hops inside the scored pauses (`audio.lipsync_eval.score`'s: at least
+    """Share of the hops inside the scored pauses (`audio.lipsync_eval.scored_pauses`: at least
     `MIN_PAUSE_S`, less `TRIM_S` at each end) where `engine`'s mouth is open (at least
     `CLOSED_OPEN`): finer than the pauses shut, which counts a pause open from 10 % of it."""
     import numpy as np
 
-    from audio.lipsync_eval import CLOSED_OPEN, MIN_PAUSE_S, TRIM_S
-    from audio.speech_corpus import labels_at
+    from audio.lipsync_eval import CLOSED_OPEN, scored_pauses
 
     hit = tot = 0
     for tr in tracks:
         t, op, _ = engine(tr.audio)
-        is_pause = labels_at(tr.phones, t) == "-"
-        edges = np.flatnonzero(np.diff(np.r_[0, is_pause.astype(np.int8), 0]))
-        dt = float(np.median(np.diff(t))) if len(t) > 1 else 0.01
-        k = round(TRIM_S / dt)
-        for a, b in zip(edges[::2], edges[1::2], strict=True):
-            if (b - a) * dt < MIN_PAUSE_S:
-                continue
-            inside = op[a + k : b - k]
+        for a, b in scored_pauses(tr.phones, t):
+            inside = op[a:b]
             hit += int(np.sum(inside >= CLOSED_OPEN))
             tot += len(inside)
     return hit / tot if tot else float("nan")

@@ -444,8 +444,7 @@ def _run_render(cfg, server: bool = True) -> int:
 def _render(cfg) -> int:
     from app import render_job
     from app.early_analysis import AnalysisProcess, worth_a_process
-    from core.trace import FrameMarks, mark
-    from core.workers import WorkerProcessError
+    from core.trace import mark
     from pipeline.progress import RenderProgress
 
     def start_analysis():
@@ -473,19 +472,12 @@ def _render(cfg) -> int:
         mark("graph built")
         # the stages set up while the analysis finishes: the graph's source waits for it
         # (render_job.PendingTrack), so the analysis is kept until the graph has run
-        try:
-            with RenderProgress(total, quiet=cfg.quiet, label=req.output.name) as progress:
-                frames = FrameMarks(progress.on_frame)
-                graph.run(ctx, on_frame=frames)
-                frames.close()
-        except WorkerProcessError as exc:  # a render or encoder process died: one line, exit 1
-            kept = render_job.kept_output(graph)
-            tail = f"; the frames written are kept in {kept}" if kept else ""
-            print(f"kagura: error: {' '.join(str(exc).split())}{tail}", file=sys.stderr)
-            return 1
-        except BaseException as exc:  # Ctrl+C, SIGTERM, disk full, ...: where the frames are
-            render_job.note_kept(exc, graph)
-            raise
+        with RenderProgress(total, quiet=cfg.quiet, label=req.output.name) as progress:
+            failed = render_job.run_graph(graph, ctx, progress.on_frame)
+            if failed is not None:  # a render or encoder process died: one line, exit 1
+                progress.close(ok=False)
+                print(failed, file=sys.stderr)
+                return 1
     finally:
         if analysis is not None:
             analysis.close()

@@ -119,8 +119,9 @@ def report(exc: BaseException, prog: str = "kagura") -> int:
 
 
 def is_expected(exc: BaseException) -> bool:
-    """Ctrl+C, SIGTERM, the user's input or an OS error: not a bug in Kagura."""
-    return isinstance(exc, KeyboardInterrupt) or is_user_error(exc) or os_error_in(exc) is not None
+    """Ctrl+C, SIGTERM, the user's input or an OS error: not a bug in Kagura (`error_line`
+    gives it a status other than EXIT_BUG)."""
+    return error_line(exc)[1] != EXIT_BUG
 
 
 def error_line(exc: BaseException, prog: str = "kagura") -> tuple[str, int]:

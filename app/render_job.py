@@ -213,6 +213,28 @@ def note_kept(exc: BaseException, graph: Graph) -> None:
             exc.kagura_kept = kept
 
 
+def run_graph(graph: Graph, ctx: Context, on_frame: Callable) -> str | None:
+    """Run a render's graph, its first and last frames time-stamped (core.trace.FrameMarks).
+    None once the file is written; the one line to print (exit 1) when a render or encoder
+    process died, naming the frames kept. Any other error (Ctrl+C, SIGTERM, disk full, ...)
+    is raised, marked with where the frames are (`note_kept`)."""
+    from core.trace import FrameMarks
+    from core.workers import WorkerProcessError
+
+    frames = FrameMarks(on_frame)
+    try:
+        graph.run(ctx, on_frame=frames)
+        frames.close()
+    except WorkerProcessError as exc:
+        kept = kept_output(graph)
+        tail = f"; the frames written are kept in {kept}" if kept else ""
+        return f"kagura: error: {' '.join(str(exc).split())}{tail}"
+    except BaseException as exc:
+        note_kept(exc, graph)
+        raise
+    return None
+
+
 def _kagura() -> str:
     """What `--diffusion kagura` names (torch-free: `kagura --help`, the argument checks and
     the audio analysis process's start must not wait for torch)."""

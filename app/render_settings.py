@@ -185,10 +185,10 @@ def _existing(value: Any, folder: Path) -> Path:
 
 
 def _preset(value: Any, folder: Path) -> str:
-    from presets.loader import available_names
+    from presets.loader import available_names, names_a_file
 
     name = _text(value)
-    if name.endswith(".toml") or "/" in name:
+    if names_a_file(name):
         return str(_existing(name, folder))
     if name not in available_names():
         raise ValueError("no such preset")

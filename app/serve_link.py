@@ -146,14 +146,15 @@ def absolute(cfg):
     """`cfg` (app.config.RenderConfig) with every path it names made absolute: the server
     runs in another folder. (So a served render's error lines name absolute paths.)"""
     from pipeline.model_factory import KAGURA
+    from presets.loader import names_a_file
 
     here = Path.cwd()
 
     def path(p):
         return None if p is None else here / Path(p).expanduser()
 
-    preset = cfg.preset  # a path where presets.loader takes it for one, else a name
-    if preset.endswith(".toml") or os.sep in preset or "/" in preset:
+    preset = cfg.preset  # a name, or a path where presets.loader takes it for one
+    if names_a_file(preset):
         preset = str(path(preset))
     diffusion = cfg.gpu.diffusion  # "kagura", or a checkpoint folder
     if diffusion is not None and str(diffusion) != KAGURA:

@@ -167,19 +167,27 @@ def score(track: Track, times: np.ndarray, open_: np.ndarray, vowels: np.ndarray
         sel = lab == v
         s.conf[j] += np.bincount(shown[sel], minlength=6)[:6]
     # pauses: the joined gaps and the synthesizer's own silences
-    is_pause = labels_at(track.phones, times) == "-"
-    edges = np.flatnonzero(np.diff(np.r_[0, is_pause.astype(np.int8), 0]))
-    dt = float(np.median(np.diff(times))) if len(times) > 1 else 0.01
-    for a, b in zip(edges[::2], edges[1::2], strict=True):
-        if (b - a) * dt < MIN_PAUSE_S:
-            continue
-        k = round(TRIM_S / dt)
-        inside = open_[a + k : b - k]
+    for a, b in scored_pauses(track.phones, times):
+        inside = open_[a:b]
         if len(inside) == 0:
             continue
         s.pauses += 1
         s.closed += int(np.mean(inside < CLOSED_OPEN) >= CLOSED_SHARE)
     return s
+
+
+def scored_pauses(phones, times: np.ndarray) -> list[tuple[int, int]]:
+    """The hops (start, end) inside each pause `score` scores: the pauses of at least
+    `MIN_PAUSE_S`, `TRIM_S` left out at each end (a span may be empty)."""
+    is_pause = labels_at(phones, times) == "-"
+    edges = np.flatnonzero(np.diff(np.r_[0, is_pause.astype(np.int8), 0]))
+    dt = float(np.median(np.diff(times))) if len(times) > 1 else 0.01
+    k = round(TRIM_S / dt)
+    return [
+        (a + k, b - k)
+        for a, b in zip(edges[::2], edges[1::2], strict=True)
+        if (b - a) * dt >= MIN_PAUSE_S
+    ]
 
 
 def evaluate(engine: Engine, tracks: list[Track]) -> Score:

@@ -94,6 +94,11 @@ def available_names() -> list[str]:
     return sorted(_catalogue())
 
 
+def names_a_file(text: str) -> bool:
+    """Whether `load_preset` takes `text` for a path to a .toml file (else a preset's name)."""
+    return text.endswith(".toml") or os.sep in text or "/" in text
+
+
 def load_preset(name_or_path: str | os.PathLike[str]) -> Preset:
     """Load a preset by name (user presets shadow built-ins) or from a path to a .toml file.
 
@@ -101,7 +106,7 @@ def load_preset(name_or_path: str | os.PathLike[str]) -> Preset:
     Raises `PresetError` (a ValueError) with a one-line message.
     """
     text = os.fspath(name_or_path)
-    if text.endswith(".toml") or os.sep in text or "/" in text:
+    if names_a_file(text):
         path = Path(text).expanduser()
         if not path.is_file():
             raise PresetError(f"{path}: no such preset file", path=path)
