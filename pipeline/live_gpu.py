@@ -42,7 +42,17 @@ checked with the session's first look (a GraphError before any stage is set up),
 start rung runs on is set up — its DiffusionStage (CUDA graphs for every k <= max_steps) and
 its upscalers (a CUDA graph per shape) — and one frame run through the chain at that rung.
 The other rungs' stages are set up on a helper thread while the first frames flow
-(pipeline/ladder/prepare.py, `LowerRungs`). Until they are ready the ladder is held
+(pipeline/ladder/prepare.py, `LowerRungs`).
+
+Painting beside the first frames (`LiveGpu.paint_beside`, on by default on CUDA): the start
+rung's diffusion variant — its first eager frame and its CUDA-graph captures, most of the
+chain's set-up — is left out of that and set up first on the same helper thread; until it is
+ready the first frames pass the diffusion by (`DiffusionLadder.painting`): the look's picture,
+upscaled, on screen while the model gets ready. The frame after it is ready starts painting
+(with the latest preset; the temporal history of the unpainted pictures forgotten). Its time
+stamps: "live diffusion set up beside the first frames" and "live first painted frame ready"
+(core.trace), `status()["painting_after_s"]`. When that set-up fails, the frame thread fails
+with its reason (the session reports it), as the set-up before the first frame did. Until they are ready the ladder is held
 (`QualityControl.hold`: frames measured, no decision: their cost is shared with that set-up,
 and a step down would make the frame thread wait for it); a step that still comes before they
 are ready (a preset switch) waits for them in `submit`, and when they cannot be set up the
@@ -188,6 +198,9 @@ class LiveGpu:
     notices: list[str] = field(default_factory=list)  # shown to the user (session stats)
     compile_unet: bool = False
     compile_cache: Any = None  # a folder for inductor's caches (None: the user cache dir)
+    # the start rung's diffusion set up beside the first frames, which pass it by unpainted
+    # until it is ready (None: on CUDA only; see the module doc)
+    paint_beside: bool | None = None
 
     def load_models(self) -> Any:
         m = self.models
@@ -255,6 +268,10 @@ class GpuChain:
         self._rest: LowerRungs | None = None  # the lower rungs, while being set up
         self._first: tuple[tuple[int, int], int] = ((0, 0), 0)
         self._first_only = False
+        # set by the set-up thread once the start rung's diffusion can paint (paint_beside)
+        self._painting_ready = threading.Event()
+        self.painting_after_s: float | None = None  # from setup's start to that moment
+        self._first_painted_shown = False
         self.plan: LadderPlan
         self.qc: QualityControl
         self.stages: list[Any] = []
@@ -344,19 +361,36 @@ class GpuChain:
         # frames (pipeline/ladder/prepare.py)
         first = self.qc.rung
         self._first = (tuple(first.latent), int(first.vsr_scale))
+        beside = self.cuda if spec.paint_beside is None else bool(spec.paint_beside)
+        paint_later = [self.diffusion] if beside and self.diffusion is not None else []
         for st in self.stages:
+            if st in paint_later:
+                st.painting = False  # the first frames pass it by (set up beside them)
+                continue
             st.prepare([first], self.ctx)
             step(f"live {type(st).__name__} set up")
         self._warm(look.stylize, [self.qc.level])
         step("live chain warmed")
         freeze_setup_objects()  # no full garbage collection over the setup's objects later
         self.setup_s = time.perf_counter() - t0
-        if any(not self._on_first(r) for r in plan.rungs):
+        if paint_later or any(not self._on_first(r) for r in plan.rungs):
             # every rung, not only the lower ones: a frame between two rungs may meet the
             # upscaler at one rung's scale with the other rung's picture size (what is set up
-            # already is skipped)
+            # already is skipped); the start rung's diffusion first, when it was left out
+
+            def painting_ready() -> None:
+                self.painting_after_s = time.perf_counter() - t0
+                step("live diffusion set up beside the first frames")
+                self._painting_ready.set()
+
             self._rest = LowerRungs(
-                self.stages, plan.rungs, self.ctx, self.device, thread_name="kagura-live-ladder"
+                self.stages,
+                plan.rungs,
+                self.ctx,
+                self.device,
+                thread_name="kagura-live-ladder",
+                first=[(st, [first]) for st in paint_later],
+                on_first=painting_ready,
             )
             self._rest.start()
             # the first frames share the GPU with that set-up: their cost is not the start
@@ -381,9 +415,28 @@ class GpuChain:
         keep = tuple(r for r in plan.rungs if self._on_first(r)) or plan.rungs[:1]
         return dataclasses.replace(plan, rungs=keep)
 
+    def _start_painting(self) -> None:
+        """Frame thread, before a frame is issued: once the start rung's diffusion is set up
+        beside the first frames, the frames go through it; the temporal history of unpainted
+        pictures is forgotten (it would blend them into the painted ones)."""
+        d = self.diffusion
+        if d is None or d.painting:
+            return
+        rest = self._rest
+        if self._painting_ready.is_set():
+            if not self._on_first(self.qc.rung) and rest is not None and not rest.done:
+                return  # a preset's refit moved the rung to a variant still being set up
+            d.start_painting()
+            if self.temporal is not None:
+                self.temporal.stage.reset()
+        elif rest is None or rest.done:
+            error = rest.error if rest is not None else None
+            raise RuntimeError(f"the diffusion could not be set up: {error or 'not started'}")
+
     def _check_lower_rungs(self) -> None:
         """Frame thread, each frame while the lower rungs are set up: once that has ended, take
         its outcome; before, wait for it only when the ladder wants a rung it is setting up."""
+        self._start_painting()
         rest = self._rest
         if rest is None:
             return
@@ -521,11 +574,18 @@ class GpuChain:
         """A submitted frame once its picture is on the host (publisher thread: sleeps until
         then); it no longer counts as in flight."""
         if frame.ready is None:
-            return frame
+            return self._note_painted(frame)
         (done,) = wait_ready([frame])
         with self._lock:
             self.in_flight -= 1
-        return done
+        return self._note_painted(done)
+
+    def _note_painted(self, frame: Frame) -> Frame:
+        """The set-up's last time stamp: the first frame the diffusion painted, on the host."""
+        if not self._first_painted_shown and frame.timings.get("diffusion.steps", 0) > 0:
+            self._first_painted_shown = True
+            step("live first painted frame ready")
+        return frame
 
     # -- reporting ------------------------------------------------------------------------------
 
@@ -542,6 +602,9 @@ class GpuChain:
             held_frames=self.qc.held_frames,
             setup_s=round(self.setup_s, 2),
             lower_rungs_s=None if self.ladder_ready_s is None else round(self.ladder_ready_s, 2),
+            painting_after_s=(
+                None if self.painting_after_s is None else round(self.painting_after_s, 2)
+            ),
             stream_batch_lag=self.diffusion.lag_frames if self.diffusion is not None else 0,
         )
         return st

@@ -1,6 +1,6 @@
-"""kagura live's GPU chain on CUDA with Kagura's own model at 640x360 x3: only the start rung
-is set up before the first frame; the lower rungs' CUDA graphs are captured on a helper thread
-(pipeline/ladder/prepare.py) while frames are issued on the chain's stream — every capture is
+"""kagura live's GPU chain on CUDA with Kagura's own model at 640x360 x3: the diffusion is set
+up beside the first frames (they pass it by until then): its CUDA graphs and the lower rungs'
+are captured on a helper thread (pipeline/ladder/prepare.py) while frames are issued on the chain's stream — every capture is
 checked against eager there, so a capture the frames disturbed fails the set-up. Then every
 rung runs. Run on the GPU machine: `pytest -m gpu tests/test_live_rungs_gpu.py`."""
 
@@ -40,10 +40,10 @@ def test_lower_rungs_are_captured_beside_the_frames_then_every_rung_runs():
     try:
         assert len(chain.plan.rungs) > 1
         variants = chain.diffusion.variants
-        first = tuple(chain.qc.rung.latent)
-        assert variants[first].setup_done
-        pending = [v for size, v in variants.items() if size != first]
-        assert pending and not all(v.setup_done for v in pending)  # still being set up
+        # every variant, the start rung's too, is set up beside the first frames (the CUDA
+        # default: LiveGpu.paint_beside), which pass the diffusion by until it is ready
+        assert not chain.diffusion.painting and chain.ladder_pending
+        assert not all(v.setup_done for v in variants.values())  # still being set up
 
         def frame(i: int):
             f = look.render.process(Frame(i * 16_666_667, i, AvatarParams()))
@@ -51,14 +51,16 @@ def test_lower_rungs_are_captured_beside_the_frames_then_every_rung_runs():
             assert out.ready is not None  # issued, not waited for
             return chain.finish(out)
 
-        shown = 0
+        shown = painted = 0
         while chain.ladder_pending:  # frames issued while the captures run
             out = frame(shown)
             assert tuple(out.image.shape) == (out_size[1], out_size[0], 4)
+            painted += out.timings["diffusion.steps"] > 0
             shown += 1
         assert chain.wait_ladder(60), chain.spec.notices
         assert all(v.setup_done for v in variants.values())
-        print(f"\n{shown} frames issued while the lower rungs were set up")
+        assert frame(shown).timings["diffusion.steps"] > 0 and chain.diffusion.painting
+        print(f"\n{shown} frames issued while the diffusion was set up, {painted} painted")
         for level in range(len(chain.plan.rungs)):
             chain.qc.force(level, 0, "test")
             out = frame(1000 + level)

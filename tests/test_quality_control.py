@@ -500,3 +500,85 @@ def test_live_chain_whose_lower_rungs_fail_keeps_the_rung_it_runs(models, one_th
             look.close()
     finally:
         DiffusionStage.setup = real_setup
+
+
+def test_live_chain_paints_once_its_diffusion_is_set_up_beside_the_first_frames(models, one_thread):
+    """LiveGpu(paint_beside=True) (the CUDA default): the start rung's diffusion is set up on
+    the helper thread; the first frames pass it by unpainted, at the output size; a preset
+    switched meanwhile is the one painted with; the temporal history of the unpainted
+    pictures is forgotten when painting starts."""
+    from pipeline.diffusion import DiffusionStage
+    from pipeline.look import build_look
+    from presets.loader import load_preset
+
+    gate = threading.Event()
+    in_setup = threading.Event()
+    real_setup = DiffusionStage.setup
+
+    def gated(self, ctx=None):
+        if self.work_size == RENDER:
+            in_setup.set()
+            assert gate.wait(30)
+        return real_setup(self, ctx)
+
+    DiffusionStage.setup = gated
+    look = build_look("cyberpunk", RENDER, 30, False)  # 2 steps
+    spec = _cpu_live_gpu(models, upscale=4, ladder=LADDER, paint_beside=True)
+    chain = spec.build(look.preset, RENDER, OUT, 30)
+    try:
+
+        def frame(i):
+            f = look.render.process(Frame(i * 33_333_333, i, AvatarParams()))
+            return chain.submit(f, look.stylize)
+
+        chain.setup(look)  # returns with the start variant not set up
+        start = chain.diffusion.variants[RENDER]
+        assert in_setup.wait(30) and not start.setup_done
+        first = [frame(i) for i in range(3)]
+        assert all(tuple(f.image.shape) == (OUT[1], OUT[0], 4) for f in first)
+        assert all(f.timings["diffusion.steps"] == 0 for f in first)  # unpainted
+        assert chain.status()["painting_after_s"] is None and chain.ladder_pending
+        chain.set_preset(load_preset("studio"))  # 1 step, while the variant is set up
+        frame(3)
+        assert not start.setup_done  # the switch waited for it
+        resets = chain.temporal.stage.resets
+        gate.set()
+        assert chain.wait_ladder(30), spec.notices
+        g = frame(4)
+        assert start.setup_done and g.timings["diffusion.steps"] == 1  # studio's
+        assert chain.temporal.stage.resets == resets + 1
+        assert chain.status()["painting_after_s"] > 0
+        painted = float((g.image.float() - first[-1].image.float()).abs().mean())
+        assert painted > 1.0  # the model's picture, not the one it was given
+    finally:
+        gate.set()
+        DiffusionStage.setup = real_setup
+        chain.close()
+        look.close()
+
+
+def test_live_chain_whose_diffusion_fails_beside_the_first_frames_stops_them(models, one_thread):
+    from pipeline.diffusion import DiffusionStage
+    from pipeline.look import build_look
+
+    real_setup = DiffusionStage.setup
+
+    def failing(self, ctx=None):
+        if self.work_size == RENDER:
+            raise RuntimeError("out of memory (simulated)")
+        return real_setup(self, ctx)
+
+    DiffusionStage.setup = failing
+    look = build_look("cyberpunk", RENDER, 30, False)
+    spec = _cpu_live_gpu(models, upscale=4, ladder=LADDER, paint_beside=True)
+    chain = spec.build(look.preset, RENDER, OUT, 30)
+    try:
+        chain.setup(look)
+        assert chain.wait_ladder(30) is False
+        f = look.render.process(Frame(0, 0, AvatarParams()))
+        with pytest.raises(RuntimeError, match=r"diffusion could not be set up.*out of memory"):
+            chain.submit(f, look.stylize)
+    finally:
+        DiffusionStage.setup = real_setup
+        chain.close()
+        look.close()

@@ -1,7 +1,8 @@
 """The quality ladder's lower rungs, set up on a helper thread while the first frames flow.
 
-    rest = LowerRungs(stages, rungs, ctx, device, thread_name="kagura-live-ladder")
-    rest.start()            # after the first rung is set up and warmed
+    rest = LowerRungs(stages, rungs, ctx, device, thread_name="kagura-live-ladder",
+                      first=[(diffusion, [start_rung])], on_first=painting.set)
+    rest.start()            # after the first rung is set up and warmed (`first` aside)
     rest.ready              # True once every rung can run
     rest.wait(timeout)      # the frame thread, when the ladder wants a rung not ready yet
     rest.close()            # the chain closes: stop after the stage being set up
@@ -13,6 +14,10 @@ beside the frame thread: the captures are thread-local and on streams of their o
 (pipeline/diffusion/stage.py, pipeline/upscale/stage.py), so the frame thread keeps issuing
 frames on its stream meanwhile. The ladder needs a window of measured frames before it steps
 down, which normally outlasts this; a step that comes sooner waits for it (GpuChain.submit).
+
+`first`: (stage, rungs) set up before the others, then `on_first()` is called (their buffers
+written): the live chain's start-rung diffusion, which its first frames pass by until it is
+ready (pipeline/live_gpu.py, "painting beside the first frames").
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -43,8 +48,12 @@ class LowerRungs:
         device: torch.device,
         *,
         thread_name: str,
+        first: Sequence[tuple[Any, Sequence[Rung]]] = (),
+        on_first: Callable[[], None] | None = None,
     ) -> None:
         self._stages = list(stages)
+        self._first = [(st, tuple(rs)) for st, rs in first]
+        self._on_first = on_first
         self._rungs = tuple(rungs)
         self._ctx = ctx
         self._device = device
@@ -79,6 +88,13 @@ class LowerRungs:
     def _run(self) -> None:
         t0 = time.perf_counter()
         try:
+            for st, rungs in self._first:
+                st.prepare(rungs, self._ctx)
+            if self._first:
+                if self._device.type == "cuda":
+                    torch.cuda.synchronize(self._device)
+                if self._on_first is not None:
+                    self._on_first()
             for st in self._stages:
                 if self._closing:
                     self.error = "closed before the set-up ended"

@@ -46,6 +46,9 @@ class DiffusionLadder(LadderStage):
     sizes, all with max_steps >= the top rung's steps. The output image has the active
     variant's work size. `timings[AUDIO_AGE]` of an output frame is moved to the frame whose
     picture it shows (the stream batch lags by `lag_frames`).
+
+    `painting` False: frames pass through unpainted (the live chain's first frames while its
+    start variant is set up beside them; pipeline/live_gpu.py). Set on the frame thread.
     """
 
     name = "diffusion"
@@ -72,6 +75,7 @@ class DiffusionLadder(LadderStage):
         self._prime_next = True  # the next frame starts a stream (no lag before it)
         self._prime_index = 0
         self.switches = 0
+        self.painting = True
 
     @property
     def lag_frames(self) -> int:
@@ -82,7 +86,7 @@ class DiffusionLadder(LadderStage):
         return self.active.steps
 
     def stamps(self) -> dict[str, float]:
-        return {"diffusion.steps": float(self.active.steps)}
+        return {"diffusion.steps": float(self.active.steps if self.painting else 0)}
 
     def setup(self, ctx: Context) -> None:
         for v in self.variants.values():
@@ -143,18 +147,30 @@ class DiffusionLadder(LadderStage):
                 f"diffusion ladder: no stage built for latent {rung.latent[0]}x{rung.latent[1]} "
                 f"(built: {', '.join(f'{w}x{h}' for w, h in self.variants)})"
             )
+        if not self.painting:  # it may be being set up on another thread: told when it paints
+            self.active = stage
+            return
         self._activate(stage, rung)
 
     def handle(self, message: Any) -> None:
         if isinstance(message, PresetChange):
             self._diffusion = _diffusion_section(message.diffusion)
-            self._activate(self.active, self.rung)
+            if self.painting:
+                self._activate(self.active, self.rung)
+
+    def start_painting(self) -> None:
+        """Frame thread: the frames go through the active variant from the next one on (set up
+        by then), with the latest preset's section."""
+        self.painting = True
+        self._activate(self.active, self.rung)
 
     def set_preset(self, preset: Any) -> None:
         """On the stage's thread: a new preset's diffusion section, from the next frame."""
         self.handle(PresetChange(preset))
 
     def run(self, frames: list[Frame]) -> list[Frame]:
+        if not self.painting:
+            return list(frames)
         out = []
         for f in frames:
             if self._prime_next:
