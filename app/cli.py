@@ -425,10 +425,11 @@ def render_request(args: argparse.Namespace, audio: Path):
 def _run_render(cfg, server: bool = True) -> int:
     """Render `cfg` (an app.config.RenderConfig): on the running `kagura serve` when there is
     one that takes it (app/serve_link.py), else here."""
+    notices: list[str] = []  # why a server did not take it: said once the checks pass
     if server:
         from app.serve_link import hand_over
 
-        served = hand_over(cfg)
+        served = hand_over(cfg, notices)
         if served is not None:
             return served
     from pipeline.cpu_memory import pause_gc_for_setup, resume_gc
@@ -436,12 +437,12 @@ def _run_render(cfg, server: bool = True) -> int:
     if cfg.gpu.device == "cpu":  # the GPU path's setup stays as it was
         pause_gc_for_setup()  # on again at the first frame (Graph.run), or here after an error
     try:
-        return _render(cfg)
+        return _render(cfg, notices)
     finally:
         resume_gc()
 
 
-def _render(cfg) -> int:
+def _render(cfg, notices: list[str]) -> int:
     from app import render_job
     from app.early_analysis import AnalysisProcess, worth_a_process
     from core.trace import mark
@@ -469,6 +470,8 @@ def _render(cfg) -> int:
         graph, ctx, total = render_job.build_graph(
             req, analyze=analysis.analyze if analysis is not None else None, early=early
         )
+        for line in notices:  # the request is whole (its preset, its audio): it renders here
+            print(line, file=sys.stderr)
         mark("graph built")
         # the stages set up while the analysis finishes: the graph's source waits for it
         # (render_job.PendingTrack), so the analysis is kept until the graph has run

@@ -170,20 +170,31 @@ def absolute(cfg):
     )
 
 
-def hand_over(cfg) -> int | None:
+def hand_over(cfg, notices: list[str] | None = None) -> int | None:
     """Render `cfg` on the running server: its exit status, or None when no server takes it
-    (the caller renders it itself)."""
+    (the caller renders it itself). A server that declines says why into `notices` (printed
+    here when None): the caller prints it once its own checks pass, so a refused request
+    still gets its one line."""
     link = connect()
     if link is None:
         return None
     try:
-        return _served(link, cfg)
+        return _served(link, cfg, notices)
     finally:
         link.close()
 
 
-def _served(link: Link, cfg) -> int | None:
+def _served(link: Link, cfg, notices: list[str] | None) -> int | None:
+    from app.errors import error_line
     from core.trace import mark
+    from pipeline.sinks.output import OutputError, PartialFile
+
+    try:  # a job queued behind the one writing its output would replace that output after it
+        PartialFile(absolute(cfg).output).check_free()
+    except OutputError as exc:
+        line, code = error_line(exc)
+        print(line, file=sys.stderr)
+        return code
 
     job = {
         "protocol": PROTOCOL,
@@ -203,10 +214,11 @@ def _served(link: Link, cfg) -> int | None:
     if reply is None:
         return None
     if "declined" in reply:
-        print(
-            f"kagura: the render server declined ({reply['declined']}); rendering here",
-            file=sys.stderr,
-        )
+        line = f"kagura: the render server declined ({reply['declined']}); rendering here"
+        if notices is None:
+            print(line, file=sys.stderr)
+        else:
+            notices.append(line)
         return None
     mark("handed over")
     logging.getLogger("kagura.serve").info("rendered by the render server at %s", socket_path())

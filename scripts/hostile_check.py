@@ -359,8 +359,10 @@ def preset_items(d: Path) -> None:
 
 
 def worker_item(d: Path) -> None:
+    # a render's own workers (a served render's are the server's: tests/test_serve.py kills
+    # its client instead)
     cmd = [sys.executable, "-m", "app.cli", "render", "long.wav", "-o", "w.mp4", "--size", "192x108",
-           "--encoders", "2", "--render-workers", "2"]  # fmt: skip
+           "--encoders", "2", "--render-workers", "2", "--no-server"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=d, env=cli_env(), stderr=subprocess.DEVNULL)
     workers: list[int] = []
     deadline = time.monotonic() + 120

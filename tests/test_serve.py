@@ -100,11 +100,22 @@ def test_served_renders_are_the_renders_of_a_process_of_their_own(server, tmp_pa
 
 
 @pytest.mark.parametrize(
-    "case", ["missing audio", "output exists", "unknown preset", "bad fps", "output is the song"]
+    "case",
+    [
+        "missing audio",
+        "output exists",
+        "unknown preset",
+        "bad fps",
+        "output is the song",
+        "output being written",
+    ],
 )
 def test_bad_input_gets_the_line_a_render_of_its_own_gives(server, tmp_path, case):
+    from pipeline.sinks.output import PartialFile
+
     out = tmp_path / "out.mp4"
     audio, extra = str(SONG), []
+    writing = None
     if case == "missing audio":
         audio = str(tmp_path / "no-such-song.flac")
     elif case == "output exists":
@@ -117,9 +128,17 @@ def test_bad_input_gets_the_line_a_render_of_its_own_gives(server, tmp_path, cas
         song = tmp_path / "song.ogg"
         song.write_bytes(SONG.read_bytes())
         audio, out = str(song), song
+    elif case == "output being written":  # another job holds its claim, even with -y
+        writing = PartialFile(out)
+        writing.acquire()
+        extra = ["-y", "--quiet"]  # the progress bar a render of its own starts first
     argv = ["render", audio, "-o", str(out), "--seconds", "1", "--size", "320x184", *extra]
-    served = client(server, *argv)
-    local = kagura(*argv, "--no-server")
+    try:
+        served = client(server, *argv)
+        local = kagura(*argv, "--no-server")
+    finally:
+        if writing is not None:
+            writing.discard()
     assert local.returncode == 2 and "Traceback" not in local.stderr, local.stderr
     assert served.returncode == 2, served.stderr
     assert served.stderr.strip() == local.stderr.strip()
@@ -127,6 +146,33 @@ def test_bad_input_gets_the_line_a_render_of_its_own_gives(server, tmp_path, cas
         assert out.read_bytes() == b"the user's own file"
     if case == "output is the song":
         assert out.read_bytes() == SONG.read_bytes()
+    if case == "output being written":
+        assert "is locked" in served.stderr and not out.exists()
+
+
+def test_a_job_for_the_output_the_server_is_writing_is_refused_not_queued(server, tmp_path):
+    """Queued behind the job writing its output, a second job (even with -y) would replace
+    that job's file once it was done: it is refused at once, with a render's own line."""
+    out = tmp_path / "shared.mp4"
+    argv = ["render", str(SONG), "-o", str(out), "--seconds", "5", *LOOK, "--quiet"]
+    env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket)}
+    first = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", *argv], cwd=REPO, env=env, stderr=subprocess.PIPE
+    )
+    partial = tmp_path / "shared.partial.mp4"
+    deadline = time.monotonic() + 120
+    while not (partial.exists() and partial.stat().st_size > 4096):
+        assert first.poll() is None and time.monotonic() < deadline, "the first job ended"
+        time.sleep(0.05)
+    second = client(server, *argv, "-y")
+    running = first.poll() is None
+    _, err = first.communicate(timeout=300)
+    assert running, "the second job did not meet the first at work"
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip().endswith("is locked); wait for it or choose another name")
+    assert len(second.stderr.strip().splitlines()) == 1, second.stderr
+    assert first.returncode == 0, err
+    assert len(frames(out)) == 150  # the first job's whole file, not replaced
 
 
 def test_a_client_of_another_environment_renders_in_its_own_process(server, tmp_path):
@@ -162,6 +208,25 @@ def test_ctrl_c_at_the_client_stops_the_served_render_and_keeps_its_frames(
     )
     assert not out.exists() and len(frames(kept)) >= 1
     # the server goes on serving
+    again = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_killed_client_cancels_its_served_render_and_the_server_goes_on(server, tmp_path):
+    """SIGKILL leaves the client no time to say anything: its closed link cancels the job,
+    whose frames the server keeps, as a render of its own that is stopped keeps them."""
+    out, trace = tmp_path / "long.mp4", tmp_path / "long.jsonl"
+    cmd = [sys.executable, "-m", "app.cli", "render", str(SONG), "-o", str(out), "--quiet"]
+    env = {**os.environ, "KAGURA_SERVE_SOCKET": str(server.socket), "KAGURA_TRACE": str(trace)}
+    proc = subprocess.Popen([*cmd, *LOOK], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    signal_when(proc, lambda: trace.exists() and "first frame" in events(trace), signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL
+    kept = tmp_path / "long.interrupted.mp4"
+    deadline = time.monotonic() + 60  # the whole song would take longer to render
+    while not kept.exists():
+        assert time.monotonic() < deadline, "the served render went on without its client"
+        time.sleep(0.1)
+    assert not out.exists() and len(frames(kept)) >= 1
     again = client(server, "render", str(SONG), "-o", str(out), "--seconds", "1", *LOOK)
     assert again.returncode == 0, again.stderr
 

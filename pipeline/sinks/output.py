@@ -117,6 +117,28 @@ class PartialFile:
     def held(self) -> bool:
         return self._fd is not None
 
+    def check_free(self) -> None:
+        """OutputError (acquire's) when another job holds the claim right now; touches nothing
+        (no file made, none renamed). For a job that waits before it claims: the render
+        server's client, whose job would otherwise run after the one writing its output and
+        replace that output."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # no partial (or none this user can read): acquire() will tell
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._taken() from None
+        finally:
+            os.close(fd)  # the lock, if taken here, goes with it
+
+    def _taken(self) -> OutputError:
+        return OutputError(
+            f"{self.output}: another Kagura job is writing this output right now "
+            f"({self.path.name} is locked); wait for it or choose another name"
+        )
+
     def acquire(self) -> Path:
         for _ in range(16):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -124,10 +146,7 @@ class PartialFile:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise OutputError(
-                    f"{self.output}: another Kagura job is writing this output right now "
-                    f"({self.path.name} is locked); wait for it or choose another name"
-                ) from None
+                raise self._taken() from None
             except BaseException:
                 os.close(fd)
                 raise
