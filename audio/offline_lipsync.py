@@ -31,8 +31,14 @@ from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
 from audio.mfcc import FrameFeatures, mfcc_frames, mfcc_frames_pair, shares_spectrum
-from audio.voice_separation import voice_residual
-from audio.vowel_net import FRONT_SEPARATION, NET_SETTINGS, VowelNet, fuse, resolve_net
+from audio.vowel_net import (
+    FRONT_SEPARATION,
+    NET_SETTINGS,
+    VowelNet,
+    fuse,
+    resolve_net,
+    separated_features,
+)
 from core.avatar import VOWELS
 
 __all__ = ["MfccLipSync"]
@@ -121,11 +127,11 @@ class MfccLipSync:
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
         with ThreadPoolExecutor(1, thread_name_prefix="voice-residual") as pool:
-            # the separated voice needs nothing but the signal: made beside the features and
-            # the gate below (numpy leaves the GIL in its array work)
+            # the separated voice and its features need nothing but the signal: made beside
+            # the mix's features and the gate below (numpy leaves the GIL in its array work)
             residual = None
             if self.net is not None and self.net.front == FRONT_SEPARATION:
-                residual = pool.submit(voice_residual, y, sr)
+                residual = pool.submit(separated_features, y, sr)
             return self._analyze(y, sr, fps, n, residual)
 
     def _analyze(
@@ -146,7 +152,11 @@ class MfccLipSync:
         voice_t = None
         if self.net is not None and len(t):
             end, pvoice, pvowel = self.net.offline_probs(
-                y, sr, net_f, self.LIVE_WEIGHT, None if residual is None else residual.result()
+                y,
+                sr,
+                net_f,
+                self.LIVE_WEIGHT,
+                residual_f=None if residual is None else residual.result(),
             )
             win = round(self.net.settings_win_s * sr)
             voice_t = (end - win / 2) / sr  # each hop's window centre

@@ -262,6 +262,14 @@ def live_inputs(
     return stack(v, offsets)
 
 
+def separated_features(y: np.ndarray, sr: int) -> FrameFeatures:
+    """The separated voice's features, as `offline_inputs` makes them (`residual_f`): a task
+    of its own, so the render can make them beside the mix's features."""
+    from audio.voice_separation import voice_residual
+
+    return mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS)
+
+
 def offline_inputs(
     y: np.ndarray,
     sr: int,
@@ -273,6 +281,7 @@ def offline_inputs(
     cvn: np.ndarray | None = None,
     cvn_prior: bool = False,
     residual: np.ndarray | None = None,
+    residual_f: FrameFeatures | None = None,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -281,8 +290,9 @@ def offline_inputs(
     from what is left of the voice, on clean speech it still has the untouched features.
     `cvn` (the training's spread, `VowelNet.offline_cvn`): the mix's cepstra are also divided
     by the clip's spread (`clip_cvn`; starting from `cvn` where `cvn_prior`, as in use), the
-    separated voice's by its own. `residual`: `voice_residual(y, sr)` if already made (the
-    render makes it beside the other features)."""
+    separated voice's by its own. `residual`: `voice_residual(y, sr)` if already made;
+    `residual_f`: its features too (`separated_features`: the render makes them beside the
+    other features; not with a `warp`)."""
     m = clip_cmn(f, prior)
     if cvn is not None:
         m = clip_cvn(m, f, cvn if cvn_prior else None)
@@ -290,9 +300,11 @@ def offline_inputs(
     if front == FRONT_SEPARATION:
         from audio.voice_separation import voice_residual
 
-        if residual is None:
-            residual = voice_residual(y, sr)
-        fs = mfcc_frames(residual, sr, NET_SETTINGS, warp=warp)
+        fs = residual_f
+        if fs is None:
+            if residual is None:
+                residual = voice_residual(y, sr)
+            fs = mfcc_frames(residual, sr, NET_SETTINGS, warp=warp)
         ms = clip_cmn(fs)
         if cvn is not None:
             ms = clip_cvn(ms, fs)
@@ -503,16 +515,18 @@ class VowelNet:
         f: FrameFeatures | None = None,
         live_weight: float = 0.5,
         residual: np.ndarray | None = None,
+        residual_f: FrameFeatures | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
-        where the live net has a front-end); `residual`: the separated voice, if already made
-        (`offline_inputs`). p(voice) is the offline net's and the live net's, geometrically
+        where the live net has a front-end); `residual` / `residual_f`: the separated voice or
+        its features (`separated_features`), if already made (`offline_inputs`). p(voice) is the offline net's and the live net's, geometrically
         weighted: the live net's weight `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
-                           cvn=self.offline_cvn, cvn_prior=True, residual=residual)  # fmt: skip
+                           cvn=self.offline_cvn, cvn_prior=True, residual=residual,
+                           residual_f=residual_f)  # fmt: skip
         pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
