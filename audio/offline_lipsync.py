@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from audio.vowel_net import (
     NET_SETTINGS,
     VowelNet,
     fuse,
+    live_front_columns,
     resolve_net,
     separated_features,
 )
@@ -126,17 +127,18 @@ class MfccLipSync:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
-        with ThreadPoolExecutor(1, thread_name_prefix="voice-residual") as pool:
-            # the separated voice and its features need nothing but the signal: made beside
-            # the mix's features and the gate below (numpy leaves the GIL in its array work)
-            residual = None
-            if self.net is not None and self.net.front == FRONT_SEPARATION:
-                residual = pool.submit(separated_features, y, sr)
-            return self._analyze(y, sr, fps, n, residual)
+        with ThreadPoolExecutor(2, thread_name_prefix="lipsync-part") as pool:
+            return self._analyze(y, sr, fps, n, pool)
 
     def _analyze(
-        self, y: np.ndarray, sr: int, fps: int, n: int, residual: Future | None
+        self, y: np.ndarray, sr: int, fps: int, n: int, pool: ThreadPoolExecutor
     ) -> LipSyncResult:
+        # parts that need nothing but the signal, or the mix's features, are made on `pool`
+        # beside the rest (numpy leaves the GIL in its array work): the render's first frame
+        # waits for the whole analysis. The same numbers as one after another.
+        residual = live_front = None
+        if self.net is not None and self.net.front == FRONT_SEPARATION:
+            residual = pool.submit(separated_features, y, sr)
         settings = self._settings()
         net_f = None
         if self.net is not None and shares_spectrum(settings, NET_SETTINGS, sr):
@@ -144,6 +146,8 @@ class MfccLipSync:
             f, net_f = mfcc_frames_pair(
                 y, sr, settings, NET_SETTINGS, keep_power=bool(self.net.live_front)
             )
+            if self.net.live_front and self.LIVE_WEIGHT > 0:
+                live_front = pool.submit(live_front_columns, net_f, sr, self.net.live_front)
         else:
             f = mfcc_frames(y, sr, settings)
         # with the net the hops' template vowels are never shown: not computed
@@ -157,6 +161,7 @@ class MfccLipSync:
                 net_f,
                 self.LIVE_WEIGHT,
                 residual_f=None if residual is None else residual.result(),
+                live_front=live_front,
             )
             win = round(self.net.settings_win_s * sr)
             voice_t = (end - win / 2) / sr  # each hop's window centre

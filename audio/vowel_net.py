@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -244,22 +245,34 @@ def live_inputs(
     cmn_prior: int = CMN_PRIOR,
     voiced: np.ndarray | None = None,
     front_warp: float = 1.0,
+    front_cols: np.ndarray | None = None,
 ) -> np.ndarray:
     """The live net's input rows for the hops `f` (batch; `LiveNet` gives the same hop by hop).
     With the steady-suppression front-end `f` must carry its power spectra (keep_power).
     `voiced`: the hops that may move the running mean (`VowelNet.live_cmn_voiced`).
-    `front_warp` (training only): the front-end's cepstrum formant-warped as `f`'s were."""
+    `front_warp` (training only): the front-end's cepstrum formant-warped as `f`'s were.
+    `front_cols`: `live_front_columns(f, sr, front)` if already made."""
     v = hop_vectors(f, running_cmn(f, cmn_init, cmn_prior, voiced))
     if front in (LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
-        from audio.voice_separation import suppress_steady
-
-        p = f.power.astype(np.float64)
-        c = suppress_steady(p)
-        cols = [v, _sep_vectors(p, c, sr, front_warp)]
-        if front == LIVE_FRONT_PITCH:
-            cols.append(_pitch_cols(c, _plan(NET_SETTINGS, sr), sr))
-        v = np.concatenate(cols, axis=1)
+        if front_cols is None:
+            front_cols = live_front_columns(f, sr, front, front_warp)
+        v = np.concatenate([v, front_cols], axis=1)
     return stack(v, offsets)
+
+
+def live_front_columns(
+    f: FrameFeatures, sr: int, front: str, front_warp: float = 1.0
+) -> np.ndarray:
+    """The live front-end's columns of `live_inputs` (they need only the hops' power spectra:
+    the render makes them beside the offline net)."""
+    from audio.voice_separation import suppress_steady
+
+    p = f.power.astype(np.float64)
+    c = suppress_steady(p)
+    cols = [_sep_vectors(p, c, sr, front_warp)]
+    if front == LIVE_FRONT_PITCH:
+        cols.append(_pitch_cols(c, _plan(NET_SETTINGS, sr), sr))
+    return np.concatenate(cols, axis=1)
 
 
 def separated_features(y: np.ndarray, sr: int) -> FrameFeatures:
@@ -516,11 +529,13 @@ class VowelNet:
         live_weight: float = 0.5,
         residual: np.ndarray | None = None,
         residual_f: FrameFeatures | None = None,
+        live_front: np.ndarray | Future[np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
         where the live net has a front-end); `residual` / `residual_f`: the separated voice or
-        its features (`separated_features`), if already made (`offline_inputs`). p(voice) is the offline net's and the live net's, geometrically
+        its features (`separated_features`), if already made (`offline_inputs`); `live_front`:
+        the live net's `live_front_columns` of `f`, or a future of them. p(voice) is the offline net's and the live net's, geometrically
         weighted: the live net's weight `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
@@ -535,10 +550,12 @@ class VowelNet:
         if live_weight <= 0:
             return f.end, pv, pw
         voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
+        if isinstance(live_front, Future):
+            live_front = live_front.result()
         pl, _ = self.live.predict(
             live_inputs(
                 f, sr, self.cmn_init, self.live_offsets, self.live_front, self.live_cmn_prior,
-                voiced,
+                voiced, front_cols=live_front,
             )
         )  # fmt: skip
         if live_weight == 0.5:  # the same numbers as before the weight was a setting
