@@ -167,3 +167,60 @@ def test_a_gpu_session_checks_its_first_look_with_the_chain_and_a_later_one_agai
             check_live(session.looks.current, None, (128, 72))
     finally:
         session.stop()
+
+
+def test_a_gpu_session_shows_frames_while_its_diffusion_is_set_up_then_paints(tmp_path):
+    """LiveSession with painting beside the first frames (the CUDA default, forced here on the
+    CPU): the session starts before the diffusion is set up, its first frames come out
+    unpainted at the output size, later ones painted — through the frame loop, the ladder's
+    set-up thread and the output queue."""
+    import threading
+    import time
+
+    import torch
+
+    from pipeline.diffusion import DiffusionStage, random_weights
+    from pipeline.live import FilePlayback, LiveSession
+    from tests.hostile import write_wav_s16
+
+    torch.manual_seed(0)
+    gate = threading.Event()
+    real_setup = DiffusionStage.setup
+
+    def gated(self, ctx=None):  # the set-up waits until the first frames were seen
+        assert gate.wait(60)
+        return real_setup(self, ctx)
+
+    gpu = LiveGpu(
+        device="cpu",
+        models=random_weights("tiny", device="cpu"),
+        temporal=True,
+        render_size=SIZE,
+        render_process=False,
+        budget_ms=1000.0,
+        paint_beside=True,
+    )
+    src = FilePlayback(write_wav_s16(tmp_path / "a.wav", 6.0), start=False)
+    DiffusionStage.setup = gated
+    session = LiveSession(src, "studio", size=SIZE, fps=10, gpu=gpu)
+    steps: list[float] = []
+    try:
+        session.start()
+        deadline = time.monotonic() + 60
+        while not (steps and steps[-1] > 0):
+            assert time.monotonic() < deadline, f"no painted frame: {steps}"
+            if not len(session.output):
+                time.sleep(0.01)
+                continue
+            frame = session.output.get()
+            assert (frame.image.shape[1], frame.image.shape[0]) == SIZE
+            steps.append(frame.timings["diffusion.steps"])
+            if len(steps) == 3:
+                gate.set()
+        assert steps[:3] == [0.0, 0.0, 0.0]  # unpainted while the diffusion was set up
+        assert session.stats()["quality"]["painting_after_s"] > 0
+    finally:
+        gate.set()
+        DiffusionStage.setup = real_setup
+        session.stop()
+    assert session.error is None, session.error
