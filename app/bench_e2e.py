@@ -491,7 +491,9 @@ def report(args: argparse.Namespace, results: dict, date: str, machine: str) -> 
         "",
         "first frame = launch → the first frame handed to the encoder (live: the first frame "
         "the simulated display shows; app: the window's first frame on screen; – = none within "
-        "the run). CPU s = user + system time "
+        "the run; a cuda session's first frames pass the diffusion by while it is set up beside "
+        "them: its first painted frame is the set-up step 'live first painted frame ready'). "
+        "CPU s = user + system time "
         "of the run and its child processes (a served run's: the client's only; the wall clock "
         "also waits for other work on a "
         "shared machine). frames/s over the command = frames / wall time, setup "
