@@ -75,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
     from app.errors import UsageError
     from app.serve_link import ServeError, socket_path
     from core.workers import use_forkserver
+    from pipeline.cpu_memory import share_one_arena
     from pipeline.resident import ResidentChains
 
+    # before any thread: each job's threads would otherwise grow arenas of their own, job
+    # after job (pipeline/cpu_memory.py)
+    share_one_arena()
     if args.keep < 1:
         raise UsageError(f"--keep {args.keep}: expected a whole number >= 1")
     if args.idle_exit is not None and args.idle_exit <= 0:
@@ -95,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         server = RenderServer(resident)
         if not args.no_warm_up:
             server.warm_up(warm_up_config(args))
+            forget_job_objects()  # the warm-up's render is a job too
             print(f"kagura serve: warmed up in {time.perf_counter() - t0:.1f} s", flush=True)
         print(f"kagura serve: listening on {path} (Ctrl+C stops it)", flush=True)
         idle = None if args.idle_exit is None else args.idle_exit * 60
@@ -404,11 +409,15 @@ def forget_job_objects() -> None:
     """After a job: a render freezes what its set-up made (`Graph.run`, pipeline/cpu_memory.py
     `freeze_setup_objects`: frozen objects are never collected), which in this process includes
     the finished job's graph, track and stages; unfrozen and collected here, a server's memory
-    does not grow with every render."""
+    does not grow with every render. The heap blocks the job freed are then given back to the
+    OS (`keep_freed_memory` keeps them for a render's next frames, not for the next job)."""
     import gc
+
+    from pipeline.cpu_memory import return_freed_memory
 
     gc.unfreeze()
     gc.collect()
+    return_freed_memory()
 
 
 class _WorkerFailed(RuntimeError):

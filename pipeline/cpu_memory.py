@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
 _done = False
 _gc_paused = False
 
@@ -34,6 +36,47 @@ def keep_freed_memory(threshold_bytes: int = 1 << 30) -> bool:
         return False
     _done = ok
     return ok
+
+
+@functools.cache  # find_library runs ldconfig: once per process, not once per job
+def _glibc():
+    """glibc's malloc controls, or None (another OS or C library: musl has no malloc_trim)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+
+
+def share_one_arena() -> bool:
+    """Every thread allocates from the one main arena (glibc's M_ARENA_MAX = 1); call it before
+    the process starts threads. Returns True when the allocator accepted it.
+
+    Why, for a long-lived process that renders job after job (`kagura serve`): each job's new
+    threads take whichever arena an ended thread left, and under `keep_freed_memory`'s trim
+    threshold an arena keeps what it once held, so arena after arena grew to the largest
+    buffers any of a job's threads made (measured on the 2-core CPU: +210 MB over 20
+    one-second 320x184 renders, in 25-35 MB steps, each a thread arena's; `malloc_trim` after
+    each job still left +76 MB over 10, as it does not shrink a thread arena's top). With one
+    arena and the trim, every job reuses the same blocks: +0.1 MB over 20 renders, and a
+    served render no slower (medians of 10 alternated: 5.07 s against 5.59 s before)."""
+    libc = _glibc()
+    return libc is not None and libc.mallopt(_M_ARENA_MAX, 1) == 1
+
+
+def return_freed_memory() -> bool:
+    """Give the pages of freed heap blocks back to the OS now (glibc's malloc_trim(0)), in
+    spite of `keep_freed_memory`. Returns False off glibc.
+
+    Why: between two jobs of `kagura serve`, a finished render's freed buffers would wait,
+    resident, for the next job; given back, an idle server holds only what it keeps."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
 
 
 def freeze_setup_objects() -> None:
