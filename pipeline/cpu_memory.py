@@ -57,11 +57,9 @@ def share_one_arena() -> bool:
     Why, for a long-lived process that renders job after job (`kagura serve`): each job's new
     threads take whichever arena an ended thread left, and under `keep_freed_memory`'s trim
     threshold an arena keeps what it once held, so arena after arena grew to the largest
-    buffers any of a job's threads made (measured on the 2-core CPU: +210 MB over 20
-    one-second 320x184 renders, in 25-35 MB steps, each a thread arena's; `malloc_trim` after
-    each job still left +76 MB over 10, as it does not shrink a thread arena's top). With one
-    arena and the trim, every job reuses the same blocks: +0.1 MB over 20 renders, and a
-    served render no slower (medians of 10 alternated: 5.07 s against 5.59 s before)."""
+    buffers any of a job's threads made, job after job; `malloc_trim` alone does not shrink a
+    thread arena's top. With one arena and the trim after each job (`return_freed_memory`)
+    every job reuses the same blocks (docs/BENCHMARKS.md, "A server's memory")."""
     libc = _glibc()
     return libc is not None and libc.mallopt(_M_ARENA_MAX, 1) == 1
 
