@@ -760,7 +760,13 @@ def headless_report(r: dict, command: str) -> str:
         lines.append(
             f"Quality ladder ({fixed}budget {q['budget_ms']:.2f} ms P99 for the ladder stages; "
             f"{len(q['ladder'])} rungs: {rungs}). Final rung: {q['level']} ({q['rung']}). "
-            "Changes:"
+            + (
+                f"The diffusion was set up beside the first frames (unpainted until then): "
+                f"painting {q['painting_after_s']:.2f} s after the chain's set-up began. "
+                if q.get("painting_after_s") is not None
+                else ""
+            )
+            + "Changes:"
         )
         lines.append("")
         if r["quality_events"]:
