@@ -200,7 +200,8 @@ def test_a_gpu_session_shows_frames_while_its_diffusion_is_set_up_then_paints(tm
         budget_ms=1000.0,
         paint_beside=True,
     )
-    src = FilePlayback(write_wav_s16(tmp_path / "a.wav", 6.0), start=False)
+    # longer than the slowest set-up: the frames stop when the file ends
+    src = FilePlayback(write_wav_s16(tmp_path / "a.wav", 30.0), start=False)
     DiffusionStage.setup = gated
     session = LiveSession(src, "studio", size=SIZE, fps=10, gpu=gpu)
     steps: list[float] = []
