@@ -513,6 +513,12 @@ class LiveSession:
         """Every part's counters and timings (pipeline/live_stats.py lists the keys)."""
         return snapshot(self)
 
+    @property
+    def gpu_setting_up(self) -> bool:
+        """The GPU chain's set-up beside the first frames (the diffusion, the ladder's lower
+        rungs) is still running: start-up frames, not the steady state (benchmarks)."""
+        return self._gpu is not None and self._gpu.ladder_pending
+
     def hold_ladder(self, on: bool) -> None:
         """Hold the quality ladder (measure, decide nothing) or release it (GPU sessions; the
         session holds it while the lower rungs are set up: QualityControl.hold)."""
