@@ -128,6 +128,11 @@ class LiveLipSync:
     FADE_PV = 1.01
     FADE_UNDER_PEAK = 0.0
     FADE_REOPEN_DB = 3.0
+    # with FADE_HOPS > 0, FADE2_HOPS > 0: a second, longer and deeper fall (FADE2_DB over
+    # FADE2_HOPS, none rising by more than FADE2_SLACK) closes it whatever p(voice) says
+    FADE2_HOPS = 0
+    FADE2_DB = 10.0
+    FADE2_SLACK = 1.5
     REOPEN_DB = 0.0
 
     def __init__(
@@ -303,13 +308,22 @@ class LiveLipSync:
         self.unvoiced = self.unvoiced + 1 if pv < self.VOICE_OFF else 0
         fading = False
         if self.FADE_HOPS > 0:
-            r = self.recent = (*self.recent[-self.FADE_HOPS :], lev)
+            keep = max(self.FADE_HOPS, self.FADE2_HOPS)
+            self.recent = (*self.recent[-keep:], lev)
+            r = self.recent[-self.FADE_HOPS - 1 :]
             fading = (
                 len(r) > self.FADE_HOPS
                 and r[0] - lev >= self.FADE_DB
                 and pv < self.FADE_PV
                 and (self.peak is None or lev < self.peak - self.FADE_UNDER_PEAK)
                 and all(b <= a + self.FADE_SLACK for a, b in itertools.pairwise(r))
+            )
+            r = self.recent[-self.FADE2_HOPS - 1 :]
+            fading = fading or (
+                self.FADE2_HOPS > 0
+                and len(r) > self.FADE2_HOPS
+                and r[0] - lev >= self.FADE2_DB
+                and all(b <= a + self.FADE2_SLACK for a, b in itertools.pairwise(r))
             )
         low = -999.0 if self.low is None else self.low
         risen = self.REOPEN_DB <= 0 or lev >= low + self.REOPEN_DB

@@ -777,8 +777,8 @@ def train(
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
     mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
     live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight,
-    tail_band, tail_both, tail_room: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
-    and vowel probabilities per example for the live net (`_fit`)."""
+    tail_band, tail_both, tail_room: the voice's end as a target, `voice_end`); `soft` (n, 6):
+    a teacher's p(voice) and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
     threads = torch.get_num_threads()

@@ -376,3 +376,28 @@ def test_gate_reopens_on_the_level_only_after_a_rise(profile):
     eng = LiveLipSync(profile, SR, net=None)
     eng.REOPEN_DB = 3.0
     assert _gate_run(eng, [*hops, (-31.0, 0.9)])[-1][0]  # sure: reopened
+
+
+def test_a_long_deep_fall_closes_the_gate_whatever_the_net_says(profile):
+    """FADE2_HOPS: beside the short fall under FADE_PV, a longer and deeper one (FADE2_DB over
+    FADE2_HOPS hops, small rises allowed) closes the gate even where the net is sure of a voice
+    (a room's tail it hears as the voice); a shallower fall does not."""
+    from audio.live_lipsync import LiveLipSync
+
+    wobble = [0.0, 1.0, -0.5, 0.5]  # the tail's own ripples, under FADE2_SLACK
+    tail = [(-20.0 - 1.5 * k + wobble[k % 4], 0.97) for k in range(1, 25)]
+    hops = [(-90.0, 0.0)] * 10 + [(-20.0, 0.97)] * 20 + tail
+
+    def run(**kw):
+        eng = LiveLipSync(profile, SR, net=None)
+        eng.FADE_HOPS, eng.FADE_DB, eng.FADE_PV = 4, 5.0, 0.9
+        for k, v in kw.items():
+            setattr(eng, k, v)
+        return [g for g, _ in _gate_run(eng, hops)]
+
+    assert all(run()[10:])  # the net is sure (0.97 > FADE_PV): the short rule keeps it open
+    long = run(FADE2_HOPS=10, FADE2_DB=12.0, FADE2_SLACK=2.0)
+    shut = long[30:].index(False)
+    assert 6 <= shut <= 10  # 12 dB under the voice, the window of 10 hops reaching back to it
+    assert not any(long[30 + shut :])  # and held shut
+    assert all(run(FADE2_HOPS=10, FADE2_DB=20.0, FADE2_SLACK=2.0)[10:])  # not that deep
