@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--net FILE ...]
         [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
         [--live-weight W] [--voice-off P] [--voice-sure P]
-        [--offline-only] [--with-reverb] [--save-dir DIR] [--log FILE]
+        [--offline-only] [--with-reverb] [--gate NAME=VALUE ...] [--save-dir DIR] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -24,6 +24,8 @@ JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
 With `--with-reverb` the clean tracks are also heard through rooms (`reverb_tracks`: the
 validation's voices have no slowly fading ends, flite's do; a room's tail is one, and the
 truth stays the dry timings), with each pause's close time (`close_after_voice`) beside it.
+`--gate NAME=VALUE` sets one of the live gate's constants (`LiveLipSync`'s upper-case class
+attributes, e.g. ``FADE_HOPS=4``: the close on a fading level) on the live engine scored.
 """
 
 from __future__ import annotations
@@ -153,7 +155,16 @@ RECIPES = {
                 "tail_band": False,
             },
             "edge100x4": {"tail_ms": 100, "tail_weight": 4.0, "tail_both": True},
+            # the tail weighted in the copies heard in a room only (issue 15, eighteenth round:
+            # the room's reverberation is the fading end the gate holds the mouth open in)
+            "roomtail150x4": {"tail_ms": 150, "tail_weight": 4.0, "tail_room": True},
+            "roomtail150x8": {"tail_ms": 150, "tail_weight": 8.0, "tail_room": True},
         }.items()
+    },
+    # half the augmented copies in rooms instead of 30 % (issue 15, eighteenth round)
+    "live-distil-wide-onset6-clean-room50": {
+        "live_fit": _WIDE_ONSET,
+        "aug": {"backings": TRAIN_STYLES, "room_share": 0.5},
     },
     # the live front-end's cepstrum formant-warped in training as the mix's is
     "warp-front": {"aug": {"backings": TRAIN_STYLES, "warp_front": True}},
@@ -296,13 +307,15 @@ def score_net(
     voice_off: float | None = None,
     voice_sure: float | None = None,
     reverb: bool = False,
+    gate: dict | None = None,
 ) -> dict[str, str]:
     """`live_weight`: the live net's share in the offline p(voice) (`MfccLipSync.LIVE_WEIGHT`
     when None); `live`: also the live engine and its onset lag (else the offline engine alone);
     `voice_off`, `voice_sure`: the live gate's p(voice) thresholds (`LiveLipSync.VOICE_OFF`,
     `VOICE_SURE` when None); `reverb`: also the clean tracks in rooms (`reverb_tracks`), and
     the close time after each voice (`close_after_voice`, median / P99 ms) there and clean, and
-    the live engine in each room apart (pauses shut as counts; close time median / mean ms)."""
+    the live engine in each room apart (pauses shut as counts; close time median / mean ms);
+    `gate`: `LiveLipSync` constants set on the live engine (`parse_gate`)."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
@@ -322,6 +335,8 @@ def score_net(
                 e.VOICE_OFF = voice_off
             if voice_sure is not None:
                 e.VOICE_SURE = voice_sure
+            for k, v in (gate or {}).items():
+                setattr(e, k, v)
             return e
 
         eng["live"] = _memo(live_engine(make))
@@ -356,6 +371,23 @@ def score_net(
                         out[f"{key} close ms median / mean"] = (
                             f"{np.median(cl):.0f} / {np.mean(cl):.0f}"
                         )
+    return out
+
+
+def parse_gate(items: list[str]) -> dict:
+    """``NAME=VALUE`` pairs -> {NAME: value} for `LiveLipSync`'s gate constants: NAME one of
+    its upper-case class attributes, VALUE of that attribute's type."""
+    from audio.live_lipsync import LiveLipSync
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isupper() or not hasattr(LiveLipSync, name):
+            raise ValueError(f"--gate {item!r}: expected NAME=VALUE, NAME a LiveLipSync constant")
+        try:
+            out[name] = type(getattr(LiveLipSync, name))(value)
+        except ValueError:
+            raise ValueError(f"--gate {item!r}: {value!r} is not a {name} value") from None
     return out
 
 
@@ -406,9 +438,20 @@ def main(argv=None) -> int:
         action="store_true",
         help="also score the clean tracks heard in rooms (fading ends; the truth stays dry)",
     )
+    ap.add_argument(
+        "--gate",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a live gate constant of LiveLipSync (e.g. FADE_HOPS=4) on the live engine",
+    )
     ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
+    try:
+        gate = parse_gate(args.gate)
+    except ValueError as exc:
+        ap.error(str(exc))
     sets = split_tracks()
     runs = []
     if args.shipped:
@@ -445,7 +488,7 @@ def main(argv=None) -> int:
         res = score_net(
             net, sets, band=not args.no_band, live_weight=args.live_weight,
             live=not args.offline_only, voice_off=args.voice_off, voice_sure=args.voice_sure,
-            reverb=args.with_reverb,
+            reverb=args.with_reverb, gate=gate,
         )  # fmt: skip
         row = {
             "recipe": name,
@@ -460,6 +503,8 @@ def main(argv=None) -> int:
             row["voice off"] = args.voice_off
         if args.voice_sure is not None:
             row["voice sure"] = args.voice_sure
+        if gate:
+            row["gate"] = gate
         if args.log:
             with open(args.log, "a") as fh:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")

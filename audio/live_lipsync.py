@@ -36,6 +36,7 @@ calibrated profile keeps its own templates for vowels.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from dataclasses import dataclass
 
@@ -112,6 +113,27 @@ class LiveLipSync:
     VOICE_OFF_S = 0.02
     VOICE_SURE = 0.85
     VOWEL_ALPHA = 0.6
+    # a voice's fading end (issue 15, eighteenth round; off as shipped): with FADE_HOPS > 0 an
+    # open gate also closes where the level fell on each of the last FADE_HOPS hops (none rising
+    # by more than FADE_SLACK dB) by FADE_DB in all, while p(voice) is under FADE_PV (a room's
+    # tail sounds like the voice before it, so the net alone holds the mouth open in it);
+    # REOPEN_DB > 0: once shut, the gate reopens on the level only where it has risen REOPEN_DB
+    # over its lowest since the close (a tail still far above the floor does not reopen on a
+    # flicker of p(voice)); after a close on a fading level neither the level nor the net alone
+    # (VOICE_SURE) reopens it before the level has risen FADE_REOPEN_DB over that lowest (over a
+    # band the net alone reopens the gate on a vowel with hardly a rise: not after other closes)
+    FADE_HOPS = 0
+    FADE_DB = 6.0
+    FADE_SLACK = 0.5
+    FADE_PV = 1.01
+    FADE_UNDER_PEAK = 0.0
+    FADE_REOPEN_DB = 3.0
+    # with FADE_HOPS > 0, FADE2_HOPS > 0: a second, longer and deeper fall (FADE2_DB over
+    # FADE2_HOPS, none rising by more than FADE2_SLACK) closes it whatever p(voice) says
+    FADE2_HOPS = 0
+    FADE2_DB = 10.0
+    FADE2_SLACK = 1.5
+    REOPEN_DB = 0.0
 
     def __init__(
         self,
@@ -170,6 +192,9 @@ class LiveLipSync:
         self.last_probs: np.ndarray | None = None  # raw classifier output of the last hop
         self.last_voice = 1.0  # the net's p(voice) of the last hop (1 without a net)
         self.unvoiced = 0  # hops in a row the net heard no voice
+        self.recent: tuple[float, ...] = ()  # the last FADE_HOPS + 1 hops' levels
+        self.low: float | None = None  # the lowest level since the gate shut (REOPEN_DB)
+        self.faded = False  # the gate shut on a fading level (FADE_HOPS)
         self._last_end = -1  # stream position of the last hop's newest sample
         also = self.net_settings if self.net is not None else None
         # the profile's own MFCCs feed its templates only: not read where the net gives vowels
@@ -220,11 +245,13 @@ class LiveLipSync:
 
     def _save(self) -> tuple:
         return (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p.copy(),
-                self.last_probs, self._last_end, self.last_voice, self.unvoiced)  # fmt: skip
+                self.last_probs, self._last_end, self.last_voice, self.unvoiced, self.recent,
+                self.low, self.faded)  # fmt: skip
 
     def _load(self, state: tuple) -> None:
         (self.floor, self.peak, self.gate, self.untonal, self.x, self.v, self.p,
-         self.last_probs, self._last_end, self.last_voice, self.unvoiced) = state  # fmt: skip
+         self.last_probs, self._last_end, self.last_voice, self.unvoiced, self.recent,
+         self.low, self.faded) = state  # fmt: skip
 
     def _step(
         self,
@@ -279,6 +306,28 @@ class LiveLipSync:
         the offline engine runs just this per hop) -> the mouth's openness."""
         self.last_voice = pv
         self.unvoiced = self.unvoiced + 1 if pv < self.VOICE_OFF else 0
+        fading = False
+        if self.FADE_HOPS > 0:
+            keep = max(self.FADE_HOPS, self.FADE2_HOPS)
+            self.recent = (*self.recent[-keep:], lev)
+            r = self.recent[-self.FADE_HOPS - 1 :]
+            fading = (
+                len(r) > self.FADE_HOPS
+                and r[0] - lev >= self.FADE_DB
+                and pv < self.FADE_PV
+                and (self.peak is None or lev < self.peak - self.FADE_UNDER_PEAK)
+                and all(b <= a + self.FADE_SLACK for a, b in itertools.pairwise(r))
+            )
+            r = self.recent[-self.FADE2_HOPS - 1 :]
+            fading = fading or (
+                self.FADE2_HOPS > 0
+                and len(r) > self.FADE2_HOPS
+                and r[0] - lev >= self.FADE2_DB
+                and all(b <= a + self.FADE2_SLACK for a, b in itertools.pairwise(r))
+            )
+        low = -999.0 if self.low is None else self.low
+        risen = self.REOPEN_DB <= 0 or lev >= low + self.REOPEN_DB
+        held = fading or (self.faded and lev < low + self.FADE_REOPEN_DB)
         # --- gate with hysteresis against the tracked floor -------------------------------
         if self.gate:
             self.untonal = 0 if tonal else self.untonal + 1
@@ -286,18 +335,30 @@ class LiveLipSync:
                 lev < self.floor + self.close_db
                 or self.untonal * self.hop_s > 0.15
                 or self.unvoiced * self.hop_s >= self.VOICE_OFF_S - 1e-9
+                or fading
             ):
                 self.gate = False
+                self.low = lev
+                self.faded = fading
         elif (
             lev > -75.0
             and (self.peak is None or lev > self.peak - self.quiet_db)
             and tonal  # noise is never a voice, whatever the net says
-            and ((lev > self.floor + self.open_db and pv > self.VOICE_OFF) or pv > self.VOICE_SURE)
+            and not held  # nor is a fading tail
+            and (
+                (lev > self.floor + self.open_db and pv > self.VOICE_OFF and risen)
+                or pv > self.VOICE_SURE
+            )
         ):
             self.gate = True
             self.untonal = 0
-        elif self.peak is not None:  # the loud reference fades while nothing sounds
-            self.peak -= self.peak_decay
+            self.low = None
+            self.faded = False
+        else:
+            if self.low is not None:
+                self.low = min(self.low, lev)
+            if self.peak is not None:  # the loud reference fades while nothing sounds
+                self.peak -= self.peak_decay
         if lev < self.floor:
             self.floor = max(lev, -96.0)
         elif not self.gate:

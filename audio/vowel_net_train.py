@@ -72,13 +72,14 @@ class Examples:
     # the voice targets' `voice`, at the window's centre, come that much later at an onset
     heard: np.ndarray | None = None
     banded: np.ndarray | None = None  # bool (n,): a band plays under the hop's copy
+    roomed: np.ndarray | None = None  # bool (n,): the hop's copy is heard in a room (reverb)
 
     @staticmethod
     def concat(parts: list[Examples]) -> Examples:
         cols = (np.concatenate([getattr(p, k) for p in parts]) for k in
                 ("live", "offline", "voice", "vowel"))  # fmt: skip
         more = {}
-        for k in ("heard", "banded"):
+        for k in ("heard", "banded", "roomed"):
             if all(getattr(p, k) is not None for p in parts):
                 more[k] = np.concatenate([getattr(p, k) for p in parts])
         return Examples(*cols, np.array([len(p.voice) for p in parts], np.int64), **more)
@@ -97,7 +98,7 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
-    live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False,
+    live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False, roomed=False,
 ) -> Examples:  # fmt: skip
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
     win = round(NET_SETTINGS.win_ms * SR / 1000)
@@ -119,7 +120,7 @@ def _one(
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
         off = lifter_rows(off, gain) if offline and cvn is None else off
     return Examples(live, off, (lab != "-").astype(np.float32), vowel, heard=heard,
-                    banded=np.full(len(lab), banded))  # fmt: skip
+                    banded=np.full(len(lab), banded), roomed=np.full(len(lab), roomed))  # fmt: skip
 
 
 def heard_ms(phones, ends_s: np.ndarray) -> np.ndarray:
@@ -170,7 +171,7 @@ def since_voice(voice: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def voice_end(
     ex: Examples, voice: np.ndarray, end_hops: int = 0, tail_ms: float = 0.0,
     tail_weight: float = 1.0, pause_weight: float = 1.0, tail_band: bool = True,
-    tail_both: bool = False,
+    tail_both: bool = False, tail_room: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The live voice's end as a target of its own (issue 15, sixteenth round): -> (voice
     targets, each hop's weight in the voice loss). `voice`: the targets so far (`ex.voice`, or
@@ -182,7 +183,9 @@ def voice_end(
     weight; not `tail_band`: the tail weighted in the copies without a band underneath only
     (a band's own decays are not the voice's); `tail_both`: the voice hops up to `tail_ms`
     before a pause weigh `tail_weight` too (the end taught on both sides, so the weight sharpens
-    the edge rather than tilting every unsure hop towards a pause). Hops are
+    the edge rather than tilting every unsure hop towards a pause); `tail_room`: the tail
+    weighted in the copies heard in a room only (issue 15, eighteenth round: there the voice's
+    reverberation fades on into the pause, the slow close the weight is for). Hops are
     `NET_SETTINGS.hop_ms` apart, each track's own (`ex.lengths`)."""
     if ex.lengths is None:
         raise ValueError("voice_end: the examples carry no `lengths` (build them with `examples`)")
@@ -208,6 +211,12 @@ def voice_end(
             tail |= truth & (voice > 0.5) & (rev * NET_SETTINGS.hop_ms <= tail_ms)
             if not tail_band:
                 tail &= ~ex.banded
+        if tail_room:
+            if ex.roomed is None:
+                raise ValueError(
+                    "tail_room: the examples carry no `roomed` (build them with `examples`)"
+                )
+            tail &= ex.roomed
         w[tail] = tail_weight
     return voice, w
 
@@ -253,6 +262,7 @@ def examples(
     backings: tuple[str, ...] = (),
     vbr_range: tuple[float, float] = VBR_RANGE,
     warp_front: bool = False,
+    room_share: float = 0.3,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -264,7 +274,9 @@ def examples(
     `backings`: the styles of `audio.backings` the band underneath is drawn from (empty: the
     one band of `audio.augment.band`), at a vocal-to-backing ratio in `vbr_range` (dB).
     `warp_front`: the live front-end's cepstrum warped with the mix's (without it only the
-    mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants)."""
+    mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants).
+    `room_share`: the share of the augmented copies heard in a room (reverb, the targets kept
+    dry: the tail is a pause)."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -296,7 +308,8 @@ def examples(
             y = augment.speed(tr.voice, s)
             ph = [(a / s, b / s, c) for a, b, c in tr.phones]
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
-            if rng.uniform() < 0.3:
+            roomed = rng.uniform() < room_share
+            if roomed:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
             banded = rng.uniform() < band_share
             if banded:
@@ -312,7 +325,8 @@ def examples(
             gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
-                     *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded)
+                     *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
+                     roomed=roomed)
             )  # fmt: skip
     return Examples.concat(parts)
 
@@ -763,8 +777,8 @@ def train(
     stored with the net. `live_fit`: `fit_live`'s settings (hidden, nets, dropout, smoothing,
     mixup, weight_decay, soft_weight, soft_on, voice_weight; and onset_ms, onset_band: the
     live voice targets of `onset_voice`; end_hops, tail_ms, tail_weight, pause_weight,
-    tail_band, tail_both: the voice's end as a target, `voice_end`); `soft` (n, 6): a teacher's p(voice)
-    and vowel probabilities per example for the live net (`_fit`)."""
+    tail_band, tail_both, tail_room: the voice's end as a target, `voice_end`); `soft` (n, 6):
+    a teacher's p(voice) and vowel probabilities per example for the live net (`_fit`)."""
     import torch
 
     threads = torch.get_num_threads()
@@ -777,7 +791,8 @@ def train(
             over_band = lf.pop("onset_band", True)
             voice = onset_voice(ex, onset, over_band) if onset else ex.voice
             ends = {k: lf.pop(k) for k in ("end_hops", "tail_ms", "tail_weight", "pause_weight",
-                                           "tail_band", "tail_both") if k in lf}  # fmt: skip
+                                           "tail_band", "tail_both", "tail_room")
+                    if k in lf}  # fmt: skip
             if ends:
                 voice, vw = voice_end(ex, voice, **ends)
                 lf["voice_w"] = vw[s]

@@ -295,6 +295,7 @@ def _stacked(hop, live_offsets, offline_offsets):
         hop.lengths,
         hop.heard,
         hop.banded,
+        hop.roomed,
     )
 
 

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from app.bench_lipsync_split import REVERB_RT60, _memo, close_after_voice, reverb_tracks
+from app.bench_lipsync_split import (
+    REVERB_RT60,
+    _memo,
+    close_after_voice,
+    main,
+    parse_gate,
+    reverb_tracks,
+)
 from audio.lipsync_eval import Track
 
 SR = 16000
@@ -72,3 +80,17 @@ def test_close_after_voice_counts_from_the_voice_end():
     assert len(calls) == 1  # one run per audio
     # the lead-in is no voice's end; the last pause counts its length (a lower bound)
     np.testing.assert_allclose(cl, [0.07, 0.39], atol=0.011)
+
+
+def test_gate_constants_are_parsed_as_the_engines_types():
+    """`--gate NAME=VALUE`: a `LiveLipSync` constant, of its own type; anything else refused
+    (the tool stops with the reason before it builds or scores a net)."""
+    got = parse_gate(["FADE_HOPS=4", "FADE_DB=5", "FADE_PV=0.9"])
+    assert got == {"FADE_HOPS": 4, "FADE_DB": 5.0, "FADE_PV": 0.9}
+    assert type(got["FADE_HOPS"]) is int and type(got["FADE_DB"]) is float
+    assert parse_gate([]) == {}
+    for bad in ("FADE_HOPS", "NO_SUCH=1", "hop_s=1", "FADE_HOPS=4.5"):
+        with pytest.raises(ValueError, match="--gate"):
+            parse_gate([bad])
+    with pytest.raises(SystemExit):
+        main(["--gate", "NO_SUCH=1"])

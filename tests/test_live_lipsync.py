@@ -306,3 +306,98 @@ def test_latch_is_a_hop_ending_now_that_changes_nothing(profile):
     eng.process(x[: 3 * SR])
     _, _, op = _run_blocks(_with_latches(eng, eng.push), noise(5.0, -40.0, 3))
     assert op[40:].max() == 0.0
+
+
+def _gate_run(eng, hops):
+    """`eng._gate_open` over (level dB, p(voice)) pairs of tonal hops -> (gate, openness) each."""
+    out = []
+    for lev, pv in hops:
+        op = eng._gate_open(lev, True, pv)
+        out.append((eng.gate, op))
+    return out
+
+
+def test_gate_closes_on_a_fading_level_and_holds_through_the_tail(profile):
+    """FADE_HOPS (issue 15, eighteenth round): a level falling 1.5 dB a hop (a room's tail,
+    rt60 0.4 s) with p(voice) still high closes the gate within a few hops where the shipped
+    gate (off) keeps it open down to the floor; the still-fading tail does not reopen it, not
+    even on the net alone (VOICE_SURE); a rise (the next voice) does; a confident net
+    (p(voice) over FADE_PV) keeps it open; a steady level never closes it."""
+    from audio.live_lipsync import LiveLipSync
+
+    voice = [(-20.0, 0.95)] * 20
+    tail = [(-20.0 - 1.5 * k, 0.88) for k in range(1, 25)]
+    again = [(-22.0, 0.95)] * 10
+    hops = [(-90.0, 0.0)] * 10 + voice + tail + again
+
+    def fade(**kw):
+        eng = LiveLipSync(profile, SR, net=None)
+        eng.FADE_HOPS, eng.FADE_DB, eng.FADE_PV = 4, 5.0, 0.9
+        for k, v in kw.items():
+            setattr(eng, k, v)
+        return eng
+
+    plain = _gate_run(LiveLipSync(profile, SR, net=None), hops)
+    faded = _gate_run(fade(), hops)
+    t0 = 30  # the tail's first hop
+    assert all(g for g, _ in plain[10 : t0 + len(tail)])  # the shipped gate: open all through
+    shut = [g for g, _ in faded[t0:]].index(False)
+    assert shut <= 4  # 5 dB over 4 falling hops
+    assert not any(g for g, _ in faded[t0 + shut : t0 + len(tail)])  # held shut in the tail
+    assert all(op == 0.0 for _, op in faded[t0 + shut + 6 : t0 + len(tail)])
+    assert faded[t0 + len(tail)][0]  # the next voice (a rise) reopens it at once
+    # p(voice) over FADE_PV: the net is sure, the fade does not close the gate
+    sure = _gate_run(fade(FADE_PV=0.85), hops)
+    assert all(g for g, _ in sure[10 : t0 + len(tail)])
+    # a steady level (or one falling by less than FADE_DB over FADE_HOPS) never closes it
+    slow = [(-20.0 - 0.5 * k, 0.88) for k in range(40)]
+    assert all(g for g, _ in _gate_run(fade(), [(-90.0, 0.0)] * 10 + voice + slow)[10:])
+
+
+def test_gate_reopens_on_the_level_only_after_a_rise(profile):
+    """REOPEN_DB: once the net has shut the gate (p(voice) under VOICE_OFF), p(voice) back over
+    VOICE_OFF at a level still above the floor reopens it only after the level has risen
+    REOPEN_DB over its lowest since the close; the net alone (over VOICE_SURE) reopens it as
+    before."""
+    from audio.live_lipsync import LiveLipSync
+
+    hops = [(-90.0, 0.0)] * 10 + [(-20.0, 0.95)] * 10 + [(-30.0, 0.3)] * 3  # shut by the net
+    flicker = [(-31.0, 0.7)] * 3  # the tail's p(voice) back over VOICE_OFF, no rise
+    rise = [(-27.0, 0.7)]
+    plain = _gate_run(LiveLipSync(profile, SR, net=None), hops + flicker + rise)
+    eng = LiveLipSync(profile, SR, net=None)
+    eng.REOPEN_DB = 3.0
+    held = _gate_run(eng, hops + flicker + rise)
+    n = len(hops)
+    assert not plain[n - 1][0] and not held[n - 1][0]
+    assert plain[n][0]  # the shipped gate reopens on the flicker
+    assert not any(g for g, _ in held[n : n + 3])
+    assert held[n + 3][0]  # 4 dB over the lowest since the close
+    eng = LiveLipSync(profile, SR, net=None)
+    eng.REOPEN_DB = 3.0
+    assert _gate_run(eng, [*hops, (-31.0, 0.9)])[-1][0]  # sure: reopened
+
+
+def test_a_long_deep_fall_closes_the_gate_whatever_the_net_says(profile):
+    """FADE2_HOPS: beside the short fall under FADE_PV, a longer and deeper one (FADE2_DB over
+    FADE2_HOPS hops, small rises allowed) closes the gate even where the net is sure of a voice
+    (a room's tail it hears as the voice); a shallower fall does not."""
+    from audio.live_lipsync import LiveLipSync
+
+    wobble = [0.0, 1.0, -0.5, 0.5]  # the tail's own ripples, under FADE2_SLACK
+    tail = [(-20.0 - 1.5 * k + wobble[k % 4], 0.97) for k in range(1, 25)]
+    hops = [(-90.0, 0.0)] * 10 + [(-20.0, 0.97)] * 20 + tail
+
+    def run(**kw):
+        eng = LiveLipSync(profile, SR, net=None)
+        eng.FADE_HOPS, eng.FADE_DB, eng.FADE_PV = 4, 5.0, 0.9
+        for k, v in kw.items():
+            setattr(eng, k, v)
+        return [g for g, _ in _gate_run(eng, hops)]
+
+    assert all(run()[10:])  # the net is sure (0.97 > FADE_PV): the short rule keeps it open
+    long = run(FADE2_HOPS=10, FADE2_DB=12.0, FADE2_SLACK=2.0)
+    shut = long[30:].index(False)
+    assert 6 <= shut <= 10  # 12 dB under the voice, the window of 10 hops reaching back to it
+    assert not any(long[30 + shut :])  # and held shut
+    assert all(run(FADE2_HOPS=10, FADE2_DB=20.0, FADE2_SLACK=2.0)[10:])  # not that deep

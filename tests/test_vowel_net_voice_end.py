@@ -69,3 +69,36 @@ def test_train_weighs_the_pause_just_after_a_voice_up():
     assert 0.35 < np.mean(plain[near]) < 0.65
     assert np.mean(ended[near]) < 0.3
     assert np.mean(ended[~near] < 0.1) > 0.95
+
+
+def test_voice_end_tail_in_the_copies_heard_in_a_room_only():
+    """`tail_room` (issue 15, eighteenth round): the tail weighted where the copy is heard in
+    a room (its reverberation fades on into the pause), nowhere else."""
+    ex = _ex([0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0], [10, 5])
+    hop = NET_SETTINGS.hop_ms
+    with pytest.raises(ValueError, match="roomed"):
+        voice_end(ex, ex.voice, tail_ms=2 * hop, tail_room=True)
+    ex.roomed = np.arange(15) >= 10
+    _, w = voice_end(ex, ex.voice, tail_ms=2 * hop, tail_weight=3.0, tail_room=True)
+    np.testing.assert_array_equal(w, [1] * 12 + [3, 3, 1])
+
+
+def test_examples_mark_the_copies_heard_in_a_room():
+    """`examples` marks each hop of a copy put in a room (`Examples.roomed`, kept by `concat`);
+    `room_share` is that share of the augmented copies (the clean copy never)."""
+    from audio.lipsync_eval import Track
+    from audio.vowel_net_train import examples
+
+    sr = 16000
+    t = np.arange(sr // 2) / sr
+    y = (0.1 * np.sin(2 * np.pi * 150 * t) * ((t > 0.1) & (t < 0.4))).astype(np.float32)
+    tr = Track("tone", None, y, [(0.0, 0.1, "-"), (0.1, 0.4, "a"), (0.4, 0.5, "-")], y)
+    init = np.zeros(NET_SETTINGS.n_coefs)
+    for share, want in ((0.0, [False] * 4), (1.0, [True] * 4)):
+        ex = examples([tr], init, n_aug=4, seed=3, offline=False, room_share=share)
+        assert len(ex.roomed) == len(ex.voice)
+        starts = np.r_[0, np.cumsum(ex.lengths)[:-1]]
+        assert not ex.roomed[: ex.lengths[0]].any()  # the clean copy
+        assert [bool(ex.roomed[a]) for a in starts[1:]] == want
+        for a, n in zip(starts, ex.lengths, strict=True):
+            assert len(set(ex.roomed[a : a + n].tolist())) == 1  # one mark per copy
