@@ -319,8 +319,8 @@ def _gate_run(eng, hops):
 
 def test_gate_closes_on_a_fading_level_and_holds_through_the_tail(profile):
     """FADE_HOPS (issue 15, eighteenth round): a level falling 1.5 dB a hop (a room's tail,
-    rt60 0.4 s) with p(voice) still high closes the gate within a few hops where the shipped
-    gate (off) keeps it open down to the floor; the still-fading tail does not reopen it, not
+    rt60 0.4 s) with p(voice) still high closes the gate within a few hops where the gate
+    without the rule (FADE_HOPS 0) keeps it open down to the floor; the still-fading tail does not reopen it, not
     even on the net alone (VOICE_SURE); a rise (the next voice) does; a confident net
     (p(voice) over FADE_PV) keeps it open; a steady level never closes it."""
     from audio.live_lipsync import LiveLipSync
@@ -337,10 +337,12 @@ def test_gate_closes_on_a_fading_level_and_holds_through_the_tail(profile):
             setattr(eng, k, v)
         return eng
 
-    plain = _gate_run(LiveLipSync(profile, SR, net=None), hops)
+    plain = _gate_run(fade(FADE_HOPS=0), hops)
     faded = _gate_run(fade(), hops)
     t0 = 30  # the tail's first hop
-    assert all(g for g, _ in plain[10 : t0 + len(tail)])  # the shipped gate: open all through
+    assert all(g for g, _ in plain[10 : t0 + len(tail)])  # without the rule: open all through
+    shipped = _gate_run(LiveLipSync(profile, SR, net=None), hops)
+    assert shipped == faded  # the rule as shipped (issue 15, eighteenth round)
     shut = [g for g, _ in faded[t0:]].index(False)
     assert shut <= 4  # 5 dB over 4 falling hops
     assert not any(g for g, _ in faded[t0 + shut : t0 + len(tail)])  # held shut in the tail
@@ -364,18 +366,20 @@ def test_gate_reopens_on_the_level_only_after_a_rise(profile):
     hops = [(-90.0, 0.0)] * 10 + [(-20.0, 0.95)] * 10 + [(-30.0, 0.3)] * 3  # shut by the net
     flicker = [(-31.0, 0.7)] * 3  # the tail's p(voice) back over VOICE_OFF, no rise
     rise = [(-27.0, 0.7)]
-    plain = _gate_run(LiveLipSync(profile, SR, net=None), hops + flicker + rise)
-    eng = LiveLipSync(profile, SR, net=None)
-    eng.REOPEN_DB = 3.0
-    held = _gate_run(eng, hops + flicker + rise)
+
+    def engine(reopen_db: float):  # the fade rule off: this is REOPEN_DB's own effect
+        eng = LiveLipSync(profile, SR, net=None)
+        eng.FADE_HOPS, eng.REOPEN_DB = 0, reopen_db
+        return eng
+
+    plain = _gate_run(engine(0.0), hops + flicker + rise)
+    held = _gate_run(engine(3.0), hops + flicker + rise)
     n = len(hops)
     assert not plain[n - 1][0] and not held[n - 1][0]
-    assert plain[n][0]  # the shipped gate reopens on the flicker
+    assert plain[n][0]  # without REOPEN_DB the gate reopens on the flicker
     assert not any(g for g, _ in held[n : n + 3])
     assert held[n + 3][0]  # 4 dB over the lowest since the close
-    eng = LiveLipSync(profile, SR, net=None)
-    eng.REOPEN_DB = 3.0
-    assert _gate_run(eng, [*hops, (-31.0, 0.9)])[-1][0]  # sure: reopened
+    assert _gate_run(engine(3.0), [*hops, (-31.0, 0.9)])[-1][0]  # sure: reopened
 
 
 def test_a_long_deep_fall_closes_the_gate_whatever_the_net_says(profile):
