@@ -135,7 +135,8 @@ _REQUEST_KEYS = (
 
 
 def _request(cfg: dict, out: Path):
-    from app.render_job import RenderRequest, diffusion_arg
+    from app.gpu_options import diffusion_arg
+    from app.render_job import RenderRequest
 
     return RenderRequest(
         audio=SONG,

@@ -9,11 +9,19 @@ microphone). `live=True` adds the quality-ladder options (--budget-ms, --no-ladd
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+
+def diffusion_arg(text: str) -> Path | str:
+    """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder. Here, not in
+    app/render_job.py: building the parser must not import the render's modules (numpy, the
+    stages) — a served render's client only parses and hands over."""
+    from pipeline.model_factory import KAGURA
+
+    return KAGURA if text == KAGURA else Path(text)
 
 
 def add_gpu_options(p: argparse.ArgumentParser, *, device: bool = True, live: bool = False) -> None:
-    from app.render_job import diffusion_arg
-
     g = p.add_argument_group(
         "GPU stages (default: none on the CPU; with --device cuda, Kagura's own diffusion model)"
     )

@@ -243,12 +243,6 @@ def _kagura() -> str:
     return KAGURA
 
 
-def diffusion_arg(text: str) -> Path | str:
-    """--diffusion's type: "kagura" (the shipped model) or a checkpoint folder."""
-    kagura = _kagura()
-    return kagura if text == kagura else Path(text)
-
-
 def check_gpu_choice(
     device: str, diffusion: Path | str | None, diffusion_random: str | None, upscale: int
 ) -> None:

@@ -14,10 +14,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from core.frame import Frame
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the served render's client shows progress: it imports no numpy
     from tqdm import tqdm
+
+    from core.frame import Frame
 
 
 class RenderProgress:

@@ -102,3 +102,23 @@ def test_a_refused_render_is_reported_without_importing_torch(tmp_path, device):
     )
     assert "torch" not in _heavy_modules_after(action)
     assert out.read_bytes() == b"an earlier render"
+
+
+def test_a_served_renders_client_imports_nothing_heavy(tmp_path):
+    """What a served render's client runs before and while it hands the job over — the parser
+    with the render options, the layered configuration, the hand-over's own checks, the
+    progress bar — imports none of the heavy modules (numpy included): it only parses, checks
+    its output's claim and shows the server's progress (app/serve_link.py)."""
+    action = (
+        "from app.cli import build_parser, _layered_render_config\n"
+        "from app.serve_link import absolute, code_id, shared_env\n"
+        "from pipeline.progress import RenderProgress\n"
+        "from pipeline.sinks.output import PartialFile\n"
+        "args = build_parser().parse_args(['render', 'song.wav', '-o', "
+        f"{str(tmp_path / 'x.mp4')!r}, '--device', 'cuda', '--diffusion', 'kagura'])\n"
+        "cfg = absolute(_layered_render_config(args))\n"
+        "code_id(), shared_env()\n"
+        "PartialFile(cfg.output).check_free()\n"
+        "RenderProgress(10, quiet=True).on_frame()"
+    )
+    assert _heavy_modules_after(action) == []
