@@ -189,8 +189,9 @@ def _served(link: Link, cfg, notices: list[str] | None) -> int | None:
     from core.trace import mark
     from pipeline.sinks.output import OutputError, PartialFile
 
+    config = absolute(cfg)
     try:  # a job queued behind the one writing its output would replace that output after it
-        PartialFile(absolute(cfg).output).check_free()
+        PartialFile(config.output).check_free()
     except OutputError as exc:
         line, code = error_line(exc)
         print(line, file=sys.stderr)
@@ -201,7 +202,7 @@ def _served(link: Link, cfg, notices: list[str] | None) -> int | None:
         "code": code_id(),
         "env": shared_env(),
         "trace": os.environ.get("KAGURA_TRACE"),
-        "config": absolute(cfg).model_dump(mode="json"),
+        "config": config.model_dump(mode="json"),
     }
     try:
         link.send(job)

@@ -117,21 +117,21 @@ class LiveLipSync:
     # FADE_HOPS > 0 an open gate also closes where the level fell on each of the last FADE_HOPS
     # hops (none rising by more than FADE_SLACK dB) by FADE_DB in all, while p(voice) is under
     # FADE_PV (a room's tail sounds like the voice before it, so the net alone holds the mouth
-    # open in it);
+    # open in it); after such a close neither the level nor the net alone (VOICE_SURE) reopens
+    # it before the level has risen FADE_REOPEN_DB over its lowest since (over a band the net
+    # alone reopens the gate on a vowel with hardly a rise: not after other closes).
     # REOPEN_DB > 0: once shut, the gate reopens on the level only where it has risen REOPEN_DB
     # over its lowest since the close (a tail still far above the floor does not reopen on a
-    # flicker of p(voice)); after a close on a fading level neither the level nor the net alone
-    # (VOICE_SURE) reopens it before the level has risen FADE_REOPEN_DB over that lowest (over a
-    # band the net alone reopens the gate on a vowel with hardly a rise: not after other closes)
+    # flicker of p(voice))
     FADE_HOPS = 4
     FADE_DB = 5.0
     FADE_SLACK = 0.5
     FADE_PV = 0.9
     FADE_UNDER_PEAK = 0.0
     FADE_REOPEN_DB = 3.0
-    # with FADE_HOPS > 0, FADE2_HOPS > 0 (off: it cost more vowels over a band than the first
-    # rule, docs/BENCHMARKS.md): a second, longer and deeper fall (FADE2_DB over
-    # FADE2_HOPS, none rising by more than FADE2_SLACK) closes it whatever p(voice) says
+    # with FADE_HOPS > 0, FADE2_HOPS > 0: a second, longer and deeper fall (FADE2_DB over
+    # FADE2_HOPS, none rising by more than FADE2_SLACK) closes it whatever p(voice) says (off:
+    # it cost more vowels over a band than the first rule, docs/BENCHMARKS.md)
     FADE2_HOPS = 0
     FADE2_DB = 12.0
     FADE2_SLACK = 2.0

@@ -275,12 +275,17 @@ def live_front_columns(
     return np.concatenate(cols, axis=1)
 
 
-def separated_features(y: np.ndarray, sr: int) -> FrameFeatures:
-    """The separated voice's features, as `offline_inputs` makes them (`residual_f`): a task
-    of its own, so the render can make them beside the mix's features."""
+def separated_features(
+    y: np.ndarray, sr: int, warp: float = 1.0, residual: np.ndarray | None = None
+) -> FrameFeatures:
+    """The separated voice's features (`residual`: `voice_residual(y, sr)` if already made),
+    as `offline_inputs` reads them: a task of its own, so the render can make them beside the
+    mix's features (`residual_f`)."""
     from audio.voice_separation import voice_residual
 
-    return mfcc_frames(voice_residual(y, sr), sr, NET_SETTINGS)
+    if residual is None:
+        residual = voice_residual(y, sr)
+    return mfcc_frames(residual, sr, NET_SETTINGS, warp=warp)
 
 
 def offline_inputs(
@@ -311,13 +316,7 @@ def offline_inputs(
         m = clip_cvn(m, f, cvn if cvn_prior else None)
     v = hop_vectors(f, m)
     if front == FRONT_SEPARATION:
-        from audio.voice_separation import voice_residual
-
-        fs = residual_f
-        if fs is None:
-            if residual is None:
-                residual = voice_residual(y, sr)
-            fs = mfcc_frames(residual, sr, NET_SETTINGS, warp=warp)
+        fs = residual_f if residual_f is not None else separated_features(y, sr, warp, residual)
         ms = clip_cmn(fs)
         if cvn is not None:
             ms = clip_cvn(ms, fs)
@@ -535,8 +534,9 @@ class VowelNet:
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
         where the live net has a front-end); `residual` / `residual_f`: the separated voice or
         its features (`separated_features`), if already made (`offline_inputs`); `live_front`:
-        the live net's `live_front_columns` of `f`, or a future of them. p(voice) is the offline net's and the live net's, geometrically
-        weighted: the live net's weight `live_weight` (0: not run)."""
+        the live net's `live_front_columns` of `f`, or a future of them. p(voice) is the
+        offline net's and the live net's, geometrically weighted: the live net's weight
+        `live_weight` (0: not run)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),

@@ -201,16 +201,14 @@ def voice_end(
     if tail_ms > 0:
         since = since_voice(truth.astype(np.float32), ex.lengths)
         tail = quiet & ~truth & (since * NET_SETTINGS.hop_ms <= tail_ms)
+        if tail_both:
+            tail |= truth & (voice > 0.5) & (rev * NET_SETTINGS.hop_ms <= tail_ms)
         if not tail_band:
             if ex.banded is None:
                 raise ValueError(
                     "tail_band: the examples carry no `banded` (build them with `examples`)"
                 )
             tail &= ~ex.banded
-        if tail_both:
-            tail |= truth & (voice > 0.5) & (rev * NET_SETTINGS.hop_ms <= tail_ms)
-            if not tail_band:
-                tail &= ~ex.banded
         if tail_room:
             if ex.roomed is None:
                 raise ValueError(

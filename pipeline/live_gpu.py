@@ -42,21 +42,22 @@ checked with the session's first look (a GraphError before any stage is set up),
 start rung runs on is set up — its DiffusionStage (CUDA graphs for every k <= max_steps) and
 its upscalers (a CUDA graph per shape) — and one frame run through the chain at that rung.
 The other rungs' stages are set up on a helper thread while the first frames flow
-(pipeline/ladder/prepare.py, `LowerRungs`).
-
-Painting beside the first frames (`LiveGpu.paint_beside`, on by default on CUDA): the start
-rung's diffusion variant — its first eager frame and its CUDA-graph captures, most of the
-chain's set-up — is left out of that and set up first on the same helper thread; until it is
-ready the first frames pass the diffusion by (`DiffusionLadder.painting`): the look's picture,
-upscaled, on screen while the model gets ready. The frame after it is ready starts painting
-(with the latest preset; the temporal history of the unpainted pictures forgotten). Its time
-stamps: "live diffusion set up beside the first frames" and "live first painted frame ready"
-(core.trace), `status()["painting_after_s"]`. When that set-up fails, the frame thread fails
-with its reason (the session reports it), as the set-up before the first frame did. Until they are ready the ladder is held
+(pipeline/ladder/prepare.py, `LowerRungs`). Until they are ready the ladder is held
 (`QualityControl.hold`: frames measured, no decision: their cost is shared with that set-up,
 and a step down would make the frame thread wait for it); a step that still comes before they
 are ready (a preset switch) waits for them in `submit`, and when they cannot be set up the
 ladder keeps only the rungs that can run (one line in the session's notices).
+
+Painting beside the first frames (`LiveGpu.paint_beside`, on by default on CUDA): the start
+rung's diffusion variant — its first eager frame and its CUDA-graph captures, most of the
+chain's set-up — is left out of the set-up before the first frame and set up first on that
+helper thread; until it is ready the first frames pass the diffusion by
+(`DiffusionLadder.painting`): the look's picture, upscaled, on screen while the model gets
+ready. The frame after it is ready starts painting
+(with the latest preset; the temporal history of the unpainted pictures forgotten). Its time
+stamps: "live diffusion set up beside the first frames" and "live first painted frame ready"
+(core.trace), `status()["painting_after_s"]`. When that set-up fails, the frame thread fails
+with its reason (the session reports it), as the set-up before the first frame did.
 
 On the CPU (device "cpu": tests, the CPU benchmark) the same chain runs synchronously in the
 frame thread and the stages' wall times are the measurements.
