@@ -21,16 +21,21 @@ Plug it in with ``analyze_clip(clip, fps, lipsync=MfccLipSync())``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
+from audio import time_chunks
 from audio.calibration import Profile, VowelMatcher, load_profile, load_user_or_default
 from audio.features import resample_mono
 from audio.lipsync import FormantLipSync, LipSyncResult
 from audio.live_lipsync import LiveLipSync
-from audio.mfcc import FrameFeatures, mfcc_frames, mfcc_frames_pair, shares_spectrum
+from audio.mfcc import FrameFeatures, _plan, mfcc_frames, mfcc_frames_pair, shares_spectrum
+from audio.time_chunks import chunked_frames, chunked_rows
+from audio.voice_separation import LIVE_STEADY_HOPS, residual_grid, residual_reach
 from audio.vowel_net import (
     FRONT_SEPARATION,
     NET_SETTINGS,
@@ -127,27 +132,46 @@ class MfccLipSync:
             return LipSyncResult(np.zeros(0, np.float32), np.zeros((0, len(VOWELS)), np.float32))
         sr = self.profile.sample_rate
         y = resample_mono(np.asarray(mono, np.float32), sample_rate, sr)
-        with ThreadPoolExecutor(2, thread_name_prefix="lipsync-part") as pool:
+        with ThreadPoolExecutor(
+            max(time_chunks.CORES, 2), thread_name_prefix="lipsync-part"
+        ) as pool:
             return self._analyze(y, sr, fps, n, pool)
 
     def _analyze(
         self, y: np.ndarray, sr: int, fps: int, n: int, pool: ThreadPoolExecutor
     ) -> LipSyncResult:
-        # parts that need nothing but the signal, or the mix's features, are made on `pool`
-        # beside the rest (numpy leaves the GIL in its array work): the render's first frame
-        # waits for the whole analysis. The same numbers as one after another.
+        # The features are made in time chunks on `pool`, every part beside the others
+        # (audio/time_chunks.py: the same numbers as in one piece): the render's first frame
+        # waits for the whole analysis, and a many-core machine has the cores.
         residual = live_front = None
+        hop = _plan(NET_SETTINGS, sr).hop
         if self.net is not None and self.net.front == FRONT_SEPARATION:
-            residual = pool.submit(separated_features, y, sr)
+            grid = math.lcm(residual_grid(sr), hop)
+            residual = chunked_frames(
+                partial(separated_features, sr=sr), y, hop, grid, residual_reach(sr), pool
+            )
         settings = self._settings()
         net_f = None
         if self.net is not None and shares_spectrum(settings, NET_SETTINGS, sr):
             # the gate's features and the net's from one FFT pass (the same numbers as two)
-            f, net_f = mfcc_frames_pair(
-                y, sr, settings, NET_SETTINGS, keep_power=bool(self.net.live_front)
+            pair = partial(
+                mfcc_frames_pair,
+                sample_rate=sr,
+                settings=settings,
+                also=NET_SETTINGS,
+                keep_power=bool(self.net.live_front),
             )
+            f, net_f = chunked_frames(
+                pair, y, hop, hop, 2 * _plan(NET_SETTINGS, sr).win, pool
+            ).result()
             if self.net.live_front and self.LIVE_WEIGHT > 0:
-                live_front = pool.submit(live_front_columns, net_f, sr, self.net.live_front)
+                # each hop's columns read the last LIVE_STEADY_HOPS hops' spectra
+                live_front = chunked_rows(
+                    partial(_live_front_rows, net_f, sr, self.net.live_front),
+                    len(net_f),
+                    2 * LIVE_STEADY_HOPS,
+                    pool,
+                )
         else:
             f = mfcc_frames(y, sr, settings)
         # with the net the hops' template vowels are never shown: not computed
@@ -224,6 +248,12 @@ class MfccLipSync:
         vow[:, N_IDX] += 1.0 - o
         vow /= vow.sum(axis=1, keepdims=True)
         return LipSyncResult(mouth.astype(np.float32), vow.astype(np.float32))
+
+
+def _live_front_rows(f: FrameFeatures, sr: int, front: str, lo: int, hi: int) -> np.ndarray:
+    """`live_front_columns` of the hops lo..hi of `f`."""
+    part = dataclasses.replace(f, end=f.end[lo:hi], power=f.power[lo:hi])
+    return live_front_columns(part, sr, front)
 
 
 def _median(x: np.ndarray, k: int) -> np.ndarray:

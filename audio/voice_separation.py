@@ -20,16 +20,19 @@ trained on the same front-end.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from audio import fft
 
-__all__ = ["voice_residual"]
+__all__ = ["residual_grid", "residual_reach", "voice_residual"]
 
 SR = 16000
 STEADY_S = 0.4  # a partial that holds this long is the band's (a sung note glides or ends)
 LONG_NFFT, LONG_HOP = 1024, 256
 SHORT_NFFT, SHORT_HOP = 256, 64
+VOICE_SMOOTH = 9  # short-pass hops (and bins) a voice's partial is smooth over
 
 
 def _along(a: np.ndarray, axis: int, start: int, stop: int | None) -> np.ndarray:
@@ -124,8 +127,24 @@ def voice_residual(y: np.ndarray, sr: int = SR) -> np.ndarray:
     x1 = _istft(s * rest, n1, h1, len(x))
     n2, h2 = round(SHORT_NFFT * scale), round(SHORT_HOP * scale)
     s2 = _stft(x1, n2, h2)
-    smooth = _mask(np.abs(s2), 9, 9, broadband=False)
+    smooth = _mask(np.abs(s2), VOICE_SMOOTH, VOICE_SMOOTH, broadband=False)
     return _istft(s2 * smooth, n2, h2, len(x)).astype(np.float32)
+
+
+def residual_grid(sr: int = SR) -> int:
+    """Samples after which both passes' frame grids repeat: a piece of a song cut on a
+    multiple of this is analysed on the whole song's frames (`audio.time_chunks`)."""
+    scale = sr / SR
+    return math.lcm(round(LONG_HOP * scale), round(SHORT_HOP * scale))
+
+
+def residual_reach(sr: int = SR) -> int:
+    """Samples on either side of a residual sample that can change it, with room to spare:
+    each pass's opening in time and smoothing (counted twice over), and its windows."""
+    scale = sr / SR
+    long_frames = 2 * max(round(STEADY_S * SR / LONG_HOP), 3) + 2 + LONG_NFFT // LONG_HOP
+    short_frames = 2 * VOICE_SMOOTH + 2 + SHORT_NFFT // SHORT_HOP
+    return round((long_frames * LONG_HOP + short_frames * SHORT_HOP) * scale)
 
 
 # --- live: the same idea, causal, on the spectrum the MFCC window already has ---------------

@@ -550,7 +550,7 @@ class VowelNet:
         if live_weight <= 0:
             return f.end, pv, pw
         voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
-        if isinstance(live_front, Future):
+        if hasattr(live_front, "result"):  # a Future, or chunks being made
             live_front = live_front.result()
         pl, _ = self.live.predict(
             live_inputs(
