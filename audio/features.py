@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,7 +226,25 @@ def compute_features(
     times = np.array([frame_pts_ns(i, fps) for i in range(n)], np.float64) / NS_PER_S
     centres = frame_centres(n, fps, sr)
     win = frame_windows(y, centres, WINDOW)
+    # the onsets and beats read the signal alone: made beside the frames' features (numpy
+    # leaves the GIL in its array work; the render's first frame waits for both)
+    with ThreadPoolExecutor(1, thread_name_prefix="onsets") as pool:
+        onsets = pool.submit(_onsets_and_beats, y, sr, beats)
+        return _frame_features(y, sr, fps, n, times, centres, win, pitch, onsets)
 
+
+def _onsets_and_beats(y: np.ndarray, sr: int, beats: bool) -> tuple[np.ndarray, float, np.ndarray]:
+    """The onset envelope on a 16 ms grid (numpy: the render does not wait for librosa's
+    import) and the tempo and beat times found in it."""
+    env = onset_strength(y, sr, ONSET_HOP) if len(y) >= 4 * ONSET_HOP else np.zeros(0)
+    tempo, beat_times = 0.0, np.zeros(0)
+    if beats and len(env) > 8 and float(env.max()) > 0:
+        tempo, beat_times = beat_track(env, sr, ONSET_HOP)
+    return env, tempo, beat_times
+
+
+def _frame_features(y, sr, fps, n, times, centres, win, pitch, onsets: Future) -> AudioFeatures:
+    """`compute_features`' per-frame part, `onsets` (`_onsets_and_beats`) joined when read."""
     # Loudness.
     rms_db = rms_dbfs(win)
 
@@ -255,17 +274,13 @@ def compute_features(
     voiced = (per > 0.45) & (activity > 0.5) & (flat < 0.3)
     f0_frames = np.where(voiced, f0_frames, np.nan).astype(np.float32)
 
-    # Onsets and beats on a 16 ms grid (numpy: the render does not wait for librosa's import)
-    if len(y) >= 4 * ONSET_HOP:
-        env = onset_strength(y, sr, ONSET_HOP)
+    env, tempo, beat_times = onsets.result()
+    if len(env):
         env_t = np.arange(len(env)) * ONSET_HOP / sr
         scale = float(np.percentile(env, 99)) or 1.0
         onset = np.clip(_interp(times, env_t, env) / scale, 0.0, 1.0)
     else:
-        env, onset = np.zeros(0), np.zeros(n, np.float32)
-    tempo, beat_times = 0.0, np.zeros(0)
-    if beats and len(env) > 8 and float(env.max()) > 0:
-        tempo, beat_times = beat_track(env, sr, ONSET_HOP)
+        onset = np.zeros(n, np.float32)
     beat_pos = _beat_position(times, beat_times, tempo)
 
     # Energy accents: sharp rises of loudness (dB per frame) above the slow trend.
