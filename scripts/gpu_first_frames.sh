@@ -6,16 +6,19 @@
 # of a 3-minute song the server has not analysed (the analysis's parts on threads), new then
 # base. The base tree is .ab/base.tar.xz (`bash scripts/gpu_chain_ab.sh base REV` writes it;
 # REV e81a9c0 for this script's changes). Every step logs into $OUT/first.log as it goes and
-# has its own time limit; this tree's figures go into $OUT/BENCHMARKS.md.
+# has its own time limit; this tree's figures go into $OUT/BENCHMARKS.md. TESTS=0 and LIVE=0 leave
+# out the GPU tests and the 60 fps bench live; ROUNDS=0 the e2e rounds (to fit one call's limit).
 #   bash scripts/gpu_first_frames.sh
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
 cp docs/BENCHMARKS.md "$OUT/BENCHMARKS.md"; B=$OUT/BENCHMARKS.md; L=$OUT/first.log
 python3 -c 'import sys, torch; print(sys.version.split()[0], torch.__version__, torch.cuda.get_device_name())' >>"$L" 2>&1
 date -u >>"$L"
-timeout 150 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_live_rungs_gpu.py \
-    tests/test_bench_live_headless.py >"$OUT/gpu-tests.txt" 2>&1
-tail -8 "$OUT/gpu-tests.txt" >>"$L"
+if [ "${TESTS:-1}" = 1 ]; then
+    timeout 150 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_live_rungs_gpu.py \
+        tests/test_bench_live_headless.py >"$OUT/gpu-tests.txt" 2>&1
+    tail -8 "$OUT/gpu-tests.txt" >>"$L"
+fi
 rm -rf /tmp/base; mkdir -p /tmp/base
 tar --exclude=./.whl --exclude=./.gl --exclude=./.ab -cf - . | tar -xf - -C /tmp/base
 tar -xJf .ab/base.tar.xz -C /tmp/base
@@ -33,7 +36,7 @@ for round in $(seq "${ROUNDS:-3}"); do
     e2e new "$round" live; e2e base "$round" live
 done
 
-for arm in new base; do
+for arm in $([ "${LIVE:-1}" = 1 ] && echo new base); do
     tree=$PWD; [ $arm = base ] && tree=/tmp/base
     ( cd "$tree" && export PYTHONPATH=/tmp/site:$tree
       timeout 60 python3 -m app.cli bench live --headless --device cuda --fps 60 --present-lead-ms 4 \
