@@ -134,6 +134,9 @@ def decode_audio(
         if not rate:
             raise _fail(p, "audio stream has no sample rate; expected a decodable audio stream")
         rate = int(rate)
+        # codecs that decode frames on threads (FLAC among them) do: a long file's decode is
+        # part of what a render's first frame waits for; the samples are the same
+        stream.codec_context.thread_type = "AUTO"
         first = round(start_s * rate)
         last = None if seconds is None else first + round(seconds * rate)
 
