@@ -10,8 +10,9 @@ long song; a thread would hold the same GIL. In a process of its own the analysi
 and runs on another core while this one imports torch and sets up the render.
 The child is a fresh interpreter (`python -m app.early_analysis`, not a fork: it inherits no
 torch, CUDA or BLAS thread state, and no main module is imported again); the clip goes in and
-the AvatarTrack comes out as pickles over its stdin/stdout. Errors raised by the analysis are
-raised again here; a child that dies is a RuntimeError.
+the AvatarTrack comes out as pickles over its stdin/stdout. Its BLAS runs on a quarter of the
+cores (`pipeline.cpu_threads.analysis_blas_env`: the analysis's threads call it at once). Errors
+raised by the analysis are raised again here; a child that dies is a RuntimeError.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import os
 import pickle
 import subprocess
 import sys
+
+from pipeline.cpu_threads import analysis_blas_env
 
 
 def worth_a_process() -> bool:
@@ -36,12 +39,13 @@ class AnalysisProcess:
             [sys.executable, "-m", "app.early_analysis"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": path},
+            env={**os.environ, "PYTHONPATH": path, **analysis_blas_env()},
         )
         self._answered = False
 
     def analyze(self, clip, fps: int, seed: int = 0):
-        """The clip's AvatarTrack, exactly as `analyze_clip(clip, fps, seed=seed)` gives it."""
+        """The clip's AvatarTrack as `analyze_clip(clip, fps, seed=seed)` gives it (to a float's
+        last bits: the child's BLAS runs on fewer threads, `analysis_blas_env`)."""
         try:
             pickle.dump((clip, fps, seed), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._proc.stdin.close()

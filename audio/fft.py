@@ -16,7 +16,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["irfft", "rfft", "scipy_part"]
+__all__ = ["irfft", "one_core", "rfft", "scipy_part"]
 
 # below this many input values one core is quicker than starting the others
 _PARALLEL_FROM = 1 << 16
@@ -24,6 +24,23 @@ _WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
 
 
 _SCIPY_IMPORT = threading.Lock()
+_HERE = threading.local()  # `one_core`'s mark, per thread
+
+
+class one_core:
+    """Within it, this thread's transforms use one core (the work already runs on many
+    threads: `audio.time_chunks`' chunks, each spreading its rows again, asked for
+    cores × cores threads)."""
+
+    def __enter__(self) -> None:
+        _HERE.one = True
+
+    def __exit__(self, *exc) -> None:
+        _HERE.one = False
+
+
+def _workers() -> int:
+    return 1 if getattr(_HERE, "one", False) else _WORKERS
 
 
 def scipy_part(name: str) -> ModuleType:
@@ -39,11 +56,11 @@ def rfft(x: np.ndarray, n: int | None = None, axis: int = -1) -> np.ndarray:
     """`np.fft.rfft(x, n, axis)`, the rows of a large `x` spread over the cores."""
     if x.size < _PARALLEL_FROM:
         return np.fft.rfft(x, n, axis=axis)
-    return scipy_part("fft").rfft(x, n, axis=axis, workers=_WORKERS)
+    return scipy_part("fft").rfft(x, n, axis=axis, workers=_workers())
 
 
 def irfft(spec: np.ndarray, n: int | None = None, axis: int = -1) -> np.ndarray:
     """`np.fft.irfft(spec, n, axis)`, the rows of a large `spec` spread over the cores."""
     if spec.size < _PARALLEL_FROM:
         return np.fft.irfft(spec, n, axis=axis)
-    return scipy_part("fft").irfft(spec, n, axis=axis, workers=_WORKERS)
+    return scipy_part("fft").irfft(spec, n, axis=axis, workers=_workers())

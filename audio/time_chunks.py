@@ -22,9 +22,17 @@ from concurrent.futures import Executor
 
 import numpy as np
 
+from audio import fft
 from audio.mfcc import FrameFeatures
 
-__all__ = ["CORES", "Chunked", "ChunkedRows", "chunked_frames", "chunked_rows", "spans"]
+__all__ = [
+    "CORES",
+    "Chunked",
+    "ChunkedRows",
+    "chunked_frames",
+    "chunked_rows",
+    "spans",
+]
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
@@ -88,7 +96,9 @@ def chunked_frames(
     chunks = spans(n, parts or CORES, align, margin)
     if pool is None or len(chunks) < 2:
         return Chunked([(0, 0, n, frames_of(y))], hop, n)
-    pieces = [(r0, k0, k1, pool.submit(frames_of, y[r0:r1])) for r0, r1, k0, k1 in chunks]
+    pieces = [
+        (r0, k0, k1, pool.submit(_one_core, frames_of, y[r0:r1])) for r0, r1, k0, k1 in chunks
+    ]
     return Chunked(pieces, hop, n)
 
 
@@ -137,4 +147,13 @@ def chunked_rows(
     chunks = spans(n, parts or CORES, 1, margin)
     if pool is None or len(chunks) < 2:
         return ChunkedRows([(0, 0, n, rows_of(0, n))])
-    return ChunkedRows([(r0, k0, k1, pool.submit(rows_of, r0, r1)) for r0, r1, k0, k1 in chunks])
+    return ChunkedRows(
+        [(r0, k0, k1, pool.submit(_one_core, rows_of, r0, r1)) for r0, r1, k0, k1 in chunks]
+    )
+
+
+def _one_core(fn: Callable, *args):
+    """`fn(*args)` with this thread's transforms on one core: the chunks are the parallelism
+    (each chunk's transforms spread again over every core asked for cores x cores threads)."""
+    with fft.one_core():
+        return fn(*args)

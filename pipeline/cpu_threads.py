@@ -1,4 +1,4 @@
-"""How many threads torch may use on the CPU when other stages run beside it."""
+"""How many threads torch, and the song analysis's BLAS, may use on the CPU beside other work."""
 
 from __future__ import annotations
 
@@ -19,3 +19,17 @@ def share_cores_with_other_stages() -> int:
     threads = max(1, (os.cpu_count() or 2) // 2)
     torch.set_num_threads(threads)
     return threads
+
+
+def analysis_blas_env() -> dict[str, str]:
+    """The environment a process that analyses songs starts numpy with: its BLAS on a quarter
+    of the cores. The chunks, the features and the nets call it from many threads at once, and
+    each call spreading over every core made the analysis slower than on a few (or on one;
+    docs/BENCHMARKS.md). Read when numpy loads: a process's own setting wins."""
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        return {}
+    return {"OPENBLAS_NUM_THREADS": str(max(1, _cores() // 4))}
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
