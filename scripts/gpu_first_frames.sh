@@ -7,7 +7,8 @@
 # base. The base tree is .ab/base.tar.xz (`bash scripts/gpu_chain_ab.sh base REV` writes it;
 # REV e81a9c0 for this script's changes). Every step logs into $OUT/first.log as it goes and
 # has its own time limit; this tree's figures go into $OUT/BENCHMARKS.md. TESTS=0 and LIVE=0 leave
-# out the GPU tests and the 60 fps bench live; ROUNDS=0 the e2e rounds (to fit one call's limit).
+# out the GPU tests and the 60 fps bench live; ROUNDS=0 the e2e rounds (to fit one call's limit);
+# SERVED_ARMS=new serves this tree only.
 #   bash scripts/gpu_first_frames.sh
 set -uo pipefail
 source scripts/gpu_env.sh || exit 1
@@ -57,7 +58,7 @@ audio, rate = sf.read(demo_song_path(), dtype="float32", always_2d=True)
 n = 180 * rate
 sf.write(sys.argv[1], np.tile(audio, (n // len(audio) + 1, 1))[:n], rate)
 PY
-    for arm in new base; do
+    for arm in ${SERVED_ARMS:-new base}; do
         tree=$PWD; [ $arm = base ] && tree=/tmp/base
         ( cd "$tree" && export PYTHONPATH=/tmp/site:$tree
           timeout 280 python3 -m app.cli bench e2e --device cuda --commands render --audio "$SONG" \
