@@ -5,6 +5,7 @@ and a product split over another number of threads may round differently)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +37,12 @@ def test_the_child_starts_numpy_with_few_blas_threads(monkeypatch):
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     proc = AnalysisProcess()
     try:
-        environ = Path(f"/proc/{proc._proc.pid}/environ").read_bytes().split(b"\0")
+        environ = [b""]
+        deadline = time.monotonic() + 5.0
+        while environ == [b""] and proc._proc.poll() is None and time.monotonic() < deadline:
+            # empty while the kernel has not yet given the new program its environment
+            environ = Path(f"/proc/{proc._proc.pid}/environ").read_bytes().split(b"\0")
+        assert environ != [b""], f"no environment read (child's exit status {proc._proc.poll()})"
     finally:
         proc.close()
     want = max(1, len(os.sched_getaffinity(0)) // 4)
