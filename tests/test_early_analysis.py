@@ -40,7 +40,7 @@ def test_the_child_starts_numpy_with_few_blas_threads(monkeypatch):
         environ = [b""]
         deadline = time.monotonic() + 5.0
         while environ == [b""] and proc._proc.poll() is None and time.monotonic() < deadline:
-            # empty while the kernel has not yet given the new program its environment
+            # it read empty once in the full suite (cause not found): read until it shows
             environ = Path(f"/proc/{proc._proc.pid}/environ").read_bytes().split(b"\0")
         assert environ != [b""], f"no environment read (child's exit status {proc._proc.poll()})"
     finally:
