@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     # before any thread: each job's threads would otherwise grow arenas of their own, job
     # after job (pipeline/cpu_memory.py)
     share_one_arena()
-    # before numpy loads: this process analyses the songs (audio/time_chunks.py)
+    # before numpy loads: this process analyses the songs (pipeline/cpu_threads.py)
     os.environ.update(analysis_blas_env())
     if args.keep < 1:
         raise UsageError(f"--keep {args.keep}: expected a whole number >= 1")

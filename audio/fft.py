@@ -33,10 +33,11 @@ class one_core:
     cores × cores threads)."""
 
     def __enter__(self) -> None:
+        self._before = getattr(_HERE, "one", False)
         _HERE.one = True
 
     def __exit__(self, *exc) -> None:
-        _HERE.one = False
+        _HERE.one = self._before
 
 
 def _workers() -> int:

@@ -141,8 +141,8 @@ class MfccLipSync:
         self, y: np.ndarray, sr: int, fps: int, n: int, pool: ThreadPoolExecutor
     ) -> LipSyncResult:
         # The features are made in time chunks on `pool`, every part beside the others
-        # (audio/time_chunks.py: the same numbers as in one piece): the render's first frame
-        # waits for the whole analysis, and a many-core machine has the cores.
+        # (audio/time_chunks.py: the whole pass's numbers, to a matrix product's last bits):
+        # the render's first frame waits for the whole analysis, and many cores are there.
         residual = live_front = None
         hop = _plan(NET_SETTINGS, sr).hop
         if self.net is not None and self.net.front == FRONT_SEPARATION:

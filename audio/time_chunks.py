@@ -86,10 +86,10 @@ def chunked_frames(
     parts: int | None = None,
 ) -> Chunked:
     """`frames_of(y)` — hop features of `y` (or a tuple of them), hop k ending at sample
-    (k + 1) * `hop` — started on `pool` in `parts` (the cores') chunks; call the answer's `result()` from a
-    thread not of the pool. `frames_of` must read no further than `margin` samples around a
-    hop's window, and its frame grids must repeat every `align` samples (a multiple of `hop`).
-    Without a pool, or for a song too short to split, one call, made now."""
+    (k + 1) * `hop` — started on `pool` in `parts` (the cores') chunks; call the answer's
+    `result()` from a thread not of the pool. `frames_of` must read no further than `margin`
+    samples around a hop's window, and its frame grids must repeat every `align` samples (a
+    multiple of `hop`). Without a pool, or for a song too short to split, one call, made now."""
     if align % hop:
         raise ValueError(f"align {align} is not a multiple of the hop {hop}")
     n = len(y)
@@ -142,8 +142,8 @@ def chunked_rows(
     parts: int | None = None,
 ) -> ChunkedRows:
     """`rows_of(0, n)` — an array whose row k (of `n`) depends on rows of its input no further
-    than `margin` away — started on `pool` as `rows_of(lo, hi)` of `parts` (the cores') overlapping chunks;
-    call the answer's `result()` from a thread not of the pool."""
+    than `margin` away — started on `pool` as `rows_of(lo, hi)` of `parts` (the cores')
+    overlapping chunks; call the answer's `result()` from a thread not of the pool."""
     chunks = spans(n, parts or CORES, 1, margin)
     if pool is None or len(chunks) < 2:
         return ChunkedRows([(0, 0, n, rows_of(0, n))])
