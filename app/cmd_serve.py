@@ -72,18 +72,20 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipeline.cpu_threads import analysis_blas_env
+
+    # first, before numpy loads (core.workers below imports it): this process analyses the
+    # songs (pipeline/cpu_threads.py)
+    os.environ.update(analysis_blas_env())
     from app.errors import UsageError
     from app.serve_link import ServeError, socket_path
     from core.workers import use_forkserver
     from pipeline.cpu_memory import share_one_arena
-    from pipeline.cpu_threads import analysis_blas_env
     from pipeline.resident import ResidentChains
 
     # before any thread: each job's threads would otherwise grow arenas of their own, job
     # after job (pipeline/cpu_memory.py)
     share_one_arena()
-    # before numpy loads: this process analyses the songs (pipeline/cpu_threads.py)
-    os.environ.update(analysis_blas_env())
     if args.keep < 1:
         raise UsageError(f"--keep {args.keep}: expected a whole number >= 1")
     if args.idle_exit is not None and args.idle_exit <= 0:

@@ -411,3 +411,35 @@ def test_what_a_jobs_threads_freed_goes_back_to_the_os_after_the_job():
     assert done.returncode == 0, done.stderr
     kept = [int(mb) for mb in done.stdout.split()]
     assert len(kept) == 4 and max(kept) < 32, kept
+
+
+BLAS_AFTER_SERVE_STARTS = """
+import sys
+from app import cmd_serve
+from app.cli import build_parser
+from app.errors import UsageError
+args = build_parser().parse_args(['serve', '--keep', '0'])
+assert 'numpy' not in sys.modules, 'the parser loaded numpy'
+try:
+    cmd_serve.run(args)  # refused after its imports: --keep 0
+except UsageError:
+    pass
+from threadpoolctl import threadpool_info
+print(sorted({i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'}))
+"""
+
+
+def test_the_server_starts_numpy_with_few_blas_threads():
+    """`kagura serve` analyses the songs: its numpy's BLAS takes a quarter of the cores
+    (pipeline/cpu_threads.py), which only holds when it is set before numpy loads."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run(
+        [sys.executable, "-c", BLAS_AFTER_SERVE_STARTS],
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    want = max(1, len(os.sched_getaffinity(0)) // 4)
+    assert proc.stdout.strip() == f"[{want}]", proc.stdout
