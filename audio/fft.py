@@ -16,11 +16,11 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["irfft", "one_core", "rfft", "scipy_part"]
+__all__ = ["CORES", "irfft", "one_core", "rfft", "scipy_part"]
 
 # below this many input values one core is quicker than starting the others
 _PARALLEL_FROM = 1 << 16
-_WORKERS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 _SCIPY_IMPORT = threading.Lock()
@@ -41,7 +41,7 @@ class one_core:
 
 
 def _workers() -> int:
-    return 1 if getattr(_HERE, "one", False) else _WORKERS
+    return 1 if getattr(_HERE, "one", False) else CORES
 
 
 def scipy_part(name: str) -> ModuleType:

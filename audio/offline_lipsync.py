@@ -144,7 +144,8 @@ class MfccLipSync:
         # (audio/time_chunks.py: the whole pass's numbers, to a matrix product's last bits):
         # the render's first frame waits for the whole analysis, and many cores are there.
         residual = live_front = None
-        hop = _plan(NET_SETTINGS, sr).hop
+        net_plan = _plan(NET_SETTINGS, sr)
+        hop = net_plan.hop
         if self.net is not None and self.net.front == FRONT_SEPARATION:
             grid = math.lcm(residual_grid(sr), hop)
             residual = chunked_frames(
@@ -161,9 +162,7 @@ class MfccLipSync:
                 also=NET_SETTINGS,
                 keep_power=bool(self.net.live_front),
             )
-            f, net_f = chunked_frames(
-                pair, y, hop, hop, 2 * _plan(NET_SETTINGS, sr).win, pool
-            ).result()
+            f, net_f = chunked_frames(pair, y, hop, hop, 2 * net_plan.win, pool).result()
             if self.net.live_front and self.LIVE_WEIGHT > 0:
                 # each hop's columns read the last LIVE_STEADY_HOPS hops' spectra
                 live_front = chunked_rows(

@@ -16,7 +16,6 @@ hops, the separation's STFT hops) lands where the whole pass puts it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -34,7 +33,7 @@ __all__ = [
     "spans",
 ]
 
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CORES = fft.CORES  # the chunks a song is cut into (tests set it)
 
 
 def spans(n: int, parts: int, align: int, margin: int) -> list[tuple[int, int, int, int]]:

@@ -16,12 +16,16 @@ import os
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from audio import fft
 from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
+
+if TYPE_CHECKING:
+    from audio.time_chunks import ChunkedRows
 
 __all__ = [
     "DEFAULT_NET",
@@ -528,13 +532,14 @@ class VowelNet:
         live_weight: float = 0.5,
         residual: np.ndarray | None = None,
         residual_f: FrameFeatures | None = None,
-        live_front: np.ndarray | Future[np.ndarray] | None = None,
+        live_front: np.ndarray | Future[np.ndarray] | ChunkedRows | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
         where the live net has a front-end); `residual` / `residual_f`: the separated voice or
         its features (`separated_features`), if already made (`offline_inputs`); `live_front`:
-        the live net's `live_front_columns` of `f`, or a future of them. p(voice) is the
+        the live net's `live_front_columns` of `f`, or what gives them from `result()` (a
+        future, `audio.time_chunks.ChunkedRows`). p(voice) is the
         offline net's and the live net's, geometrically weighted: the live net's weight
         `live_weight` (0: not run)."""
         if f is None:

@@ -32,4 +32,6 @@ def analysis_blas_env() -> dict[str, str]:
 
 
 def _cores() -> int:
+    # core.workers.usable_cores, which cannot be called here: its module loads numpy, and
+    # this is read before numpy loads
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
