@@ -415,7 +415,10 @@ def forget_job_objects() -> None:
     `freeze_setup_objects`: frozen objects are never collected), which in this process includes
     the finished job's graph, track and stages; unfrozen and collected here, a server's memory
     does not grow with every render. The heap blocks the job freed are then given back to the
-    OS (`keep_freed_memory` keeps them for a render's next frames, not for the next job)."""
+    OS (`keep_freed_memory` keeps them for a render's next frames, not for the next job).
+    What is left, the server's own (torch, the models, the resident chains), is frozen again:
+    the next job's `freeze_setup_objects` then walks that job's objects only, not the whole
+    heap, before its first frame."""
     import gc
 
     from pipeline.cpu_memory import return_freed_memory
@@ -423,6 +426,7 @@ def forget_job_objects() -> None:
     gc.unfreeze()
     gc.collect()
     return_freed_memory()
+    gc.freeze()
 
 
 class _WorkerFailed(RuntimeError):

@@ -85,10 +85,17 @@ def freeze_setup_objects() -> None:
     long-lived objects; the first frames' allocations then trigger a full collection that
     walks all of them — a pause of tens of ms in the hot path (measured: the compiled chain's
     first frame took 1.96x the steady wall time). Frozen objects are never scanned again;
-    call this at the end of a setup, before the first frame."""
+    call this at the end of a setup, before the first frame.
+
+    The collection walks every object not frozen before (a server freezes what it keeps
+    between jobs: app/cmd_serve.py `forget_job_objects`). A one-shot process that paused its
+    collector for the set-up (`pause_gc_for_setup`) skips it: its set-up's garbage, a few
+    thousand objects, stays until the process ends, rather than a walk of the whole heap,
+    torch's included, before the first frame (docs/BENCHMARKS.md)."""
     import gc
 
-    gc.collect()
+    if not _gc_paused:
+        gc.collect()
     gc.freeze()
     resume_gc()
 

@@ -50,3 +50,35 @@ def test_on_again_after_a_render_that_fails(tmp_path):
         code = main(["render", str(demo_song_path()), "-o", str(out), "--quiet"])
     assert code == 2 and "out.mp4" in err.getvalue()
     assert gc.isenabled()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _garbage_cycle():
+    import weakref
+
+    c = _Cycle()
+    return weakref.ref(c)
+
+
+def test_a_paused_setup_freezes_its_garbage_instead_of_walking_the_heap():
+    # a one-shot render's set-up: its few garbage cycles stay (frozen), no walk of the heap
+    gc.enable()
+    pause_gc_for_setup()
+    ref = _garbage_cycle()
+    freeze_setup_objects()
+    assert ref() is not None
+    gc.unfreeze()
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_setup_that_did_not_pause_collects_its_garbage_before_freezing():
+    gc.enable()
+    ref = _garbage_cycle()
+    freeze_setup_objects()
+    assert ref() is None
+    gc.unfreeze()

@@ -361,6 +361,30 @@ def test_the_socket_lives_where_only_its_user_may_open_it(tmp_path, monkeypatch)
         socket_path()
 
 
+def test_after_a_job_the_server_collects_it_and_freezes_what_it_keeps():
+    # a job's set-up froze its objects (Graph.run); after the job they are collected, and what
+    # is left is frozen so the next job's set-up walks only its own objects
+    import gc
+    import weakref
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    from app.cmd_serve import forget_job_objects
+
+    job = Cycle()
+    ref = weakref.ref(job)
+    gc.freeze()
+    del job
+    try:
+        forget_job_objects()
+        assert ref() is None
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 # a server's set-up (`kagura serve`'s run: the render's heap settings, then one arena), then
 # jobs of three threads that each allocate and free 128 MB, each job followed by what the
 # server does after a job; the RSS after each job, in MB above the RSS before the first
