@@ -67,8 +67,12 @@ def join(name: str, spec, parts, seed: int = 0, gap_s=(0.3, 0.8), lead_s: float 
     return Track(name, spec, y.astype(np.float32), phones, y.astype(np.float32))
 
 
-def speech_track(spec: VoiceSpec, n_texts: int | None = None, offset: int = 0, seed: int = 0):
-    utts = synthesize(spec, n_texts, offset)
+def speech_track(
+    spec: VoiceSpec, n_texts: int | None = None, offset: int = 0, seed: int = 0, extra: bool = False
+):
+    """`spec`'s sentences as one track; `extra`: its `audio.speech_corpus.EXTRA_TEXTS` too
+    (training voices only)."""
+    utts = synthesize(spec, n_texts, offset, extra)
     return join(spec.name, spec, [(u.audio, u.phones) for u in utts], seed)
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from audio.features import resample_mono
 
 __all__ = [
+    "EXTRA_TEXTS",
     "SOURCES",
     "Utterance",
     "VoiceSpec",
@@ -116,6 +117,93 @@ TEXTS = {
         "Obre la finestra, si us plau; fa calor.",
         "El nen toca la guitarra, i el seu amic canta.",
         "Anem a casa, que ja es tard.",
+    ),
+}
+
+
+# More sentences for the training voices alone (issue 15: English had 12, about a minute of its
+# one recorded training speaker): `synthesize(..., extra=True)` speaks them after `TEXTS`. The
+# validation's and the test's tracks never ask for them, so those keep exactly their sentences
+# and audio; each is an utterance of its own (its own cache entry), `TEXTS`' entries keep theirs.
+# Plain ASCII (festival reads Latin-1); Czech, Spanish and Catalan without their accents, as above.
+EXTRA_TEXTS = {
+    "en": (
+        "Come over here, and bring the old blue map with you.",
+        "The rain fell all day, so we stayed inside and played.",
+        "My brother rode his bike to school, then walked home.",
+        "Please open the door, the cat wants to go out.",
+        "We ate rice and beans at noon, and apples after.",
+        "The lady in the boat waved, and we waved back.",
+        "It was a cold night, but the fire kept us warm.",
+        "Today I feel happy, tomorrow I may feel tired.",
+        "Look at the birds, they fly so high above the trees.",
+        "Why are you so quiet? Is something wrong?",
+        "Our house is near the ocean, on a quiet road.",
+        "She found a key under the chair, and gave it to me.",
+        "If you need help, call me, I will be at home.",
+        "The boys ran down the hill, laughing and shouting.",
+        "Wait a moment, I am almost ready to go.",
+        "Nine white horses stood by the gate, eating hay.",
+        "Do you know the way to the station? It is far.",
+        "He played an old tune on the piano, slowly and softly.",
+        "Every evening, we walk along the river to the bridge.",
+        "The soup is too hot, so leave it to cool.",
+        "Mother made a pie, and the kitchen smelled of apples.",
+        "Oh no, I lost my phone again, have you seen it?",
+        "The train was late, and the people were angry.",
+        "Let us paint the room blue, or maybe pale green.",
+        "I hope you enjoy the show, it starts at nine.",
+        "Four owls sat on a branch, watching the moon.",
+        "The baker sold bread, cheese, and fresh eggs.",
+        "Hold my hand, the ice is thin and the water is deep.",
+        "A little boy asked his father why the sky is blue.",
+        "Tell me a story, please, about a brave queen.",
+        "Our team won the game, so we sang all the way home.",
+        "The new moon rose, and the night was dark and still.",
+        "You may sit here, or over there by the window.",
+        "Time flies, and soon the summer will be over.",
+        "I wrote a note, folded it, and put it in your coat.",
+        "Each day we learn, we grow, and we try again.",
+    ),
+    "es": (
+        "Mi hermano vive en una casa azul, cerca del mar.",
+        "Hoy llueve mucho, pero la tarde es bonita.",
+        "Vamos a la playa, con Ana y con Pedro.",
+        "El libro rojo es nuevo, y el azul es viejo.",
+        "La abuela cocina sopa, y los nietos esperan.",
+        "Tengo un gato negro, y un perro blanco.",
+    ),
+    "it": (
+        "Ciao Marco, vieni a mangiare la pizza con noi.",
+        "Oggi piove molto, ma nel pomeriggio usciamo.",
+        "La nonna prepara il pane, e i bambini aspettano.",
+        "Dove sono le chiavi? Forse sopra il tavolo.",
+        "Questo libro parla del mare, e di una nave antica.",
+        "Andiamo al cinema stasera, con Paolo e Laura.",
+    ),
+    "fi": (
+        "Koira juoksee puistossa, ja kissa nukkuu.",
+        "Opettaja lukee kirjaa, ja oppilaat kuuntelevat.",
+        "Talvella sataa paljon lunta, ja puut ovat valkoisia.",
+        "Punainen auto on kadulla, ja sininen on pihalla.",
+        "Kukat kukkivat, ja linnut laulavat puussa.",
+        "Huomenna menen kouluun, ja illalla uimaan.",
+    ),
+    "cs": (
+        "Dnes je hezky den, pujdeme ven.",
+        "Pes bezi po louce, a kocka spi.",
+        "Mam rad polevku, ale ne moc horkou.",
+        "Kde bydlis? Bydlim v Praze, blizko reky.",
+        "Otevri okno, prosim, je tu teplo.",
+        "Rano pijeme kavu, a vecer caj.",
+    ),
+    "ca": (
+        "Avui fa sol, anem a la platja amb els amics.",
+        "On es la clau? Potser sobre la taula.",
+        "El gat dorm a la cadira, i el gos juga al pati.",
+        "Bona nit, fins aviat.",
+        "Compro pa, formatge i fruita al mercat.",
+        "La nena llegeix un llibre, i la seva amiga escriu.",
     ),
 }
 
@@ -408,9 +496,12 @@ def _key(spec: VoiceSpec, text: str) -> str:
     return f"{spec.source}-{h}"
 
 
-def synthesize(spec: VoiceSpec, n_texts: int | None = None, offset: int = 0) -> list[Utterance]:
-    """Utterances of `spec` (texts offset.., n_texts of them), from the cache where present."""
-    texts = list(TEXTS[spec.lang])
+def synthesize(
+    spec: VoiceSpec, n_texts: int | None = None, offset: int = 0, extra: bool = False
+) -> list[Utterance]:
+    """Utterances of `spec` (texts offset.., n_texts of them), from the cache where present.
+    `extra`: `EXTRA_TEXTS` follow `TEXTS` (for training voices only)."""
+    texts = list(TEXTS[spec.lang]) + (list(EXTRA_TEXTS.get(spec.lang, ())) if extra else [])
     texts = (texts[offset:] + texts[:offset])[: n_texts or len(texts)]
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)

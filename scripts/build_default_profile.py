@@ -91,6 +91,10 @@ MEL: dict = {}  # `audio.vowel_net_train.fit_mel_conv`'s settings beyond its def
 # retrained on the shipped offline nets (`--live-only`) lost vowels over a band, or shut fewer
 # pauses live on the voices never used to choose.
 LIVE_FIT: dict = {}
+# The training voices' tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (36 more English
+# sentences, 6 more in each other language but Japanese; issue 15, twentieth round). The
+# validation and test voices never do: `training_voices` has neither.
+EXTRA_TEXTS = False
 
 
 def training_voices(held_out: str = HELD_OUT_SOURCE):
@@ -124,6 +128,7 @@ def build_net(
     offline_mel: str | None = None,
     mel: dict | None = None,
     live_fit: dict | None = None,
+    extra_texts: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -140,7 +145,9 @@ def build_net(
     None. `live_fit`: the live MLP's training (`audio.vowel_net_train.fit_live`: hidden, nets,
     dropout, smoothing, mixup, weight_decay; soft_weight with teacher_t: the live net also
     learns the offline nets' vowel probabilities (`base`'s, else this build's, trained first),
-    raised to 1 / teacher_t); `LIVE_FIT` when None."""
+    raised to 1 / teacher_t); `LIVE_FIT` when None. `extra_texts`: the training voices' speech
+    tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (`EXTRA_TEXTS` when None)."""
+    extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -164,10 +171,10 @@ def build_net(
 
     cache = {} if cache is None else cache
     specs = training_voices(held_out)
-    key = ("tracks", held_out)
+    key = ("tracks", held_out, extra_texts)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        cache[key] = _tracks(specs)
+        cache[key] = _tracks(specs, extra_texts)
     tracks = cache[key]
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
@@ -225,6 +232,7 @@ def build_net(
         + (f"; live net convolutional {live_tcn}" if live_tcn else "")
         + (f"; offline net convolutional {offline_tcn}" if offline_tcn else "")
         + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
+        + ("; with the extra training sentences" if extra_texts else "")
     )
     more, more_info = [], ""
     if base is not None:  # its offline nets are kept: so is what the file says of them
@@ -241,7 +249,7 @@ def build_net(
             more_info += "; averaged with an offline net of mel and time convolutions"
         if more_without:
             sub = [v for v in specs if v.lang not in more_without]
-            more.append(offline_net(hop_examples(_tracks(sub), MORE_N_AUG), seed + 1,
+            more.append(offline_net(hop_examples(_tracks(sub, extra_texts), MORE_N_AUG), seed + 1,
                                     conv=offline_mel == "instead"))  # fmt: skip
             more_info += (
                 f"; averaged with a second offline net ({MORE_N_AUG} copies) without the "
@@ -299,11 +307,12 @@ def _stacked(hop, live_offsets, offline_offsets):
     )
 
 
-def _tracks(specs):
-    """The voices' sentences, and their vowel envelopes sung from 100 Hz to 1 kHz."""
+def _tracks(specs, extra: bool = False):
+    """The voices' sentences (`extra`: with `audio.speech_corpus.EXTRA_TEXTS`), and the vowel
+    envelopes of their `TEXTS` sung from 100 Hz to 1 kHz (the same with or without `extra`)."""
     from audio.lipsync_eval import speech_track, sung_track
 
-    tracks = [speech_track(v) for v in specs]
+    tracks = [speech_track(v, extra=extra) for v in specs]
     tracks += [
         sung_track(specs[i : i + 2], 24, seed=i, f0_range=(100.0, 1000.0))
         for i in range(0, len(specs), 2)
