@@ -174,6 +174,9 @@ RECIPES = {
     # the training voices also speak `audio.speech_corpus.EXTRA_TEXTS` (issue 15, twentieth
     # round: English had 12 sentences); the validation and test tracks stay as they are
     "extra-texts": {"extra_texts": True},
+    # festival's other three Czech speakers in training (`audio.speech_corpus.extra_voices`)
+    "extra-voices": {"extra_voices": True},
+    "extra-texts+voices": {"extra_texts": True, "extra_voices": True},
 }
 
 

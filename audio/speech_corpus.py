@@ -41,6 +41,7 @@ __all__ = [
     "Utterance",
     "VoiceSpec",
     "cache_dir",
+    "extra_voices",
     "frame_labels",
     "labels_at",
     "synthesize",
@@ -261,6 +262,21 @@ def voices(source: str | None = None) -> list[VoiceSpec]:
         VoiceSpec("festival", "pc_diphone", "it-pc", "it", 0.0, 0.8),
     ]
     return [v for v in out if source is None or v.source == source]
+
+
+def extra_voices() -> list[VoiceSpec]:
+    """More recorded speakers that a build may train on (issue 15, twentieth round): festival's
+    other Czech voices, a boy (krb) and two men. Not in `voices`, so every bench and the
+    shipped build keep their corpus until a build asks for them. Their phone set is the one
+    ``czech_dita`` prints (``czech``: a e i o u, a length mark, ``#`` and ``_`` pauses), mapped
+    the same way. Festival's Russian voice is left out: its reduced vowels (``a`` for an
+    unstressed a or o, ``ae``, ``ay``, ``y``) have no mouth of the five to give them with
+    confidence, and it reads Cyrillic, not the plain ASCII these scripts are written in."""
+    return [
+        VoiceSpec("festival", "czech_krb", "cs-krb", "cs", 0.0),
+        VoiceSpec("festival", "czech_machac", "cs-machac", "cs", 0.0),
+        VoiceSpec("festival", "czech_ph", "cs-ph", "cs", 0.0),
+    ]
 
 
 @dataclass

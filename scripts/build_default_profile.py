@@ -95,14 +95,19 @@ LIVE_FIT: dict = {}
 # sentences, 6 more in each other language but Japanese; issue 15, twentieth round). The
 # validation and test voices never do: `training_voices` has neither.
 EXTRA_TEXTS = False
+# The training voices also include `audio.speech_corpus.extra_voices` (festival's other three
+# Czech speakers; issue 15, twentieth round).
+EXTRA_VOICES = False
 
 
-def training_voices(held_out: str = HELD_OUT_SOURCE):
-    """Corpus voices of every source but `held_out`, less the speakers `held_out` has."""
-    from audio.speech_corpus import voices
+def training_voices(held_out: str = HELD_OUT_SOURCE, extra: bool = False):
+    """Corpus voices of every source but `held_out`, less the speakers `held_out` has; `extra`:
+    and `audio.speech_corpus.extra_voices` (the same rule), after them."""
+    from audio.speech_corpus import extra_voices, voices
 
     spk = {v.speaker for v in voices(held_out)}
-    return [v for v in voices() if v.source != held_out and v.speaker not in spk]
+    more = extra_voices() if extra else []
+    return [v for v in voices() + more if v.source != held_out and v.speaker not in spk]
 
 
 def build_net(
@@ -129,6 +134,7 @@ def build_net(
     mel: dict | None = None,
     live_fit: dict | None = None,
     extra_texts: bool | None = None,
+    extra_voices: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -146,8 +152,11 @@ def build_net(
     dropout, smoothing, mixup, weight_decay; soft_weight with teacher_t: the live net also
     learns the offline nets' vowel probabilities (`base`'s, else this build's, trained first),
     raised to 1 / teacher_t); `LIVE_FIT` when None. `extra_texts`: the training voices' speech
-    tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (`EXTRA_TEXTS` when None)."""
+    tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (`EXTRA_TEXTS` when None).
+    `extra_voices`: `training_voices` with `audio.speech_corpus.extra_voices` (`EXTRA_VOICES`
+    when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
+    extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -170,8 +179,8 @@ def build_net(
     )
 
     cache = {} if cache is None else cache
-    specs = training_voices(held_out)
-    key = ("tracks", held_out, extra_texts)
+    specs = training_voices(held_out, extra_voices)
+    key = ("tracks", held_out, extra_texts, extra_voices)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
         cache[key] = _tracks(specs, extra_texts)
@@ -233,6 +242,7 @@ def build_net(
         + (f"; offline net convolutional {offline_tcn}" if offline_tcn else "")
         + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
         + ("; with the extra training sentences" if extra_texts else "")
+        + ("; with the extra training voices" if extra_voices else "")
     )
     more, more_info = [], ""
     if base is not None:  # its offline nets are kept: so is what the file says of them

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # app on a virtual screen; Mesa's lavapipe gives the Vulkan presenter a CPU device; flite and
 # festival (with two diphone voices and an HTS voice) are the lip-sync's other synthesizers, for
 # its training corpus, tests and benchmark; festival's Italian, Finnish, Czech and Catalan voices
-# are six more recorded speakers for its training.
+# are six more recorded speakers for its training, and its other three Czech voices (a boy, two
+# men) three more that a build may ask for.
 APT_PACKAGES=(
     espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils
     xvfb libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
@@ -19,7 +20,7 @@ APT_PACKAGES=(
     libvulkan1 mesa-vulkan-drivers
     flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
     festvox-italp16k festvox-itapc16k festvox-suopuhe-lj festvox-suopuhe-mv festvox-czech-dita
-    festvox-ca-ona-hts
+    festvox-ca-ona-hts festvox-czech-krb festvox-czech-machac festvox-czech-ph
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -79,9 +79,10 @@ def test_extra_sentences_reach_training_voices_only(spoken, monkeypatch):
         assert texts == list(sc.TEXTS[v.lang])[:n], v
 
 
-def test_the_build_setting_switches_the_training_tracks(monkeypatch):
-    """`build_net(extra_texts=...)` (the recipe's key, else the script's `EXTRA_TEXTS`) is
-    what `_tracks` gets, for the training voices alone."""
+def test_the_build_settings_switch_the_training_tracks(monkeypatch):
+    """`build_net(extra_texts=..., extra_voices=...)` (a recipe's keys, else the script's
+    `EXTRA_TEXTS` / `EXTRA_VOICES`) is what `_tracks` gets: the training voices, with festival's
+    other Czech speakers only when asked, and never a validation or test voice."""
     mod = load_build_script()
 
     class Got(Exception):
@@ -91,10 +92,20 @@ def test_the_build_setting_switches_the_training_tracks(monkeypatch):
         raise Got(specs, extra)
 
     monkeypatch.setattr(mod, "_tracks", tracks)
-    for kw, want in (({}, mod.EXTRA_TEXTS), (RECIPES["extra-texts"], True)):
+    base = mod.training_voices()
+    held = {v for vs in split_voices().values() for v in vs}
+    for recipe, texts, more in (
+        ("base", False, []),
+        ("extra-texts", True, []),
+        ("extra-voices", False, sc.extra_voices()),
+        ("extra-texts+voices", True, sc.extra_voices()),
+    ):
         with pytest.raises(Got) as got:
-            mod.build_net(cache={}, **kw)
+            mod.build_net(cache={}, **RECIPES[recipe])
         specs, extra = got.value.args
-        assert extra is want
-        assert specs == mod.training_voices()
-    assert mod.EXTRA_TEXTS is False  # the shipped build is unchanged until it is switched on
+        assert extra is texts, recipe
+        assert specs == base + more, recipe
+        assert not held & set(specs), recipe
+        assert not {v.speaker for v in held} & {v.speaker for v in specs}, recipe
+    assert not set(sc.extra_voices()) & set(sc.voices())  # the benches' corpus is unchanged
+    assert mod.EXTRA_TEXTS is False and mod.EXTRA_VOICES is False  # the shipped build, as it was
