@@ -4,7 +4,8 @@
 # lines to $OUT/split.jsonl and each job's last lines to $OUT/jobs.txt.
 #   JOBS="base:0 base:1 extra-texts:0 extra-texts:1" ARGS="--with-reverb" LIMIT=560 \
 #       bash scripts/gpu_lipsync_split.sh
-# A job is RECIPE:SEED; ARGS go to every job (e.g. --full); LIMIT: seconds before they are
+# A job is RECIPE:SEED, or "shipped" (the shipped net scored: a check of the path that trains
+# nothing); ARGS go to every job (e.g. --full); LIMIT: seconds before they are
 # stopped (the device tool's calls last 600 s at most).
 set -uo pipefail
 mkdir -p /tmp/site /tmp/lipjobs "${OUT:=/tmp/out}"
@@ -13,10 +14,11 @@ export PYTHONPATH=$PWD:/tmp/site KAGURA_CACHE_DIR=/tmp/kagura-cache PYTHONUNBUFF
 python3 scripts/lipsync_bundle.py unpack .lip
 pids=()
 for job in ${JOBS:?}; do
-    recipe=${job%%:*} seed=${job##*:}
+    what=(--recipe "${job%%:*}" --seeds "${job##*:}")
+    [ "$job" = shipped ] && what=(--shipped)
     # shellcheck disable=SC2086
     OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout "${LIMIT:-560}" python3 scripts/lipsync_bundle.py \
-        split .lip --recipe "$recipe" --seeds "$seed" ${ARGS:-} --log "/tmp/lipjobs/$job.jsonl" \
+        split .lip "${what[@]}" ${ARGS:-} --log "/tmp/lipjobs/$job.jsonl" \
         >"/tmp/lipjobs/$job.out" 2>&1 &
     pids+=($!)
 done

@@ -26,11 +26,12 @@ import numpy as np
 SR = 16000
 
 
-def pack_corpus(cache: Path, out: Path) -> int:
-    """Every cache entry of `cache` as NAME.flac + NAME.json in the xz tar `out`; the count."""
+def pack_corpus(cache: Path, out: Path, keys: set[str] | None = None) -> int:
+    """The cache entries of `cache` (those named in `keys`, else all) as NAME.flac + NAME.json
+    in the xz tar `out`; the count."""
     import soundfile as sf
 
-    files = sorted(cache.glob("*.npz"))
+    files = sorted(f for f in cache.glob("*.npz") if keys is None or f.stem in keys)
     with tarfile.open(out, "w:xz") as tar:
         for f in files:
             with np.load(f) as z:
@@ -66,15 +67,17 @@ def unpack_corpus(packed: Path, cache: Path) -> int:
     return n
 
 
-def fill_corpus() -> None:
-    """Synthesize here whatever the split bench's recipes read and the cache lacks: the training
-    voices with the extra sentences and speakers, the validation and test tracks."""
-    from app.bench_lipsync_split import load_build_script, split_tracks
-    from audio.speech_corpus import synthesize
+def corpus_keys() -> set[str]:
+    """The cache entries the split bench's recipes read, synthesized here where missing: the
+    training voices' sentences and the validation and test tracks. Not the build settings'
+    extra sentences and speakers (`EXTRA_TEXTS`, `extra_voices`): with them the bundle would
+    not fit a call, so the recipes `extra-*` run here only."""
+    from app.bench_lipsync_split import load_build_script, split_voices
+    from audio.speech_corpus import _key, synthesize
 
-    for spec in load_build_script().training_voices(extra=True):
-        synthesize(spec, extra=True)
-    split_tracks()
+    specs = load_build_script().training_voices()
+    specs += [v for vs in split_voices().values() for v in vs]
+    return {_key(u.spec, u.text) for spec in specs for u in synthesize(spec)}
 
 
 def save_onsets(out: Path) -> None:
@@ -99,8 +102,7 @@ def main(argv: list[str]) -> int:
     cmd, folder = argv[0], Path(argv[1])
     if cmd == "pack":
         folder.mkdir(parents=True, exist_ok=True)
-        fill_corpus()
-        n = pack_corpus(cache_dir(), folder / "corpus.tar.xz")
+        n = pack_corpus(cache_dir(), folder / "corpus.tar.xz", corpus_keys())
         save_onsets(folder / "onsets.npz")
         print(f"{n} corpus entries and the onset signal packed into {folder}")
     elif cmd == "unpack":
