@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-SR = 16000
-
 
 def pack_corpus(cache: Path, out: Path, keys: set[str] | None = None) -> int:
     """The cache entries of `cache` (those named in `keys`, else all) as NAME.flac + NAME.json
     in the xz tar `out`; the count."""
     import soundfile as sf
+
+    from audio.speech_corpus import SR
 
     files = sorted(f for f in cache.glob("*.npz") if keys is None or f.stem in keys)
     with tarfile.open(out, "w:xz") as tar:
