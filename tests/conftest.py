@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 
@@ -17,6 +18,13 @@ from tests.pulse import PulseServer
 os.environ["KAGURA_SERVE_SOCKET"] = os.path.join(
     tempfile.gettempdir(), f"kagura-tests-{os.getpid()}-no-server.sock"
 )
+
+# A suite started as a background job of a non-interactive shell (`bash .ci/run &`, nohup)
+# inherits SIGINT ignored, and so would every process it starts: the tests that press Ctrl+C
+# at a render would see it ignored, as a user's Ctrl+C never is. A Python handler here is reset
+# to the default in each child at exec, where Python turns Ctrl+C into KeyboardInterrupt again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _server: PulseServer | None = None
 
