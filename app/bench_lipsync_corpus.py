@@ -1,13 +1,16 @@
 """`kagura bench lipsync`, corpus part: vowels and pauses on synthesized speech and singing.
 
-Signals come from `audio.speech_corpus` (espeak-ng, flite, festival, with phone timings) and
+Signals come from `audio.speech_corpus` (espeak-ng, flite, festival, open-jtalk, with phone
+timings) and
 `audio.singing`, generated into the cache folder on first use. Scores (`audio.lipsync_eval`):
 balanced vowel accuracy over A I U E O and the share of pauses with the mouth shut.
 
 * **Per source**, the shipped engines (`MfccLipSync` offline, `LiveLipSync` live, default
   profile and network, with the separation front-ends the net file names). The shipped net never heard flite (nor the speakers flite shares with
   festival), so the flite column is the honest one; espeak-ng and festival voices were in its
-  training (same sentences), and are marked so.
+  training (same sentences), and are marked so. Two Japanese sources follow: Open JTalk's Mei (a
+  recorded woman through HTS) and Kokoro (four women and a man through a neural synthesizer);
+  each is a test column unless the build script's `ALSO` trains on it.
 * **Cross-source**: the same recipe trained once per source with that whole synthesizer (and
   its speakers) held out, tested on it (`--no-cross` skips the three trainings).
 * The template engine of before this network (`net=None`), for comparison.
@@ -32,7 +35,34 @@ CROSS_AUG, CROSS_EPOCHS = 2, 6  # the cross-source trainings: a little lighter t
 
 
 # what each source is to the shipped net (its festival column: ked trained on, kal and slt not)
-_ROLE = {"espeak-ng": " (in training)", "flite": " (test)", "festival": " (ked in training)"}
+_ROLE = {
+    "espeak-ng": " (in training)",
+    "flite": " (test)",
+    "festival": " (ked in training)",
+}
+# the table's columns: the corpus's sources and the two Japanese ones
+# (`audio.speech_corpus.jtalk_voices`, `kokoro_voices`), tests unless the build trains on them
+COLUMNS = ("espeak-ng", "flite", "festival", "open-jtalk", "kokoro")
+
+
+def _build_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
+    spec = importlib.util.spec_from_file_location("build_default_profile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _roles() -> tuple[dict[str, str], tuple[str, ...]]:
+    """Each column's role for the shipped net's recipe, and the test columns."""
+    also = _build_script().ALSO
+    roles = dict(_ROLE)
+    for s in ("open-jtalk", "kokoro"):
+        roles[s] = " (in training, Japanese)" if s in also else " (test, Japanese)"
+    return roles, tuple(s for s in ("flite", "open-jtalk", "kokoro") if s not in also)
 
 
 def _engines(net="auto"):
@@ -50,9 +80,10 @@ def _engines(net="auto"):
 
 def _tracks(source: str):
     from audio.lipsync_eval import speech_track
-    from audio.speech_corpus import voices
+    from audio.speech_corpus import jtalk_voices, kokoro_voices, voices
 
-    vs = voices(source)
+    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
+    vs = named[source]() if source in named else voices(source)
     if source == "espeak-ng":
         vs = vs[::2]  # half of its 16 voices: the scores hardly move, the run halves
     if source == "festival":
@@ -99,16 +130,17 @@ def _fmt(s) -> str:
 
 def corpus_report(say, cross: bool = True) -> None:
     from audio.lipsync_eval import evaluate, sung_track
-    from audio.speech_corpus import SOURCES, available, voices
+    from audio.speech_corpus import available, voices
 
-    missing = [s for s in SOURCES if not available(s)]
+    missing = [s for s in COLUMNS if not available(s)]
     if missing:
         say(f"(corpus part skipped: synthesizers missing: {', '.join(missing)})")
         return
     t0 = time.perf_counter()
     eng = _engines()
     old = _engines(net=None)
-    tracks = {s: _tracks(s) for s in SOURCES}
+    tracks = {s: _tracks(s) for s in COLUMNS}
+    roles, tests = _roles()
     say("### Vowels and pauses on synthesized speech (per source)")
     say("")
     say(
@@ -118,43 +150,46 @@ def corpus_report(say, cross: bool = True) -> None:
         "(ked and its Italian, Finnish, Czech and Catalan voices), never on flite nor the "
         "speakers flite shares with festival (kal, slt). Training settings are chosen on "
         "festival's voices of those two speakers (`python -m app.bench_lipsync_split`), never "
-        "on flite: flite is the test."
+        "on flite: flite is the test. Japanese: Open JTalk's voice Mei (a recorded woman; HTS) "
+        "at her own pitch, 4 half tones lower and slower, 3 higher and faster; Kokoro's four "
+        "women and its man (a neural synthesizer), two of the women also faster and slower."
     )
     say("")
     say("| condition | engine | " + " | ".join(
-        f"{s}{_ROLE[s]}" for s in SOURCES) + " |")  # fmt: skip
-    say("|---|---|" + "---|" * len(SOURCES))
-    conf_flite = None
+        f"{s}{roles[s]}" for s in COLUMNS) + " |")  # fmt: skip
+    say("|---|---|" + "---|" * len(COLUMNS))
+    confusion = {}  # offline, clean, per test column
     conds = [("clean", None), ("band +6 dB", 6.0), ("band 0 dB", 0.0), ("band −3 dB", -3.0)]
     for cname, vbr in conds:
         for ename, e in eng.items():
             cells = []
-            for s in SOURCES:
+            for s in COLUMNS:
                 trs = tracks[s] if vbr is None else _banded(tracks[s], vbr)
                 sc = evaluate(e, trs)
-                if s == "flite" and vbr is None and ename == "offline":
-                    conf_flite = sc.conf
+                if s in tests and vbr is None and ename == "offline":
+                    confusion[s] = sc.conf
                 cells.append(_fmt(sc))
             say(f"| {cname} | {ename} | " + " | ".join(cells) + " |")
         if vbr is None:
             for ename, e in old.items():
-                cells = [_fmt(evaluate(e, tracks[s])) for s in SOURCES]
+                cells = [_fmt(evaluate(e, tracks[s])) for s in COLUMNS]
                 say(f"| clean | {ename}, templates (before) | " + " | ".join(cells) + " |")
-    styled = _styled(tracks["flite"], 0.0)
-    for ename, e in eng.items():
-        say(f"| {VALID_STYLE} backing 0 dB (style never trained on) | {ename} | – | "
-            f"{_fmt(evaluate(e, styled))} | – |")  # fmt: skip
-    demo = _demo_backing(tracks["flite"], 0.0)
-    for ename, e in eng.items():
-        say(f"| demo-song backing 0 dB | {ename} | – | {_fmt(evaluate(e, demo))} | – |")
+    # the two backings under the test columns only
+    styled = {s: _styled(tracks[s], 0.0) for s in tests}
+    demo = {s: _demo_backing(tracks[s], 0.0) for s in tests}
+    for label, backed in ((f"{VALID_STYLE} backing 0 dB (style never trained on)", styled),
+                          ("demo-song backing 0 dB", demo)):  # fmt: skip
+        for ename, e in eng.items():
+            cells = [_fmt(evaluate(e, backed[s])) if s in backed else "–" for s in COLUMNS]
+            say(f"| {label} | {ename} | " + " | ".join(cells) + " |")
     say("")
-    if conf_flite is not None:
-        say("Confusion, offline, flite clean (rows: truth; columns: shown; – = mouth shut):")
+    for s, conf in confusion.items():
+        say(f"Confusion, offline, {s} clean (rows: truth; columns: shown; – = mouth shut):")
         say("")
         say("| | " + " | ".join(VOWELS[:5]) + " | – |")
         say("|---|" + "---|" * 6)
         for j, v in enumerate(VOWELS[:5]):
-            say(f"| {v} | " + " | ".join(str(int(n)) for n in conf_flite[j]) + " |")
+            say(f"| {v} | " + " | ".join(str(int(n)) for n in conf[j]) + " |")
         say("")
     say("Singing (flite's vowel envelopes sung with vibrato and melismas, 30 notes per band):")
     say("")
@@ -176,19 +211,13 @@ def corpus_report(say, cross: bool = True) -> None:
 
 def _cross(say, tracks) -> None:
     """Leave one synthesizer out: train the recipe without it, test on it."""
-    import importlib.util
-    from pathlib import Path
-
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine
     from audio.live_lipsync import LiveLipSync
     from audio.offline_lipsync import MfccLipSync
     from audio.speech_corpus import SOURCES
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
-    spec = importlib.util.spec_from_file_location("build_default_profile", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _build_script()
     prof = load_profile(default_profile_path())
     say("### Cross-source (train without a synthesizer and its speakers, test on it)")
     say("")

