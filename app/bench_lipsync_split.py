@@ -177,6 +177,10 @@ RECIPES = {
     # festival's other three Czech speakers in training (`audio.speech_corpus.extra_voices`)
     "extra-voices": {"extra_voices": True},
     "extra-texts+voices": {"extra_texts": True, "extra_voices": True},
+    # Japanese voices in training (twenty-second round): Open JTalk's Mei, Kokoro's five, both
+    "jtalk": {"also": ("open-jtalk",)},
+    "kokoro": {"also": ("kokoro",)},
+    "jtalk+kokoro": {"also": ("open-jtalk", "kokoro")},
 }
 
 
@@ -185,8 +189,10 @@ LIGHT = {"n_aug": CROSS_AUG, "epochs": CROSS_EPOCHS, "more_without": (), "more_s
 
 def split_voices() -> dict[str, list]:
     """validation: festival's voices of flite's speakers; test: flite, and its voices of the
-    speakers that the validation does not have."""
-    from audio.speech_corpus import voices
+    speakers that the validation does not have; test-jtalk: Open JTalk's Mei (a recorded
+    Japanese woman, never trained on by the shipped recipe: the `jtalk` recipes train on her);
+    test-kokoro: Kokoro's Japanese voices (never trained on)."""
+    from audio.speech_corpus import jtalk_voices, kokoro_voices, voices
 
     flite = voices("flite")
     spk = {v.speaker for v in flite}
@@ -196,6 +202,8 @@ def split_voices() -> dict[str, list]:
         "valid": valid,
         "test": flite,
         "test-other-speakers": [v for v in flite if v.speaker not in vspk],
+        "test-jtalk": jtalk_voices(),
+        "test-kokoro": kokoro_voices(),
     }
 
 

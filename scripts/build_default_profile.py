@@ -98,15 +98,23 @@ EXTRA_TEXTS = False
 # The training voices also include `audio.speech_corpus.extra_voices` (festival's other three
 # Czech speakers; issue 15, twentieth round).
 EXTRA_VOICES = False
+# Japanese sources the training voices also include (issue 15, twenty-second round):
+# "open-jtalk" (`audio.speech_corpus.jtalk_voices`, Mei, a recorded woman through HTS) and
+# "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer).
+ALSO: tuple[str, ...] = ()
 
 
-def training_voices(held_out: str = HELD_OUT_SOURCE, extra: bool = False):
+def training_voices(
+    held_out: str = HELD_OUT_SOURCE, extra: bool = False, also: tuple[str, ...] = ()
+):
     """Corpus voices of every source but `held_out`, less the speakers `held_out` has; `extra`:
-    and `audio.speech_corpus.extra_voices` (the same rule), after them."""
-    from audio.speech_corpus import extra_voices, voices
+    and `audio.speech_corpus.extra_voices`, and the voices of the sources `also` names (see
+    `ALSO`), after them."""
+    from audio.speech_corpus import extra_voices, jtalk_voices, kokoro_voices, voices
 
     spk = {v.speaker for v in voices(held_out)}
-    more = extra_voices() if extra else []
+    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
+    more = (extra_voices() if extra else []) + [v for s in also for v in named[s]()]
     return [v for v in voices() + more if v.source != held_out and v.speaker not in spk]
 
 
@@ -135,6 +143,7 @@ def build_net(
     live_fit: dict | None = None,
     extra_texts: bool | None = None,
     extra_voices: bool | None = None,
+    also: tuple[str, ...] | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -154,9 +163,10 @@ def build_net(
     raised to 1 / teacher_t); `LIVE_FIT` when None. `extra_texts`: the training voices' speech
     tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (`EXTRA_TEXTS` when None).
     `extra_voices`: `training_voices` with `audio.speech_corpus.extra_voices` (`EXTRA_VOICES`
-    when None)."""
+    when None); `also`: with the voices of those sources (`ALSO` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
+    also = tuple(ALSO if also is None else also)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -179,8 +189,8 @@ def build_net(
     )
 
     cache = {} if cache is None else cache
-    specs = training_voices(held_out, extra_voices)
-    key = ("tracks", held_out, extra_texts, extra_voices)
+    specs = training_voices(held_out, extra_voices, also)
+    key = ("tracks", held_out, extra_texts, extra_voices, also)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
         cache[key] = _tracks(specs, extra_texts)
@@ -243,6 +253,7 @@ def build_net(
         + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
         + ("; with the extra training sentences" if extra_texts else "")
         + ("; with the extra training voices" if extra_voices else "")
+        + (f"; with the voices of {', '.join(also)}" if also else "")
     )
     more, more_info = [], ""
     if base is not None:  # its offline nets are kept: so is what the file says of them

@@ -71,11 +71,12 @@ def corpus_keys() -> set[str]:
     """The cache entries the split bench's recipes read, synthesized here where missing: the
     training voices' sentences and the validation and test tracks. Not the build settings'
     extra sentences and speakers (`EXTRA_TEXTS`, `extra_voices`): with them the bundle would
-    not fit a call, so the recipes `extra-*` run here only."""
+    not fit a call, so the recipes `extra-*` run here only. The Japanese sources' voices (the
+    `jtalk` and `kokoro` recipes' training, the split's tests) are small and travel."""
     from app.bench_lipsync_split import load_build_script, split_voices
     from audio.speech_corpus import _key, synthesize
 
-    specs = load_build_script().training_voices()
+    specs = load_build_script().training_voices(also=("open-jtalk", "kokoro"))
     specs += [v for vs in split_voices().values() for v in vs]
     return {_key(u.spec, u.text) for spec in specs for u in synthesize(spec)}
 
