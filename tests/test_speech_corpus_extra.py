@@ -39,6 +39,8 @@ def spoken(monkeypatch, tmp_path):
 
     monkeypatch.setattr(sc, "_flite", file_synth)
     monkeypatch.setattr(sc, "_festival", file_synth)
+    monkeypatch.setattr(sc, "_open_jtalk", file_synth)
+    monkeypatch.setattr(sc, "_kokoro", file_synth)
     monkeypatch.setattr(sc._Espeak, "get", classmethod(lambda cls: FakeEspeak()))
     return said
 
@@ -109,3 +111,14 @@ def test_the_build_settings_switch_the_training_tracks(monkeypatch):
         assert not {v.speaker for v in held} & {v.speaker for v in specs}, recipe
     assert not set(sc.extra_voices()) & set(sc.voices())  # the benches' corpus is unchanged
     assert mod.EXTRA_TEXTS is False and mod.EXTRA_VOICES is False  # the shipped build, as it was
+    # a Japanese source in training: its own test set is trained on, the other stays unheard
+    sets = split_voices()
+    for recipe, more, other in (
+        ("jtalk", sc.jtalk_voices(), sets["test-kokoro"]),
+        ("kokoro", sc.kokoro_voices(), sets["test-jtalk"]),
+    ):
+        with pytest.raises(Got) as got:
+            mod.build_net(cache={}, **RECIPES[recipe])
+        specs, _ = got.value.args
+        assert specs == base + more, recipe
+        assert not set(other) & set(specs) and not set(sets["valid"]) & set(specs), recipe
