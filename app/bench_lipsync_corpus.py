@@ -46,14 +46,9 @@ COLUMNS = ("espeak-ng", "flite", "festival", "open-jtalk", "kokoro")
 
 
 def _build_script():
-    import importlib.util
-    from pathlib import Path
+    from app.bench_lipsync_split import load_build_script  # it imports this module
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
-    spec = importlib.util.spec_from_file_location("build_default_profile", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_build_script()
 
 
 def _roles() -> tuple[dict[str, str], tuple[str, ...]]:
