@@ -291,7 +291,7 @@ def extra_voices() -> list[VoiceSpec]:
 
 
 def jtalk_voices() -> list[VoiceSpec]:
-    """Open JTalk's Mei (issue 15: the training's first recorded woman speaking Japanese, the
+    """Open JTalk's Mei (issue 15: the corpus's first recorded woman speaking Japanese, the
     language the mouth shapes are named in), at her own pitch, four half tones lower and
     slower, and three higher and faster. Not in `voices`: a build or bench asks for them."""
     return [
