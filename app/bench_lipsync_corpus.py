@@ -43,6 +43,7 @@ _ROLE = {
 # the table's columns: the corpus's sources and the two Japanese ones
 # (`audio.speech_corpus.jtalk_voices`, `kokoro_voices`), tests unless the build trains on them
 COLUMNS = ("espeak-ng", "flite", "festival", "open-jtalk", "kokoro")
+TESTS = ("flite", "open-jtalk", "kokoro")
 
 
 def _build_script():
@@ -53,11 +54,13 @@ def _build_script():
 
 def _roles() -> tuple[dict[str, str], tuple[str, ...]]:
     """Each column's role for the shipped net's recipe, and the test columns."""
+    from audio.speech_corpus import JAPANESE
+
     also = _build_script().ALSO
     roles = dict(_ROLE)
-    for s in ("open-jtalk", "kokoro"):
+    for s in JAPANESE:
         roles[s] = " (in training, Japanese)" if s in also else " (test, Japanese)"
-    return roles, tuple(s for s in ("flite", "open-jtalk", "kokoro") if s not in also)
+    return roles, tuple(s for s in TESTS if s not in also)
 
 
 def _engines(net="auto"):
@@ -75,10 +78,9 @@ def _engines(net="auto"):
 
 def _tracks(source: str):
     from audio.lipsync_eval import speech_track
-    from audio.speech_corpus import jtalk_voices, kokoro_voices, voices
+    from audio.speech_corpus import named_voices
 
-    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
-    vs = named[source]() if source in named else voices(source)
+    vs = named_voices(source)
     if source == "espeak-ng":
         vs = vs[::2]  # half of its 16 voices: the scores hardly move, the run halves
     if source == "festival":

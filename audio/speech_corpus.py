@@ -44,6 +44,7 @@ from audio.features import resample_mono
 
 __all__ = [
     "EXTRA_TEXTS",
+    "JAPANESE",
     "SOURCES",
     "Utterance",
     "VoiceSpec",
@@ -53,6 +54,7 @@ __all__ = [
     "jtalk_voices",
     "kokoro_voices",
     "labels_at",
+    "named_voices",
     "synthesize",
     "voices",
 ]
@@ -310,6 +312,16 @@ def kokoro_voices() -> list[VoiceSpec]:
     out += [VoiceSpec("kokoro", "jf_alpha", "ja-jf_alpha", "ja", 0.0, 1.15),
             VoiceSpec("kokoro", "jf_nezumi", "ja-jf_nezumi", "ja", 0.0, 0.9)]  # fmt: skip
     return out
+
+
+# the sources not in `SOURCES`, asked for by name (`named_voices`)
+JAPANESE = ("open-jtalk", "kokoro")
+
+
+def named_voices(source: str) -> list[VoiceSpec]:
+    """The voices of one source, `SOURCES`' or `JAPANESE`'."""
+    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
+    return named[source]() if source in named else voices(source)
 
 
 @dataclass

@@ -110,11 +110,10 @@ def training_voices(
     """Corpus voices of every source but `held_out`, less the speakers `held_out` has; `extra`:
     and `audio.speech_corpus.extra_voices`, and the voices of the sources `also` names (see
     `ALSO`), after them."""
-    from audio.speech_corpus import extra_voices, jtalk_voices, kokoro_voices, voices
+    from audio.speech_corpus import extra_voices, named_voices, voices
 
     spk = {v.speaker for v in voices(held_out)}
-    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
-    more = (extra_voices() if extra else []) + [v for s in also for v in named[s]()]
+    more = (extra_voices() if extra else []) + [v for s in also for v in named_voices(s)]
     return [v for v in voices() + more if v.source != held_out and v.speaker not in spk]
 
 

@@ -74,9 +74,9 @@ def corpus_keys() -> set[str]:
     not fit a call, so the recipes `extra-*` run here only. The Japanese sources' voices (the
     `jtalk` and `kokoro` recipes' training, the split's tests) are small and travel."""
     from app.bench_lipsync_split import load_build_script, split_voices
-    from audio.speech_corpus import _key, synthesize
+    from audio.speech_corpus import JAPANESE, _key, synthesize
 
-    specs = load_build_script().training_voices(also=("open-jtalk", "kokoro"))
+    specs = load_build_script().training_voices(also=JAPANESE)
     specs += [v for vs in split_voices().values() for v in vs]
     return {_key(u.spec, u.text) for spec in specs for u in synthesize(spec)}
 
