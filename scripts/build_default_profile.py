@@ -1,7 +1,15 @@
 """Build the shipped lip-sync defaults (reproducible: same synthesizers, same files).
 
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
-        [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only]
+        [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only | --net-only]
+        [--also SOURCE ...] [--seed N]
+
+The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
+the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
+twenty-third round):
+
+    .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro --seed 1 \
+        --net audio/profiles/vowel_net_ja.npz
 
 1. ``default.json``: MFCC templates from espeak-ng sustained vowels of
    `audio.calibration.TRAIN_VOICES` (`audio.calibration.HELDOUT_VOICES` are never used), and the
@@ -369,13 +377,19 @@ def main() -> int:
     ap.add_argument(
         "--live-only", action="store_true", help="retrain only the live half of the --net file"
     )
+    ap.add_argument("--net-only", action="store_true", help="build the --net file only")
+    ap.add_argument(
+        "--also", nargs="+", default=None, metavar="SOURCE", help="sources ALSO trained on"
+    )
+    ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
     args = ap.parse_args()
-    prof = build()
-    if args.out.exists():
-        args.out.unlink()  # the shipped default is regenerated, not backed up
-    save_profile(prof, args.out)
-    n = sum(len(t) for t in prof.templates.values())
-    print(f"wrote {args.out}: {n} templates")
+    if not args.net_only:
+        prof = build()
+        if args.out.exists():
+            args.out.unlink()  # the shipped default is regenerated, not backed up
+        save_profile(prof, args.out)
+        n = sum(len(t) for t in prof.templates.values())
+        print(f"wrote {args.out}: {n} templates")
     if not args.templates_only:
         t0 = time.perf_counter()
         base = None
@@ -383,7 +397,8 @@ def main() -> int:
             from audio.vowel_net import load_net
 
             base = load_net(args.net)
-        net = build_net(base=base)
+        also = None if args.also is None else tuple(args.also)
+        net = build_net(base=base, seed=args.seed, also=also)
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0
