@@ -109,6 +109,7 @@ DEMO_X264_PRESET = "superfast"
 
 
 def _add_render_options(p: argparse.ArgumentParser, x264_preset: str = "veryfast") -> None:
+    from app.config import add_lipsync_model_option
     from app.gpu_options import add_gpu_options
 
     _add_look_options(p)
@@ -118,6 +119,7 @@ def _add_render_options(p: argparse.ArgumentParser, x264_preset: str = "veryfast
     )
     p.add_argument("--seconds", type=float, default=None, help="render only this many seconds")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_lipsync_model_option(p)
     # --size: None here means "not given" (1280x720, or the diffusion size × --upscale)
     p.set_defaults(size=None)
     add_gpu_options(p)
@@ -158,6 +160,7 @@ _FROM_SETTINGS = (
     "encoders",
     "render_workers",
     "x264_preset",
+    "lipsync_model",
 )
 
 
@@ -448,8 +451,8 @@ def _render(cfg, notices: list[str]) -> int:
     from core.trace import mark
     from pipeline.progress import RenderProgress
 
-    def start_analysis():
-        return AnalysisProcess() if worth_a_process() else None
+    def start_analysis(req):
+        return AnalysisProcess(req.lipsync_model) if worth_a_process() else None
 
     # the audio analysis runs on another core while torch, the models and the stages load
     # here; started once the request is known to be possible (a refused one starts no
@@ -461,7 +464,7 @@ def _render(cfg, notices: list[str]) -> int:
         render_job.check_output_safety(req)  # never an input, a folder, or (without -y) a file
         gpu = req.device != "cpu"
         render_job.check_request(req, gpu=not gpu)
-        analysis = start_analysis()
+        analysis = start_analysis(req)
         if gpu:
             if analysis is not None:
                 early = render_job.TrackInProgress(req, analysis.analyze)

@@ -1,4 +1,5 @@
-"""`kagura lipsync AUDIO --json OUT [--live] [--profile PATH] [--method distance|cosine]`.
+"""`kagura lipsync AUDIO --json OUT [--live] [--profile PATH] [--method distance|cosine]
+[--lipsync-model default|japanese]`.
 
 Writes ``{"rate_hz": 100, "frames": [{"t": s, "open": 0..1, "A": w, ..., "N": w}, ...]}``;
 vowel weights sum to 1 on every frame (N = 1 when silent). Offline (default): `MfccLipSync`
@@ -31,6 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="lip-sync profile (default: yours, else built-in)",
     )
     p.add_argument("--method", choices=["distance", "cosine"], default="distance")
+    from app.config import add_lipsync_model_option
+
+    add_lipsync_model_option(p)
     p.add_argument(
         "-y", "--overwrite", action="store_true", help="replace the output file if it exists"
     )
@@ -44,7 +48,12 @@ def _profile(path: Path | None):
 
 
 def lipsync_frames(
-    mono: np.ndarray, sample_rate: int, profile, live: bool, method: str = "distance"
+    mono: np.ndarray,
+    sample_rate: int,
+    profile,
+    live: bool,
+    method: str = "distance",
+    model: str = "default",
 ) -> list[dict]:
     from audio.features import resample_mono
 
@@ -54,7 +63,7 @@ def lipsync_frames(
     if live:
         from audio.live_lipsync import LiveLipSync
 
-        eng = LiveLipSync(profile, sr, hop_ms=1000.0 / RATE_HZ, method=method)
+        eng = LiveLipSync(profile, sr, hop_ms=1000.0 / RATE_HZ, method=method, net=model)
         for f in eng.process(y, block=sr // 200):
             row = {"t": round(f.t, 6), "open": round(f.open, 4)}
             row.update({v: round(float(w), 4) for v, w in zip(VOWELS, f.vowels, strict=True)})
@@ -64,7 +73,7 @@ def lipsync_frames(
     from core.clock import frame_count
 
     n = frame_count(len(y), sr, RATE_HZ)
-    res = MfccLipSync(profile, method=method).analyze(y, sr, RATE_HZ, n)
+    res = MfccLipSync(profile, method=method, net=model).analyze(y, sr, RATE_HZ, n)
     for i in range(n):
         row = {"t": round(i / RATE_HZ, 6), "open": round(float(res.open[i]), 4)}
         row.update({v: round(float(w), 4) for v, w in zip(VOWELS, res.vowels[i], strict=True)})
@@ -88,8 +97,18 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise UsageError(f"--json {out}: folder {out.parent} does not exist")
     profile = _profile(args.profile)  # before decoding: a bad profile fails fast
+    model = args.lipsync_model or "default"
+    from audio.vowel_net import check_lipsync_model
+
+    try:
+        check_lipsync_model(model)
+    except ValueError as exc:
+        raise UsageError(f"--lipsync-model {model}: {exc}") from None
+    if args.live and model != "default":
+        # as `kagura live`: its live half did not beat the default's (docs/BENCHMARKS.md)
+        raise UsageError(f"--lipsync-model {model}: offline only; --live uses the default model")
     clip = decode_audio(args.audio)  # non-finite samples are refused there: no NaN in the JSON
-    frames = lipsync_frames(clip.mono(), clip.sample_rate, profile, args.live, args.method)
+    frames = lipsync_frames(clip.mono(), clip.sample_rate, profile, args.live, args.method, model)
     doc = {"rate_hz": RATE_HZ, "live": bool(args.live), "frames": frames}
     # allow_nan=False: a value that is not a number is a bug, never invalid JSON on disk
     atomic_write_text(out, json.dumps(doc, separators=(",", ":"), allow_nan=False))

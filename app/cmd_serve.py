@@ -263,8 +263,9 @@ def _job_context(link, trace: str | None):
 class AnalysisCache:
     """The AvatarTracks of the last songs rendered: a song rendered again (another preset,
     another size: how a music video is tried out) is not analysed again. A track depends on
-    the samples (after the --start/--seconds cut), the frame rate, the seed and the lip-sync
-    profile the user calibrated (its file's size and time: `kagura calibrate` rewrites it)."""
+    the samples (after the --start/--seconds cut), the frame rate, the seed, the lip-sync model
+    and the lip-sync profile the user calibrated (its file's size and time: `kagura calibrate`
+    rewrites it)."""
 
     def __init__(self, keep: int = ANALYSES_KEPT) -> None:
         self.keep = keep
@@ -272,7 +273,7 @@ class AnalysisCache:
         # a job that failed may leave its analysis running beside the next job's
         self._lock = threading.Lock()
 
-    def analyze(self, clip, fps: int, seed: int = 0):
+    def analyze(self, clip, fps: int, seed: int = 0, lipsync_model: str = "default"):
         import hashlib
 
         from audio.analysis import analyze_clip
@@ -285,13 +286,13 @@ class AnalysisCache:
         except OSError:
             profile = None
         digest = hashlib.blake2b(clip.samples.tobytes(), digest_size=20).hexdigest()
-        key = (digest, clip.sample_rate, fps, seed, profile)
+        key = (digest, clip.sample_rate, fps, seed, lipsync_model, profile)
         with self._lock:
             track = self._tracks.pop(key, None)
         if track is not None:
             step("analysis of this audio kept from an earlier render")
         else:
-            track = analyze_clip(clip, fps, seed=seed)
+            track = analyze_clip(clip, fps, seed=seed, lipsync_model=lipsync_model)
         with self._lock:
             self._tracks[key] = track  # the most recently used last
             while len(self._tracks) > self.keep:

@@ -57,6 +57,10 @@ X264_PRESETS = (
     "veryslow",
 )
 MAX_WORKERS = 64
+# the offline lip-sync models a user picks from: audio.vowel_net.LIPSYNC_MODELS's keys (not
+# imported: this module stays light; tests/test_lipsync_model.py holds the two equal)
+LIPSYNC_MODEL_NAMES = ("default", "japanese")
+LipsyncModel = Literal["default", "japanese"]
 SEED_MAX = 2**32 - 1
 LIVE_SIZE = (960, 540)  # kagura live's frame size without --size or GPU stages
 
@@ -85,6 +89,19 @@ def parse_size(text: str | Size, option: str = "--size") -> Size:
                 f"{MIN_SIDE} to {MAX_SIDE}"
             )
     return width, height
+
+
+def add_lipsync_model_option(p: argparse.ArgumentParser) -> None:
+    """--lipsync-model (render, demo, lipsync): not given is None, so the settings' choice
+    stands. The offline analysis only: the live engine keeps the default (docs/BENCHMARKS.md,
+    issue 15, twenty-third round)."""
+    p.add_argument(
+        "--lipsync-model",
+        choices=LIPSYNC_MODEL_NAMES,
+        default=None,
+        help="the offline lip-sync's model: default, or japanese (also trained on Japanese "
+        "voices: reads Japanese better, English a little worse; docs/BENCHMARKS.md)",
+    )
 
 
 def expect_fps(fps: int) -> None:
@@ -275,6 +292,7 @@ class RenderConfig(Frozen):
     encoders: int | None = None  # None: auto
     render_workers: int | None = None  # None: auto
     x264_preset: str = "veryfast"
+    lipsync_model: LipsyncModel = "default"
 
     def request(self):
         """The RenderRequest this config asks for (sizes resolved, the avatar loaded and checked;
@@ -307,6 +325,7 @@ class RenderConfig(Frozen):
             x264_preset=self.x264_preset,
             overwrite=self.overwrite,
             avatar=avatar_spec(self.avatar),
+            lipsync_model=self.lipsync_model,
         )
 
 
@@ -542,6 +561,7 @@ def render_config(
         "encoders": None if encoders is None else parse_workers(encoders, "--encoders"),
         "render_workers": None if workers is None else parse_workers(workers, "--render-workers"),
         "x264_preset": args.x264_preset,
+        "lipsync_model": getattr(args, "lipsync_model", None),
     }
     return layer(RenderConfig, flags=flags, file=file, base=base, **options)
 

@@ -1,8 +1,9 @@
 """The offline audio analysis in a process of its own, started before the renderer's setup.
 
-    analysis = AnalysisProcess()          # the child starts importing the analysis, loads the net
+    analysis = AnalysisProcess(model)     # the child starts importing the analysis, loads the net
     ...                                   # this process: torch, models, stages, decoding
-    track = analysis.analyze(clip, fps, seed=seed)   # = audio.analysis.analyze_clip(...)
+    track = analysis.analyze(clip, fps, seed=seed, lipsync_model=model)
+                                          # = audio.analysis.analyze_clip(...)
 
 Why a process: importing torch is seconds of single-threaded Python on a small CPU, and the
 analysis (numpy: decoding aside it needs neither librosa nor scipy) is another second for a
@@ -32,22 +33,26 @@ def worth_a_process() -> bool:
 
 
 class AnalysisProcess:
-    def __init__(self) -> None:
+    def __init__(self, lipsync_model: str = "default") -> None:
+        """`lipsync_model`: the net the child loads while it waits (`analyze` may still ask
+        for another)."""
         # the child imports what this process can: the same sys.path
         path = os.pathsep.join(p for p in sys.path if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "app.early_analysis"],
+            [sys.executable, "-m", "app.early_analysis", lipsync_model],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": path, **analysis_blas_env()},
         )
         self._answered = False
 
-    def analyze(self, clip, fps: int, seed: int = 0):
-        """The clip's AvatarTrack as `analyze_clip(clip, fps, seed=seed)` gives it (to a float's
-        last bits: the child's BLAS runs on fewer threads, `analysis_blas_env`)."""
+    def analyze(self, clip, fps: int, seed: int = 0, lipsync_model: str = "default"):
+        """The clip's AvatarTrack as `analyze_clip(clip, fps, seed=seed, lipsync_model=...)`
+        gives it (to a float's last bits: the child's BLAS runs on fewer threads,
+        `analysis_blas_env`)."""
         try:
-            pickle.dump((clip, fps, seed), self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            job = (clip, fps, seed, lipsync_model)
+            pickle.dump(job, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self._proc.stdin.close()
             ok, value = pickle.load(self._proc.stdout)
             self._answered = True
@@ -75,7 +80,7 @@ class AnalysisProcess:
             self._proc.wait()
 
 
-def _serve() -> int:
+def _serve(lipsync_model: str) -> int:
     import signal
 
     # Ctrl-C is the parent's to handle (it removes the partial output); a child dying of it
@@ -86,15 +91,15 @@ def _serve() -> int:
     from audio.analysis import analyze_clip, default_lipsync
     from core.trace import step  # the parent's trace file (KAGURA_TRACE is inherited)
 
-    default_lipsync()  # imports the engine and loads its net while the parent sets up
+    default_lipsync(lipsync_model)  # imports the engine, loads its net while the parent sets up
     step("analysis process ready")
     try:
-        clip, fps, seed = pickle.load(sys.stdin.buffer)
+        clip, fps, seed, lipsync_model = pickle.load(sys.stdin.buffer)
     except EOFError:  # the parent gave up (bad input, interrupted) before sending
         return 0
     step("analysis process has the clip")
     try:
-        answer = (True, analyze_clip(clip, fps, seed=seed))
+        answer = (True, analyze_clip(clip, fps, seed=seed, lipsync_model=lipsync_model))
     except Exception as exc:  # raised again in the parent, where the CLI reports it
         answer = (False, exc)
     step("analysis process done")
@@ -108,4 +113,4 @@ def _serve() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_serve())
+    sys.exit(_serve(sys.argv[1] if len(sys.argv) > 1 else "default"))

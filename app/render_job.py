@@ -88,6 +88,7 @@ class RenderRequest(GpuSwitches):
     overwrite: bool = False  # replace an existing output (--overwrite / -y)
     # the avatar: None = the built-in idol, else an AvatarSpec or a path (render/avatar_source)
     avatar: object = None
+    lipsync_model: str = "default"  # a key of audio.vowel_net.LIPSYNC_MODELS
 
     # diffusion_on, temporal_on, graphs_on: GpuSwitches (app/config.py), as on GpuConfig
 
@@ -155,6 +156,12 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_seed(req.seed)
+    from audio.vowel_net import check_lipsync_model
+
+    try:
+        check_lipsync_model(req.lipsync_model)
+    except ValueError as exc:
+        raise UsageError(f"--lipsync-model {req.lipsync_model}: {exc}") from None
     try:
         expect_fps(req.fps)
     except ValueError as exc:
@@ -419,7 +426,9 @@ class TrackInProgress:
         self.clip = decode_for_render(req)
         step("decoded")
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="analysis")
-        self._pending = self._pool.submit(analyze, self.clip, req.fps, seed=req.seed)
+        self._pending = self._pool.submit(
+            analyze, self.clip, req.fps, seed=req.seed, lipsync_model=req.lipsync_model
+        )
 
     def track(self):
         try:
@@ -513,7 +522,7 @@ def build_graph(
         clip = decode_for_render(req)
         from audio.analysis import analyze_clip
 
-        track = analyze_clip(clip, req.fps, seed=req.seed)
+        track = analyze_clip(clip, req.fps, seed=req.seed, lipsync_model=req.lipsync_model)
     sink = sink_factory(req, clip) if sink_factory is not None else None
     return assemble_graph(
         req, preset, models, track, clip.samples, clip.sample_rate, sink, resident=resident

@@ -17,6 +17,7 @@ are the flags' names with `_` for `-` (the same words as a `kagura farm` job), a
     encoders = "auto"          # or 1..64
     render_workers = "auto"    # or 1..64
     x264_preset = "veryfast"
+    lipsync_model = "japanese" # or "default"
     device = "cuda"            # cpu | cuda
     diffusion = "kagura"       # a checkpoint folder, "kagura", or false (= --no-diffusion)
     diffusion_random = "tiny"  # sd-turbo | tiny (random weights: timing only)
@@ -56,6 +57,7 @@ RENDER_KEYS = (
     "encoders",
     "render_workers",
     "x264_preset",
+    "lipsync_model",
 )
 GPU_KEYS = (
     "device",

@@ -21,19 +21,20 @@ from core.clock import frame_count, frame_pts_ns
 __all__ = ["analyze_clip", "analyze_mono", "default_lipsync"]
 
 
-def default_lipsync() -> LipSync:
-    """The engine `render` and `demo` use: the MFCC engine with the shipped voice/vowel net
-    (`audio.offline_lipsync.MfccLipSync`: it hears the voice over a band and shuts the mouth
-    in vocal pauses; docs/BENCHMARKS.md), or the formant engine where the net is missing.
-    The MFCC engine reads the user's calibrated profile when there is one, as `kagura live`
-    does (docs/ARCHITECTURE.md, "Lip-sync, offline and live")."""
-    from audio.vowel_net import default_net
+def default_lipsync(model: str = "default") -> LipSync:
+    """The engine `render` and `demo` use: the MFCC engine with the shipped voice/vowel net of
+    `model` (`audio.vowel_net.LIPSYNC_MODELS`; `audio.offline_lipsync.MfccLipSync`: it hears
+    the voice over a band and shuts the mouth in vocal pauses; docs/BENCHMARKS.md), or the
+    formant engine where the default net is missing. The MFCC engine reads the user's
+    calibrated profile when there is one, as `kagura live` does (docs/ARCHITECTURE.md,
+    "Lip-sync, offline and live")."""
+    from audio.vowel_net import shipped_net
 
-    if default_net() is None:
+    if model == "default" and shipped_net() is None:
         return FormantLipSync()
     from audio.offline_lipsync import MfccLipSync
 
-    return MfccLipSync()
+    return MfccLipSync(net=model)
 
 
 def analyze_mono(
@@ -43,6 +44,7 @@ def analyze_mono(
     seed: int = 0,
     lipsync: LipSync | None = None,
     motion_params: MotionParams | None = None,
+    lipsync_model: str = "default",
 ) -> tuple[AvatarTrack, AudioFeatures, Motion]:
     """Like `analyze_clip`, on a mono signal, also returning the features and motion events."""
     if fps <= 0:
@@ -55,7 +57,7 @@ def analyze_mono(
         # the features and the lip-sync share nothing but the signal: side by side (numpy
         # leaves the GIL in its array work), for the render's first frame waits on both
         features = pool.submit(compute_features, y, ANALYSIS_RATE, fps, n)
-        lips = (lipsync or default_lipsync()).analyze(y, ANALYSIS_RATE, fps, n)
+        lips = (lipsync or default_lipsync(lipsync_model)).analyze(y, ANALYSIS_RATE, fps, n)
         feat = features.result()
     mot = motion(feat, seed=seed, params=motion_params)
 
@@ -72,8 +74,15 @@ def analyze_mono(
 
 
 def analyze_clip(
-    clip: AudioClip, fps: int, seed: int = 0, lipsync: LipSync | None = None
+    clip: AudioClip,
+    fps: int,
+    seed: int = 0,
+    lipsync: LipSync | None = None,
+    lipsync_model: str = "default",
 ) -> AvatarTrack:
-    """Lip-sync and motion for every video frame of `clip` at `fps` (deterministic in `seed`)."""
-    track, _, _ = analyze_mono(clip.mono(), clip.sample_rate, fps, seed=seed, lipsync=lipsync)
+    """Lip-sync and motion for every video frame of `clip` at `fps` (deterministic in `seed`);
+    the lip-sync is `lipsync`, else `default_lipsync(lipsync_model)`."""
+    track, _, _ = analyze_mono(
+        clip.mono(), clip.sample_rate, fps, seed=seed, lipsync=lipsync, lipsync_model=lipsync_model
+    )
     return track

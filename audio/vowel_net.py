@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_NET",
     "FRONT_SEPARATION",
+    "LIPSYNC_MODELS",
     "LIVE_FRONT_PITCH",
     "LIVE_FRONT_STEADY",
     "LIVE_OFFSETS",
@@ -39,6 +40,7 @@ __all__ = [
     "Mlp",
     "Tcn",
     "VowelNet",
+    "check_lipsync_model",
     "fuse",
     "hop_vectors",
     "live_inputs",
@@ -51,6 +53,11 @@ NET_SETTINGS = MfccSettings(n_mels=40, first_coef=1, last_coef=20)
 LIVE_OFFSETS = (-8, -6, -4, -2, -1, 0)
 OFFLINE_OFFSETS = (-12, -8, -5, -3, -1, 0, 1, 3, 5, 8, 12)
 DEFAULT_NET = Path(__file__).resolve().parent / "profiles" / "vowel_net.npz"
+# The offline lip-sync models a user picks from (`--lipsync-model`, render.toml): "default" reads
+# every voice it was built on alike; "japanese" was also trained on Kokoro's Japanese voices
+# and reads unheard Japanese speech better offline, English a little worse; live it did no
+# better than the default, which the live app keeps (docs/BENCHMARKS.md, issue 15).
+LIPSYNC_MODELS = {"default": DEFAULT_NET, "japanese": DEFAULT_NET.with_name("vowel_net_ja.npz")}
 HOP_DIM = NET_SETTINGS.n_coefs + 2
 
 
@@ -700,26 +707,43 @@ def fuse(net_probs: np.ndarray, template_probs: np.ndarray) -> np.ndarray:
     return p / p.sum(axis=-1, keepdims=True)
 
 
-_DEFAULT: VowelNet | None = None
+_SHIPPED: dict[str, VowelNet] = {}
+
+
+def check_lipsync_model(model: object) -> None:
+    """ValueError (a line to show the user) unless `model` names a shipped net whose file is
+    here: a key of `LIPSYNC_MODELS`; "default" may be missing (the formant engine stands in)."""
+    if not isinstance(model, str) or model not in LIPSYNC_MODELS:
+        raise ValueError(f"unknown lip-sync model; expected one of {', '.join(LIPSYNC_MODELS)}")
+    if model != "default" and not LIPSYNC_MODELS[model].exists():
+        raise ValueError(f"its file {LIPSYNC_MODELS[model]} is missing (a broken install)")
+
+
+def shipped_net(model: str = "default") -> VowelNet | None:
+    """The shipped network of `model` (a key of `LIPSYNC_MODELS`; cached), or None where the
+    default's file is missing (another model's missing file: `check_lipsync_model`'s error)."""
+    check_lipsync_model(model)
+    if model not in _SHIPPED and LIPSYNC_MODELS[model].exists():
+        _SHIPPED[model] = load_net(LIPSYNC_MODELS[model])
+    return _SHIPPED.get(model)
 
 
 def default_net() -> VowelNet | None:
-    """The shipped network (cached), or None where the file is missing."""
-    global _DEFAULT
-    if _DEFAULT is None and DEFAULT_NET.exists():
-        _DEFAULT = load_net(DEFAULT_NET)
-    return _DEFAULT
+    """The shipped default network (cached), or None where the file is missing."""
+    return shipped_net("default")
 
 
 def resolve_net(net, profile) -> tuple[VowelNet | None, bool]:
     """(the net an engine uses, whether its vowels count) for the engines' `net` argument:
-    "auto" = the shipped net, for voice activity, and for vowels when the profile names it;
-    a VowelNet = that net for both; None = no net."""
+    "auto" = the shipped default net, a key of `LIPSYNC_MODELS` = that shipped net, both for
+    voice activity and for vowels when the profile names a net (a calibrated profile does not:
+    its own templates give the vowels); a VowelNet = that net for both; None = no net."""
     if not isinstance(net, str):
         return net, net is not None
-    if net != "auto":
-        raise ValueError(f"net must be 'auto', None or a VowelNet, got {net!r}")
-    return default_net(), bool(profile.extra.get("vowel_net"))
+    model = "default" if net == "auto" else net
+    if model not in LIPSYNC_MODELS:
+        raise ValueError(f"net must be 'auto', a lip-sync model, None or a VowelNet, got {net!r}")
+    return shipped_net(model), bool(profile.extra.get("vowel_net"))
 
 
 class LiveNet:

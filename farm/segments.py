@@ -65,7 +65,12 @@ def analyse(req, clip=None):
     """The AvatarTrack of the whole video, as `kagura render` makes it (same seed)."""
     from audio.analysis import analyze_clip
 
-    return analyze_clip(decode(req) if clip is None else clip, req.fps, seed=req.seed)
+    return analyze_clip(
+        decode(req) if clip is None else clip,
+        req.fps,
+        seed=req.seed,
+        lipsync_model=req.lipsync_model,
+    )
 
 
 def prepare(req):

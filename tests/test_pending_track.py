@@ -47,10 +47,10 @@ def song(tmp_path):
 
 
 def held_analysis(release: threading.Event, started: threading.Event, frames_off: int = 0):
-    def analyze(clip, fps, seed=0):
+    def analyze(clip, fps, seed=0, lipsync_model="default"):
         started.set()
         assert release.wait(30), "the test never let the analysis finish"
-        track = analyze_clip(clip, fps, seed=seed)
+        track = analyze_clip(clip, fps, seed=seed, lipsync_model=lipsync_model)
         if frames_off:  # an analysis that disagrees with the clip's frame count
             track.pts_ns = track.pts_ns[:-frames_off]
         return track
