@@ -136,6 +136,9 @@ def corpus_report(say, cross: bool = True) -> None:
     t0 = time.perf_counter()
     eng = _engines()
     old = _engines(net=None)
+    from audio.vowel_net import LIPSYNC_MODELS
+
+    ja = _engines(net="japanese")["offline"] if LIPSYNC_MODELS["japanese"].exists() else None
     tracks = {s: _tracks(s) for s in COLUMNS}
     roles, tests = _roles()
     say("### Vowels and pauses on synthesized speech (per source)")
@@ -171,6 +174,12 @@ def corpus_report(say, cross: bool = True) -> None:
             for ename, e in old.items():
                 cells = [_fmt(evaluate(e, tracks[s])) for s in COLUMNS]
                 say(f"| clean | {ename}, templates (before) | " + " | ".join(cells) + " |")
+        if vbr in (None, 0.0) and ja is not None:
+            # the offline model a user may choose instead (`--lipsync-model japanese`): it
+            # trained on Kokoro's voices too, so its kokoro cells are not a test; open-jtalk is
+            trs = [tracks[s] if vbr is None else _banded(tracks[s], vbr) for s in COLUMNS]
+            cells = [_fmt(evaluate(ja, t)) for t in trs]
+            say(f"| {cname} | offline, japanese model | " + " | ".join(cells) + " |")
     # the two backings under the test columns only
     styled = {s: _styled(tracks[s], 0.0) for s in tests}
     demo = {s: _demo_backing(tracks[s], 0.0) for s in tests}
