@@ -165,3 +165,18 @@ def test_a_render_with_the_japanese_model(japanese, tmp_path):
     r = kagura("render", str(japanese), "-o", str(bad), "--lipsync-model", "klingon")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "--lipsync-model" in r.stderr and not bad.exists()
+
+
+def test_a_farm_job_chooses_the_model(japanese, tmp_path):
+    from farm.jobs import load_jobs
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        f'[[job]]\naudio = "{japanese}"\noutput = "a.mp4"\nlipsync_model = "japanese"\n'
+        f'[[job]]\naudio = "{japanese}"\noutput = "b.mp4"\n'
+    )
+    a, b = load_jobs(jobs)
+    assert a.request.lipsync_model == "japanese" and b.request.lipsync_model == "default"
+    jobs.write_text(f'[[job]]\naudio = "{japanese}"\noutput = "a.mp4"\nlipsync_model = "x"\n')
+    with pytest.raises(UsageError, match=r"job 1: lipsync_model: invalid choice: 'x'"):
+        load_jobs(jobs)
