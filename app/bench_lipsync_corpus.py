@@ -179,7 +179,11 @@ def corpus_report(say, cross: bool = True) -> None:
             # trained on Kokoro's voices too, so its kokoro cells are not a test; open-jtalk is
             trs = [tracks[s] if vbr is None else _banded(tracks[s], vbr) for s in COLUMNS]
             cells = [_fmt(evaluate(ja, t)) for t in trs]
-            say(f"| {cname} | offline, japanese model | " + " | ".join(cells) + " |")
+            say(
+                f"| {cname} | offline, japanese model (kokoro trained on) | "
+                + " | ".join(cells)
+                + " |"
+            )
     # the two backings under the test columns only
     styled = {s: _styled(tracks[s], 0.0) for s in tests}
     demo = {s: _demo_backing(tracks[s], 0.0) for s in tests}
