@@ -736,8 +736,9 @@ def default_net() -> VowelNet | None:
 def resolve_net(net, profile) -> tuple[VowelNet | None, bool]:
     """(the net an engine uses, whether its vowels count) for the engines' `net` argument:
     "auto" = the shipped default net, a key of `LIPSYNC_MODELS` = that shipped net, both for
-    voice activity and for vowels when the profile names a net (a calibrated profile does not:
-    its own templates give the vowels); a VowelNet = that net for both; None = no net."""
+    voice activity and for vowels, alone when the profile names a net (the shipped profile),
+    voting with a calibrated profile's templates otherwise (`fuse`); a VowelNet = that net
+    for both; None = no net."""
     if not isinstance(net, str):
         return net, net is not None
     model = "default" if net == "auto" else net
