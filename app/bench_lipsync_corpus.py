@@ -127,7 +127,7 @@ def _fmt(s) -> str:
 
 def corpus_report(say, cross: bool = True) -> None:
     from audio.lipsync_eval import evaluate, sung_track
-    from audio.speech_corpus import available, voices
+    from audio.speech_corpus import available, named_voices
 
     missing = [s for s in COLUMNS if not available(s)]
     if missing:
@@ -201,17 +201,20 @@ def corpus_report(say, cross: bool = True) -> None:
         for j, v in enumerate(VOWELS[:5]):
             say(f"| {v} | " + " | ".join(str(int(n)) for n in conf[j]) + " |")
         say("")
-    say("Singing (flite's vowel envelopes sung with vibrato and melismas, 30 notes per band):")
+    say(
+        "Singing (the vowel envelopes of flite's voices and of Open JTalk's Mei, sung with "
+        "vibrato and melismas, 30 notes per band; both unheard by the default model, Mei also "
+        "by the japanese one):"
+    )
     say("")
-    say("| f0 | offline | live |")
-    say("|---|---|---|")
+    say("| f0 | voices | offline | live | offline, japanese model |")
+    say("|---|---|---|---|---|")
     for lo, hi in ((150.0, 400.0), (400.0, 700.0), (700.0, 1000.0)):
-        tr = [sung_track(voices("flite")[:4], 30, seed=int(lo), f0_range=(lo, hi))]
-        say(
-            f"| {lo:g}-{hi:g} Hz | "
-            + " | ".join(_fmt(evaluate(e, tr)) for e in eng.values())
-            + " |"
-        )
+        for src in ("flite", "open-jtalk"):
+            tr = [sung_track(named_voices(src)[:4], 30, seed=int(lo), f0_range=(lo, hi))]
+            cells = [_fmt(evaluate(e, tr)) for e in eng.values()]
+            cells.append(_fmt(evaluate(ja, tr)) if ja is not None else "–")
+            say(f"| {lo:g}-{hi:g} Hz | {src} | " + " | ".join(cells) + " |")
     say("")
     if cross:
         _cross(say, tracks)
