@@ -270,6 +270,9 @@ def _fill_still(p: argparse.ArgumentParser) -> None:
     p.add_argument("--at", type=float, required=True, help="time in the audio, seconds")
     p.add_argument("-o", "--output", type=Path, required=True, help="output .png")
     _add_look_options(p)
+    from app.config import add_lipsync_model_option
+
+    add_lipsync_model_option(p)
     _add_settings_option(p)  # the look's keys of render.toml (app/still.py STILL_KEYS)
     p.set_defaults(size=None)  # not given: the file's size, else 1280x720
 

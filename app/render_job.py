@@ -156,12 +156,7 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_seed(req.seed)
-    from audio.vowel_net import check_lipsync_model
-
-    try:
-        check_lipsync_model(req.lipsync_model)
-    except ValueError as exc:
-        raise UsageError(f"--lipsync-model {req.lipsync_model}: {exc}") from None
+    check_lipsync(req)
     try:
         expect_fps(req.fps)
     except ValueError as exc:
@@ -180,6 +175,16 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
             raise UsageError(
                 f"{req.output}: cannot create the folder {req.output.parent}: {exc.strerror or exc}"
             ) from None
+
+
+def check_lipsync(req: RenderRequest) -> None:
+    """The lip-sync model asked for is shipped and here (a missing file: a broken install)."""
+    from audio.vowel_net import check_lipsync_model
+
+    try:
+        check_lipsync_model(req.lipsync_model)
+    except ValueError as exc:
+        raise UsageError(f"--lipsync-model {req.lipsync_model}: {exc}") from None
 
 
 def request_inputs(req: RenderRequest) -> list[Path]:

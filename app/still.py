@@ -14,14 +14,14 @@ from typing import Any
 
 from app.config import RenderConfig, layer, parse_size
 from app.errors import UsageError
-from app.render_job import build_graph, check_output_safety, check_seed
+from app.render_job import build_graph, check_lipsync, check_output_safety, check_seed
 from pipeline.sinks.still import StillSink
 
 # Render this much before the requested time so springs and smoothing have settled.
 SETTLE_S = 1.0
 FPS = 30
 # the render settings file's keys a still takes
-STILL_KEYS = ("preset", "size", "seed", "transparent", "avatar")
+STILL_KEYS = ("preset", "size", "seed", "transparent", "avatar", "lipsync_model")
 
 
 def still_config(
@@ -49,6 +49,7 @@ def still_config(
         "seed": args.seed,
         "overwrite": args.overwrite,
         "avatar": getattr(args, "avatar", None),
+        "lipsync_model": getattr(args, "lipsync_model", None),
     }
     if settings is None:
         return layer(RenderConfig, flags=flags, notices=notices)
@@ -67,6 +68,7 @@ def still_config(
 def render_still(cfg: RenderConfig) -> Path:
     req = cfg.request()
     check_output_safety(req)  # never over an input, an existing file only with --overwrite
+    check_lipsync(req)  # the mouth a render of the same song with the same model shows
     req.output.parent.mkdir(parents=True, exist_ok=True)
     graph, ctx, _ = build_graph(req, sink_factory=lambda req, clip: StillSink(req.output))
     graph.run(ctx)

@@ -180,3 +180,27 @@ def test_a_farm_job_chooses_the_model(japanese, tmp_path):
     jobs.write_text(f'[[job]]\naudio = "{japanese}"\noutput = "a.mp4"\nlipsync_model = "x"\n')
     with pytest.raises(UsageError, match=r"job 1: lipsync_model: invalid choice: 'x'"):
         load_jobs(jobs)
+
+
+def test_a_still_takes_the_model_from_its_flag_or_the_render_settings(japanese, tmp_path):
+    from app.cli import build_parser
+    from app.render_settings import load
+    from app.still import still_config
+
+    toml = tmp_path / "render.toml"
+    toml.write_text('lipsync_model = "japanese"\n')
+
+    def config(*argv: str):
+        args = build_parser().parse_args(
+            ["still", str(japanese), "--at", "1", "-o", "s.png", *argv]
+        )
+        return still_config(args, settings=load(args.config), notices=[])
+
+    assert config().lipsync_model == "default"
+    assert config("--config", str(toml)).lipsync_model == "japanese"
+    assert config("--config", str(toml), "--lipsync-model", "default").lipsync_model == "default"
+    out = tmp_path / "s.png"
+    r = kagura("still", str(japanese), "--at", "1.2", "-o", str(out), "--size", "160x90",
+               "--lipsync-model", "japanese")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert out.stat().st_size > 0
