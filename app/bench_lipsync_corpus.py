@@ -161,11 +161,12 @@ def corpus_report(say, cross: bool = True) -> None:
     confusion = {}  # offline, clean, per test column
     conds = [("clean", None), ("band +6 dB", 6.0), ("band 0 dB", 0.0), ("band −3 dB", -3.0)]
     for cname, vbr in conds:
+        # each column's tracks in this condition, mixed once for every engine that hears them
+        heard = {s: tracks[s] if vbr is None else _banded(tracks[s], vbr) for s in COLUMNS}
         for ename, e in eng.items():
             cells = []
             for s in COLUMNS:
-                trs = tracks[s] if vbr is None else _banded(tracks[s], vbr)
-                sc = evaluate(e, trs)
+                sc = evaluate(e, heard[s])
                 if s in tests and vbr is None and ename == "offline":
                     confusion[s] = sc.conf
                 cells.append(_fmt(sc))
@@ -177,8 +178,7 @@ def corpus_report(say, cross: bool = True) -> None:
         if vbr in (None, 0.0) and ja is not None:
             # the offline model a user may choose instead (`--lipsync-model japanese`): it
             # trained on Kokoro's voices too, so its kokoro cells are not a test; open-jtalk is
-            trs = [tracks[s] if vbr is None else _banded(tracks[s], vbr) for s in COLUMNS]
-            cells = [_fmt(evaluate(ja, t)) for t in trs]
+            cells = [_fmt(evaluate(ja, heard[s])) for s in COLUMNS]
             say(
                 f"| {cname} | offline, japanese model (kokoro trained on) | "
                 + " | ".join(cells)
