@@ -98,12 +98,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--json {out}: folder {out.parent} does not exist")
     profile = _profile(args.profile)  # before decoding: a bad profile fails fast
     model = args.lipsync_model or "default"
-    from audio.vowel_net import check_lipsync_model
+    from app.config import check_lipsync_model_option
 
-    try:
-        check_lipsync_model(model)
-    except ValueError as exc:
-        raise UsageError(f"--lipsync-model {model}: {exc}") from None
+    check_lipsync_model_option(model)
     if args.live and model != "default":
         # as `kagura live`: its live half did not beat the default's (docs/BENCHMARKS.md)
         raise UsageError(f"--lipsync-model {model}: offline only; --live uses the default model")

@@ -32,7 +32,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -59,8 +59,8 @@ X264_PRESETS = (
 MAX_WORKERS = 64
 # the offline lip-sync models a user picks from: audio.vowel_net.LIPSYNC_MODELS's keys (not
 # imported: this module stays light; tests/test_lipsync_model.py holds the two equal)
-LIPSYNC_MODEL_NAMES = ("default", "japanese")
 LipsyncModel = Literal["default", "japanese"]
+LIPSYNC_MODEL_NAMES: tuple[str, ...] = get_args(LipsyncModel)
 SEED_MAX = 2**32 - 1
 LIVE_SIZE = (960, 540)  # kagura live's frame size without --size or GPU stages
 
@@ -102,6 +102,17 @@ def add_lipsync_model_option(p: argparse.ArgumentParser) -> None:
         help="the offline lip-sync's model: default, or japanese (also trained on Japanese "
         "voices: reads Japanese better, English a little worse; docs/BENCHMARKS.md)",
     )
+
+
+def check_lipsync_model_option(model: str) -> None:
+    """UsageError naming --lipsync-model unless `model` is shipped and its file is here (a
+    missing file: a broken install): render, still and lipsync check it before any work."""
+    from audio.vowel_net import check_lipsync_model
+
+    try:
+        check_lipsync_model(model)
+    except ValueError as exc:
+        raise UsageError(f"--lipsync-model {model}: {exc}") from None
 
 
 def expect_fps(fps: int) -> None:

@@ -40,6 +40,7 @@ from app.config import (  # the option rules, one place for every command (app/c
     MAX_WORKERS,
     UPSCALES,
     GpuSwitches,
+    check_lipsync_model_option,
     expect_fps,
     expect_seed,
     expect_x264_preset,
@@ -156,7 +157,7 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     check_seed(req.seed)
-    check_lipsync(req)
+    check_lipsync_model_option(req.lipsync_model)
     try:
         expect_fps(req.fps)
     except ValueError as exc:
@@ -175,16 +176,6 @@ def check_request(req: RenderRequest, gpu: bool = True) -> None:
             raise UsageError(
                 f"{req.output}: cannot create the folder {req.output.parent}: {exc.strerror or exc}"
             ) from None
-
-
-def check_lipsync(req: RenderRequest) -> None:
-    """The lip-sync model asked for is shipped and here (a missing file: a broken install)."""
-    from audio.vowel_net import check_lipsync_model
-
-    try:
-        check_lipsync_model(req.lipsync_model)
-    except ValueError as exc:
-        raise UsageError(f"--lipsync-model {req.lipsync_model}: {exc}") from None
 
 
 def request_inputs(req: RenderRequest) -> list[Path]:

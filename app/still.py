@@ -12,9 +12,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from app.config import RenderConfig, layer, parse_size
+from app.config import RenderConfig, check_lipsync_model_option, layer, parse_size
 from app.errors import UsageError
-from app.render_job import build_graph, check_lipsync, check_output_safety, check_seed
+from app.render_job import build_graph, check_output_safety, check_seed
 from pipeline.sinks.still import StillSink
 
 # Render this much before the requested time so springs and smoothing have settled.
@@ -68,7 +68,9 @@ def still_config(
 def render_still(cfg: RenderConfig) -> Path:
     req = cfg.request()
     check_output_safety(req)  # never over an input, an existing file only with --overwrite
-    check_lipsync(req)  # the mouth a render of the same song with the same model shows
+    check_lipsync_model_option(
+        req.lipsync_model
+    )  # the mouth a render of the same song with the same model shows
     req.output.parent.mkdir(parents=True, exist_ok=True)
     graph, ctx, _ = build_graph(req, sink_factory=lambda req, clip: StillSink(req.output))
     graph.run(ctx)
