@@ -121,6 +121,15 @@ def _rms(x: np.ndarray) -> float:
 
 def mix_at(voice: np.ndarray, backing: np.ndarray, vbr_db: float) -> np.ndarray:
     """voice + backing scaled so voice (where it sounds) / backing RMS is `vbr_db` dB."""
+    v, b = mix_parts(voice, backing, vbr_db)
+    return (v + b).astype(np.float32)
+
+
+def mix_parts(
+    voice: np.ndarray, backing: np.ndarray, vbr_db: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two parts of `mix_at`'s mix (float64, their sum is the mix): the voice and the
+    backing as they sound in it (for a separation target)."""
     v = np.asarray(voice, np.float64)
     b = np.asarray(backing[: len(v)], np.float64)
     if len(b) < len(v):
@@ -128,9 +137,9 @@ def mix_at(voice: np.ndarray, backing: np.ndarray, vbr_db: float) -> np.ndarray:
     env = np.abs(v) > 0.02 * np.max(np.abs(v) + 1e-12)
     active = v[np.convolve(env, np.ones(160), "same") > 0]
     g = _rms(active if len(active) else v) / _rms(b) * 10 ** (-vbr_db / 20)
-    y = v + g * b
-    peak = np.max(np.abs(y))
-    return (y * (0.9 / peak if peak > 0.9 else 1.0)).astype(np.float32)
+    peak = np.max(np.abs(v + g * b))
+    k = 0.9 / peak if peak > 0.9 else 1.0
+    return v * k, g * b * k
 
 
 def add_noise(x: np.ndarray, snr_db: float, rng: np.random.Generator, pink: bool = False):
