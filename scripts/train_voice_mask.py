@@ -1,0 +1,89 @@
+"""Train the learned voice mask (`audio.voice_mask`) on the training voices over the training
+backing styles; report its error on the validation voices (festival's kal and slt, never
+trained) over the style never trained on (`audio.backings.VALID_STYLE`).
+
+    python scripts/train_voice_mask.py --out FILE [--n-aug 8] [--epochs 12] [--seed 0]
+        [--hidden 512 512] [--workers N]
+
+Runs where torch is (CUDA if there is one). Prints one JSON line. scripts/build_default_profile.py
+calls `train_mask` when its build hears the mask and is given none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORKERS = max((os.cpu_count() or 2) - 1, 1)
+
+
+def _build_script():
+    spec = importlib.util.spec_from_file_location("bdp", ROOT / "scripts/build_default_profile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def train_mask(held_out: str = "flite", n_aug: int = 8, epochs: int = 12, seed: int = 0,
+               hidden: tuple[int, ...] = (512, 512), workers: int = WORKERS):  # fmt: skip
+    """(the mask, a line saying how it was made) from the training voices of
+    scripts/build_default_profile.py (every source but `held_out`) over the training styles."""
+    from audio.voice_mask_train import fit_mask, mask_examples
+
+    bdp = _build_script()
+    tracks = bdp._tracks(bdp.training_voices(held_out))
+    ex = mask_examples([t.voice for t in tracks], n_aug, seed, workers=workers)
+    mask = fit_mask(ex, tuple(hidden), epochs, seed)
+    info = (f"scripts/train_voice_mask.py: {len(ex.lengths)} clips, {len(ex.inputs)} hops of "
+            f"{len(tracks)} training tracks ({n_aug} mixed copies), hidden {list(hidden)}, "
+            f"{epochs} epochs, seed {seed}")  # fmt: skip
+    return mask, info
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n-aug", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hidden", type=int, nargs="+", default=[512, 512])
+    ap.add_argument("--workers", type=int, default=WORKERS)
+    a = ap.parse_args(argv)
+
+    import numpy as np
+
+    from app.bench_lipsync_split import split_voices
+    from audio.backings import VALID_STYLE
+    from audio.lipsync_eval import speech_track
+    from audio.voice_mask import VoiceMask, save_mask_file
+    from audio.voice_mask_train import mask_examples, mask_loss
+
+    t0 = time.time()
+    m, info = train_mask("flite", a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers)
+    t1 = time.time()
+    save_mask_file(a.out, m, info)
+    valid = [speech_track(v) for v in split_voices()["valid"]]
+    vex = mask_examples([t.voice for t in valid], 2, 7, styles=(VALID_STYLE,), band_share=1.0,
+                        workers=a.workers)  # fmt: skip
+    # the mask that keeps everything (no front-end): the error to beat
+    keep = [(np.zeros((len(m.mean), m.bins), np.float32), np.full(m.bins, 30.0, np.float32))]
+    ones = VoiceMask(m.mean, m.std, keep, m.offsets)
+    print(json.dumps({
+        "out": a.out, "train_s": round(t1 - t0, 1),
+        "valid_loss": round(mask_loss(m, vex), 5),
+        "valid_loss_keep_all": round(mask_loss(ones, vex), 5),
+        "valid_hops": len(vex.inputs), "info": info,
+    }))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
