@@ -48,6 +48,9 @@ CLOSE_LEVEL = 0.05  # `kagura bench lipsync`'s "silence -> mouth <= 0.05"
 
 _WIDE_ONSET = {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
 
+# the learned voice mask the `mask*` recipes read: trained by the first build that needs it
+# and kept in the cache folder (not again for every light build)
+MASK_FILE = "cached"
 # name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
 # "base" is the recipe as it is
 RECIPES = {
@@ -181,6 +184,12 @@ RECIPES = {
     "jtalk": {"also": ("open-jtalk",)},
     "kokoro": {"also": ("kokoro",)},
     "jtalk+kokoro": {"also": ("open-jtalk", "kokoro")},
+    # the learned voice mask as the offline front-end (twenty-fourth round)
+    "mask": {"mask": "instead", "mask_file": MASK_FILE},
+    # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)
+    "mask-beside": {"mask": "beside", "mask_file": MASK_FILE},
+    # and p(voice) from nets that do not hear the mask's voice
+    "mask-vowels": {"mask": "vowels", "mask_file": MASK_FILE},
 }
 
 

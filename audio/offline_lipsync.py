@@ -37,6 +37,7 @@ from audio.mfcc import FrameFeatures, _plan, mfcc_frames, mfcc_frames_pair, shar
 from audio.time_chunks import chunked_frames, chunked_rows
 from audio.voice_separation import LIVE_STEADY_HOPS, residual_grid, residual_reach
 from audio.vowel_net import (
+    FRONT_BOTH,
     FRONT_SEPARATION,
     NET_SETTINGS,
     VowelNet,
@@ -146,7 +147,7 @@ class MfccLipSync:
         residual = live_front = None
         net_plan = _plan(NET_SETTINGS, sr)
         hop = net_plan.hop
-        if self.net is not None and self.net.front == FRONT_SEPARATION:
+        if self.net is not None and self.net.front in (FRONT_SEPARATION, FRONT_BOTH):
             grid = math.lcm(residual_grid(sr), hop)
             residual = chunked_frames(
                 partial(separated_features, sr=sr), y, hop, grid, residual_reach(sr), pool
@@ -160,7 +161,7 @@ class MfccLipSync:
                 sample_rate=sr,
                 settings=settings,
                 also=NET_SETTINGS,
-                keep_power=bool(self.net.live_front),
+                keep_power=self.net.needs_power,
             )
             f, net_f = chunked_frames(pair, y, hop, hop, 2 * net_plan.win, pool).result()
             if self.net.live_front and self.LIVE_WEIGHT > 0:

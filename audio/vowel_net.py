@@ -23,12 +23,15 @@ import numpy as np
 from audio import fft
 from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
+from audio.voice_mask import VoiceMask, load_mask, mask_arrays, masked_features
 
 if TYPE_CHECKING:
     from audio.time_chunks import ChunkedRows
 
 __all__ = [
     "DEFAULT_NET",
+    "FRONT_BOTH",
+    "FRONT_MASK",
     "FRONT_SEPARATION",
     "LIPSYNC_MODELS",
     "LIVE_FRONT_PITCH",
@@ -178,6 +181,12 @@ def hop_vectors(f: FrameFeatures, mfcc: np.ndarray | None = None) -> np.ndarray:
 
 
 FRONT_SEPARATION = "separation"
+# the learned voice mask (`audio.voice_mask`) in place of the harmonic/percussive separation:
+# the separated voice's hop vector is the masked spectrum's (the net's file holds the mask)
+FRONT_MASK = "mask"
+# both: the harmonic/percussive separation's voice and the mask's, side by side after the mix's
+FRONT_BOTH = "separation+mask"
+OFFLINE_FRONTS = ("", FRONT_SEPARATION, FRONT_MASK, FRONT_BOTH)
 LIVE_FRONT_STEADY = "steady"
 SEP_DIM = NET_SETTINGS.n_coefs + 2
 # The steady front-end plus a pitch cue that is not an MFCC (issue 15, ninth round; off by
@@ -311,6 +320,7 @@ def offline_inputs(
     cvn_prior: bool = False,
     residual: np.ndarray | None = None,
     residual_f: FrameFeatures | None = None,
+    mask: VoiceMask | None = None,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -321,18 +331,30 @@ def offline_inputs(
     by the clip's spread (`clip_cvn`; starting from `cvn` where `cvn_prior`, as in use), the
     separated voice's by its own. `residual`: `voice_residual(y, sr)` if already made;
     `residual_f`: its features too (`separated_features`: the render makes them beside the
-    other features; not with a `warp`)."""
+    other features; not with a `warp`). With the learned mask front-end (`FRONT_MASK`) the
+    separated voice is what `mask` keeps of `f`'s power spectra (`keep_power`); with
+    `FRONT_BOTH` both separated voices follow the mix's vector."""
     m = clip_cmn(f, prior)
     if cvn is not None:
         m = clip_cvn(m, f, cvn if cvn_prior else None)
     v = hop_vectors(f, m)
-    if front == FRONT_SEPARATION:
+    parts = [v]
+    if front in (FRONT_SEPARATION, FRONT_BOTH):
         fs = residual_f if residual_f is not None else separated_features(y, sr, warp, residual)
-        ms = clip_cmn(fs)
-        if cvn is not None:
-            ms = clip_cvn(ms, fs)
-        v = np.concatenate([v, hop_vectors(fs, ms)], axis=1)
-    return stack(v, offsets)
+        parts.append(_front_vectors(fs, cvn))
+    if front in (FRONT_MASK, FRONT_BOTH):
+        if mask is None:
+            raise ValueError("the mask front-end needs its mask")
+        parts.append(_front_vectors(masked_features(f, sr, mask, NET_SETTINGS, warp), cvn))
+    return stack(np.concatenate(parts, axis=1) if len(parts) > 1 else v, offsets)
+
+
+def _front_vectors(fs: FrameFeatures, cvn: np.ndarray | None) -> np.ndarray:
+    """A front-end's separated voice as hop vectors, normalised by its own clip statistics."""
+    ms = clip_cmn(fs)
+    if cvn is not None:
+        ms = clip_cvn(ms, fs)
+    return hop_vectors(fs, ms)
 
 
 def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
@@ -495,7 +517,8 @@ class VowelNet:
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
-    front: str = ""  # "" or FRONT_SEPARATION: the offline net also hears the separated voice
+    front: str = ""  # "", FRONT_SEPARATION or FRONT_MASK: the offline net also hears the voice
+    # as a front-end separates it
     live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
     live_front: str = ""  # "", LIVE_FRONT_STEADY or LIVE_FRONT_PITCH
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
@@ -508,28 +531,38 @@ class VowelNet:
     # the training clips' cepstral spread (n_coefs,): where set, the offline net's cepstra are
     # also divided by the clip's own spread (`clip_cvn`); None: mean normalisation only
     offline_cvn: np.ndarray | None = None
+    mask: VoiceMask | None = None  # the learned mask of `FRONT_MASK` / `FRONT_BOTH`
+    # Offline nets that read only the first `voice_blocks` hop-vector blocks (with FRONT_BOTH:
+    # the mix's and the harmonic/percussive voice's) and give p(voice) alone, averaged; the
+    # nets above still give the vowels. Why: the mask's voice reads vowels better over a band
+    # but hears a backing it never trained on as a voice in the pauses (docs/BENCHMARKS.md).
+    offline_voice: list[Mlp | Tcn | MelConv] = field(default_factory=list)
+    voice_blocks: int = 0
+
+    @property
+    def needs_power(self) -> bool:
+        """Whether the nets read the hops' power spectra (a live front-end, the mask)."""
+        return bool(self.live_front) or self.front in (FRONT_MASK, FRONT_BOTH)
 
     def offline_hop_probs(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(p(voice) (n,), p(vowel) (n, 5)) of one clip's offline hop vectors `v` (n, dim): the
         offline nets averaged, each MLP on the hops stacked at `offline_offsets`, each MelConv
-        over the clip's hops at its own."""
-        nets = [self.offline, *self.offline_more]
+        over the clip's hops at its own; p(voice) from `offline_voice` where there are some."""
+        pv, pw = self._averaged([self.offline, *self.offline_more], v)
+        if self.offline_voice:
+            pv, _ = self._averaged(self.offline_voice, v[:, : self.voice_blocks * HOP_DIM])
+        return pv, pw
+
+    def _averaged(self, nets: list, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = None
         if not all(isinstance(m, MelConv) for m in nets):
             x = stack(v, self.offline_offsets)
-
-        def net_probs(m):
-            if isinstance(m, MelConv):  # convolutions over the clip's hops, its own offsets
-                return m.predict_hops(v)
-            return m.predict(x)
-
-        pv, pw = net_probs(self.offline)
-        for m in self.offline_more:
-            pv2, pw2 = net_probs(m)
+        pv = pw = 0.0
+        for m in nets:
+            # a MelConv convolves over the clip's hops at its own offsets
+            pv2, pw2 = m.predict_hops(v) if isinstance(m, MelConv) else m.predict(x)
             pv, pw = pv + pv2, pw + pw2
-        if self.offline_more:
-            pv, pw = pv / (1 + len(self.offline_more)), pw / (1 + len(self.offline_more))
-        return pv, pw
+        return pv / len(nets), pw / len(nets)
 
     def offline_probs(
         self,
@@ -550,10 +583,10 @@ class VowelNet:
         offline net's and the live net's, geometrically weighted: the live net's weight
         `live_weight` (0: not run)."""
         if f is None:
-            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=bool(self.live_front))
+            f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=self.needs_power)
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
                            cvn=self.offline_cvn, cvn_prior=True, residual=residual,
-                           residual_f=residual_f)  # fmt: skip
+                           residual_f=residual_f, mask=self.mask)  # fmt: skip
         pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
@@ -587,7 +620,12 @@ class VowelNet:
         }
         if self.offline_cvn is not None:
             arrays["offline_cvn"] = np.asarray(self.offline_cvn, np.float32)
+        if self.mask is not None:
+            arrays.update(mask_arrays("mask", self.mask))
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
+        more += [(f"voice{i}", m) for i, m in enumerate(self.offline_voice)]
+        if self.offline_voice:
+            arrays["voice_blocks"] = np.asarray(self.voice_blocks, np.int64)
         for name, m in (("live", self.live), ("offline", self.offline), *more):
             if isinstance(m, MelConv):
                 arrays.update(mel_conv_arrays(name, m))
@@ -625,6 +663,9 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         names = ["live", "offline"]
         while any(f"offline{len(names) - 1}_{k}" in z for k in ("mean", "kind")):
             names.append(f"offline{len(names) - 1}")
+        n_off = len(names)
+        while any(f"voice{len(names) - n_off}_{k}" in z for k in ("mean", "kind")):
+            names.append(f"voice{len(names) - n_off}")
         for name in names:
             kind = str(z[f"{name}_kind"]) if f"{name}_kind" in z else "mlp"
             if kind == "tcn":
@@ -647,8 +688,11 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 i += 1
             nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
         front = str(z["front"]) if "front" in z else ""
-        if front not in ("", FRONT_SEPARATION):
-            raise ValueError(f"{path}: unknown front-end {front!r} (expected {FRONT_SEPARATION!r})")
+        if front not in OFFLINE_FRONTS:
+            raise ValueError(
+                f"{path}: unknown front-end {front!r} (expected one of {OFFLINE_FRONTS[1:]})"
+            )
+        mask = load_mask(z, "mask", path) if front in (FRONT_MASK, FRONT_BOTH) else None
         cmn = z["cmn_init"].astype(np.float64)
         if max(offs) != 0:
             raise ValueError(f"{path}: the live net's offsets must end at 0 (got {offs})")
@@ -671,10 +715,14 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             raise ValueError(
                 f"{path}: offline_cvn must be {cmn.shape[0]} positive spreads (got {cvn.shape})"
             )
+        blocks = int(z["voice_blocks"]) if "voice_blocks" in z else 0
+        if len(nets) > n_off and not 1 <= blocks <= 3:
+            raise ValueError(f"{path}: voice_blocks must be 1..3 hop-vector blocks (got {blocks})")
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
-                        live_cmn_voiced=voiced, offline_more=nets[2:],
-                        offline_cvn=cvn)  # fmt: skip
+                        live_cmn_voiced=voiced, offline_more=nets[2:n_off],
+                        offline_cvn=cvn, mask=mask, offline_voice=nets[n_off:],
+                        voice_blocks=blocks)  # fmt: skip
 
 
 def _load_tcn(z, name: str, path) -> Tcn:

@@ -23,8 +23,11 @@ from audio.lipsync_eval import Track
 from audio.mel_conv import MelConv, cepstrum_to_mel, scaled_inputs, split_blocks
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
+from audio.voice_mask import VoiceMask
 from audio.vowel_net import (
     CMN_PRIOR,
+    FRONT_BOTH,
+    FRONT_MASK,
     HOP_DIM,
     LIVE_OFFSETS,
     NET_SETTINGS,
@@ -99,8 +102,10 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
     live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False, roomed=False,
+    mask=None,
 ) -> Examples:  # fmt: skip
-    f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=bool(live_front))
+    power = bool(live_front) or front in (FRONT_MASK, FRONT_BOTH)
+    f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=power)
     win = round(NET_SETTINGS.win_ms * SR / 1000)
     lab = labels_at(phones, (f.end - win / 2) / SR)
     heard = heard_ms(phones, f.end / SR)
@@ -111,7 +116,7 @@ def _one(
     live = live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced,
                        warp if warp_front else 1.0)  # fmt: skip
     off = (
-        offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn)
+        offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn, mask=mask)
         if offline
         else np.zeros((len(f), 0), np.float32)
     )
@@ -261,6 +266,7 @@ def examples(
     vbr_range: tuple[float, float] = VBR_RANGE,
     warp_front: bool = False,
     room_share: float = 0.3,
+    mask: VoiceMask | None = None,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -274,7 +280,7 @@ def examples(
     `warp_front`: the live front-end's cepstrum warped with the mix's (without it only the
     mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants).
     `room_share`: the share of the augmented copies heard in a room (reverb, the targets kept
-    dry: the tail is a pause)."""
+    dry: the tail is a pause). `mask`: the learned mask of the `FRONT_MASK` front-end."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -294,6 +300,7 @@ def examples(
                     offline_offsets,
                     *more,
                     cvn=cvn,
+                    mask=mask,
                 )
             )
         for _ in range(n_aug):
@@ -324,7 +331,7 @@ def examples(
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
                      *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
-                     roomed=roomed)
+                     roomed=roomed, mask=mask)
             )  # fmt: skip
     return Examples.concat(parts)
 

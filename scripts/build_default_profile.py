@@ -2,14 +2,14 @@
 
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
         [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only | --net-only]
-        [--also SOURCE ...] [--seed N]
+        [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask]
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
-twenty-third round):
+twenty-third round; built before the learned voice mask, hence --no-mask):
 
     .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro --seed 1 \
-        --net audio/profiles/vowel_net_ja.npz
+        --no-mask --net audio/profiles/vowel_net_ja.npz
 
 1. ``default.json``: MFCC templates from espeak-ng sustained vowels of
    `audio.calibration.TRAIN_VOICES` (`audio.calibration.HELDOUT_VOICES` are never used), and the
@@ -22,12 +22,17 @@ twenty-third round):
    tests measure the shipped net on a synthesizer and speakers it never heard. Its offline
    half is three nets averaged: an MLP on all training voices, one without festival's voices
    of other languages (`MORE_WITHOUT_LANGS`), and a net of convolutions along mel and time
-   (`audio.mel_conv`, `OFFLINE_MEL`) on all training voices.
+   (`audio.mel_conv`, `OFFLINE_MEL`) on all training voices. Those three give the vowels
+   from the mix, the harmonic/percussive separation's voice and the learned voice mask's
+   (`audio.voice_mask`, `MASK`: trained first by scripts/train_voice_mask.py's `train_mask`,
+   or given with --mask); three more of the same kinds, trained on the same examples without
+   the mask's voice, give p(voice) (issue 15, twenty-fourth round).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -46,7 +51,14 @@ from audio.calibration import (
     templates_from_signal,
 )
 from audio.mfcc import MfccSettings
-from audio.vowel_net import DEFAULT_NET, FRONT_SEPARATION, LIVE_FRONT_STEADY, VowelNet
+from audio.vowel_net import (
+    DEFAULT_NET,
+    FRONT_BOTH,
+    FRONT_MASK,
+    FRONT_SEPARATION,
+    LIVE_FRONT_STEADY,
+    VowelNet,
+)
 from core.avatar import VOWELS
 
 HELD_OUT_SOURCE = "flite"
@@ -110,6 +122,11 @@ EXTRA_VOICES = False
 # "open-jtalk" (`audio.speech_corpus.jtalk_voices`, Mei, a recorded woman through HTS) and
 # "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer).
 ALSO: tuple[str, ...] = ()
+# A learned voice mask (`audio.voice_mask`) as an offline front-end (issue 15, twenty-fourth
+# round): "" none; "instead" of `FRONT`'s separation; "beside" it; "vowels": beside it for
+# the vowels, while p(voice) comes from offline nets that do not hear it. The build trains the
+# mask first (scripts/train_voice_mask.py's settings) unless it is given a trained one (--mask).
+MASK = "vowels"
 
 
 def training_voices(
@@ -151,6 +168,8 @@ def build_net(
     extra_texts: bool | None = None,
     extra_voices: bool | None = None,
     also: tuple[str, ...] | None = None,
+    mask: str | None = None,
+    mask_file: str | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -170,7 +189,10 @@ def build_net(
     raised to 1 / teacher_t); `LIVE_FIT` when None. `extra_texts`: the training voices' speech
     tracks also speak `audio.speech_corpus.EXTRA_TEXTS` (`EXTRA_TEXTS` when None).
     `extra_voices`: `training_voices` with `audio.speech_corpus.extra_voices` (`EXTRA_VOICES`
-    when None); `also`: with the voices of those sources (`ALSO` when None)."""
+    when None); `also`: with the voices of those sources (`ALSO` when None). `mask`: the learned
+    voice mask's place (`MASK` when None; "vowels": p(voice) from offline nets trained on the
+    same examples without the mask's block, `VowelNet.offline_voice`); `mask_file`: the
+    trained mask (`scripts/train_voice_mask.py`; None: trained here first)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
@@ -195,6 +217,13 @@ def build_net(
         train_offline,
     )
 
+    mask_place = MASK if mask is None else mask
+    if mask_place not in ("", "instead", "beside", "vowels"):
+        raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
+    mask = None
+    if mask_place and base is None:
+        mask = _voice_mask(mask_file, held_out)
+        front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
     key = ("tracks", held_out, extra_texts, extra_voices, also)
@@ -204,7 +233,7 @@ def build_net(
     tracks = cache[key]
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
-        front, offline_offsets = base.front, base.offline_offsets
+        front, offline_offsets, mask = base.front, base.offline_offsets, base.mask
         cvn = base.offline_cvn
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
@@ -223,7 +252,7 @@ def build_net(
                 trs, init, n_aug=copies, seed=seed, front=front, live_offsets=(0,),
                 live_front=live_front, offline_offsets=(0,), band_share=band_share,
                 live_cmn_prior=live_cmn_prior, offline=with_off,
-                live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, **aug,
+                live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, mask=mask, **aug,
             )  # fmt: skip
         return cache[k]
 
@@ -301,8 +330,59 @@ def build_net(
     )  # fmt: skip
     del ex
     net.offline_more = base.offline_more if base is not None else more
+    net.mask = mask
+    if base is not None:
+        net.offline_voice, net.voice_blocks = base.offline_voice, base.voice_blocks
+    elif mask_place == "vowels":
+        net.offline_voice = _voice_nets(hop, offline_net, more_without, specs, extra_texts,
+                                        hop_examples, offline_mel, seed)  # fmt: skip
+        net.voice_blocks = 2
+        net.info += "; p(voice) from offline nets that do not hear the mask's voice"
     net.info += more_info
     return net
+
+
+def _voice_mask(path: str | None, held_out: str):
+    """The trained mask at `path`; where there is none, one trained now on the training voices
+    (scripts/train_voice_mask.py's settings), then kept at `path` if one is named ("cached":
+    in the user's cache folder, for the split bench's light builds)."""
+    from audio.voice_mask import load_mask_file, save_mask_file
+
+    if path == "cached":
+        from core.paths import cache_dir
+
+        path = str(cache_dir("voice-mask") / f"without-{held_out}.npz")
+    if path and Path(path).exists():
+        return load_mask_file(path)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from train_voice_mask import train_mask
+
+    mask, info = train_mask(held_out=held_out)
+    print(info, flush=True)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        save_mask_file(path, mask, info)
+    return mask
+
+
+def _voice_nets(hop, offline_net, more_without, specs, extra_texts, hop_examples, offline_mel,
+                seed) -> list:  # fmt: skip
+    """The offline nets of `build_net` again, on the examples' first two hop-vector blocks (the
+    mix's and the harmonic/percussive voice's): the nets of the recipe without the mask."""
+    from audio.vowel_net import HOP_DIM
+
+    def without_mask(h):
+        return dataclasses.replace(h, offline=np.ascontiguousarray(h.offline[:, : 2 * HOP_DIM]))
+
+    h = without_mask(hop)
+    nets = [offline_net(h, seed + 1)]
+    if offline_mel == "beside":
+        nets.append(offline_net(h, seed + 1, conv=True))
+    if more_without:
+        sub = [v for v in specs if v.lang not in more_without]
+        nets.append(offline_net(without_mask(hop_examples(_tracks(sub, extra_texts), MORE_N_AUG)),
+                                seed + 1))  # fmt: skip
+    return nets
 
 
 def _teacher(net, hop, t: float = 1.0) -> np.ndarray:
@@ -382,6 +462,11 @@ def main() -> int:
         "--also", nargs="+", default=None, metavar="SOURCE", help="sources ALSO trained on"
     )
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
+    ap.add_argument("--no-mask", action="store_true", help="no learned voice mask (MASK '')")
+    ap.add_argument(
+        "--mask", default=None, metavar="FILE",
+        help="a voice mask trained by scripts/train_voice_mask.py (else, with MASK, trained here)",
+    )  # fmt: skip
     args = ap.parse_args()
     if not args.net_only:
         prof = build()
@@ -398,7 +483,8 @@ def main() -> int:
 
             base = load_net(args.net)
         also = None if args.also is None else tuple(args.also)
-        net = build_net(base=base, seed=args.seed, also=also)
+        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
+                        mask="" if args.no_mask else None)  # fmt: skip
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0
