@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from audio.npz_layers import dense_arrays
+
 __all__ = [
     "BLOCK",
     "MelConv",
@@ -154,9 +156,7 @@ def mel_conv_arrays(name: str, m: MelConv) -> dict[str, np.ndarray]:
     for i, (w, b) in enumerate(m.convs):
         a[f"{name}_c{i}_w"] = w.astype(np.float16)
         a[f"{name}_c{i}_b"] = b.astype(np.float16)
-    for i, (w, b) in enumerate(m.head.layers):
-        a[f"{name}_w{i}"] = w.astype(np.float16)
-        a[f"{name}_b{i}"] = b.astype(np.float16)
+    a.update(dense_arrays(name, m.head.layers))
     return a
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from audio.mfcc import FrameFeatures, MfccSettings, _plan
+from audio.npz_layers import dense_arrays, read_dense
 
 __all__ = [
     "MASK_OFFSETS",
@@ -125,21 +126,14 @@ def mask_arrays(prefix: str, m: VoiceMask) -> dict[str, np.ndarray]:
         f"{prefix}_std": m.std.astype(np.float32),
         f"{prefix}_offsets": np.asarray(m.offsets, np.int64),
     }
-    for i, (w, b) in enumerate(m.layers):
-        arrays[f"{prefix}_w{i}"] = w.astype(np.float16)
-        arrays[f"{prefix}_b{i}"] = b.astype(np.float16)
+    arrays.update(dense_arrays(prefix, m.layers))
     return arrays
 
 
 def load_mask(z, prefix: str, path) -> VoiceMask:
     """The mask `mask_arrays` saved under `prefix` in the open npz `z` (ValueError naming the
     file where it does not fit together)."""
-    layers = []
-    while f"{prefix}_w{len(layers)}" in z:
-        i = len(layers)
-        layers.append(
-            (z[f"{prefix}_w{i}"].astype(np.float32), z[f"{prefix}_b{i}"].astype(np.float32))
-        )
+    layers = read_dense(z, prefix, path)
     offsets = tuple(int(o) for o in z[f"{prefix}_offsets"])
     mean = z[f"{prefix}_mean"].astype(np.float32)
     bins = len(layers[-1][1]) if layers else 0

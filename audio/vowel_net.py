@@ -23,6 +23,7 @@ import numpy as np
 from audio import fft
 from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
+from audio.npz_layers import dense_arrays, read_dense
 from audio.voice_mask import VoiceMask, load_mask, mask_arrays, masked_features
 
 if TYPE_CHECKING:
@@ -642,9 +643,7 @@ class VowelNet:
                 arrays[f"{name}_head_w"] = m.head[0].astype(np.float16)
                 arrays[f"{name}_head_b"] = m.head[1].astype(np.float16)
                 continue
-            for i, (w, b) in enumerate(m.layers):
-                arrays[f"{name}_w{i}"] = w.astype(np.float16)
-                arrays[f"{name}_b{i}"] = b.astype(np.float16)
+            arrays.update(dense_arrays(name, m.layers))
         p = Path(path)
         tmp = p.with_name(p.name + ".tmp.npz")
         np.savez_compressed(tmp, **arrays)
@@ -680,13 +679,7 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                 raise ValueError(
                     f"{path}: {name}_kind: unknown net {kind!r} (expected 'tcn' or 'melconv')"
                 )
-            layers = []
-            i = 0
-            while f"{name}_w{i}" in z:
-                w = z[f"{name}_w{i}"].astype(np.float32)
-                layers.append((w, z[f"{name}_b{i}"].astype(np.float32)))
-                i += 1
-            nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], layers))
+            nets.append(Mlp(z[f"{name}_mean"], z[f"{name}_std"], read_dense(z, name, path)))
         front = str(z["front"]) if "front" in z else ""
         if front not in OFFLINE_FRONTS:
             raise ValueError(

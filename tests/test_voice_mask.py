@@ -207,3 +207,15 @@ def test_build_reads_a_given_or_cached_mask_without_training(trained, tmp_path, 
     assert bdp._voice_mask("cached", "flite").bins == mask.bins
     with pytest.raises(ValueError, match="mask: expected"):
         bdp.build_net(mask="sideways")
+
+
+def test_a_weight_without_its_bias_is_named(trained, tmp_path):
+    mask, _ = trained
+    path = tmp_path / "mask.npz"
+    save_mask_file(path, mask)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files if k != "mask_b1"}
+    bad = tmp_path / "nobias.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(ValueError, match=r"nobias\.npz: mask_b1: missing"):
+        load_mask_file(bad)
