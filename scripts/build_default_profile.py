@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
         [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only | --net-only]
-        [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask]
+        [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask] [--keep-live FILE]
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
@@ -464,6 +464,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
     ap.add_argument("--no-mask", action="store_true", help="no learned voice mask (MASK '')")
     ap.add_argument(
+        "--keep-live", type=Path, default=None, metavar="FILE",
+        help="keep FILE's live net (and start mean) instead of this build's",
+    )  # fmt: skip
+    ap.add_argument(
         "--mask", default=None, metavar="FILE",
         help="a voice mask trained by scripts/train_voice_mask.py (else, with MASK, trained here)",
     )  # fmt: skip
@@ -485,6 +489,13 @@ def main() -> int:
         also = None if args.also is None else tuple(args.also)
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
                         mask="" if args.no_mask else None)  # fmt: skip
+        if args.keep_live:
+            # a change of the offline half alone ships without a new draw of the live net
+            from audio.vowel_net import load_net
+
+            kept = load_net(args.keep_live)
+            net.live, net.cmn_init = kept.live, kept.cmn_init
+            net.info += f"; its live net and start mean are {args.keep_live.name}'s"
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0
