@@ -518,8 +518,9 @@ class VowelNet:
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
     settings_win_s: float = NET_SETTINGS.win_ms / 1000.0
-    front: str = ""  # "", FRONT_SEPARATION or FRONT_MASK: the offline net also hears the voice
-    # as a front-end separates it
+    # "" or one of OFFLINE_FRONTS: the offline nets also hear the voice as the front-end(s)
+    # separate it
+    front: str = ""
     live_offsets: tuple[int, ...] = LIVE_OFFSETS  # the live net's context (past hops only)
     live_front: str = ""  # "", LIVE_FRONT_STEADY or LIVE_FRONT_PITCH
     offline_offsets: tuple[int, ...] = OFFLINE_OFFSETS  # the offline net's context
