@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -220,10 +221,6 @@ def build_net(
     mask_place = MASK if mask is None else mask
     if mask_place not in ("", "instead", "beside", "vowels"):
         raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
-    mask = None
-    if mask_place and base is None:
-        mask = _voice_mask(mask_file, held_out)
-        front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
     key = ("tracks", held_out, extra_texts, extra_voices, also)
@@ -231,6 +228,10 @@ def build_net(
         cache.clear()  # one corpus at a time: the examples are large
         cache[key] = _tracks(specs, extra_texts)
     tracks = cache[key]
+    mask = None
+    if mask_place and base is None:  # trained on this build's training tracks
+        mask = _voice_mask(mask_file, tracks)
+        front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
     if base is not None:
         front, offline_offsets, mask = base.front, base.offline_offsets, base.mask
@@ -342,22 +343,24 @@ def build_net(
     return net
 
 
-def _voice_mask(path: str | None, held_out: str):
-    """The trained mask at `path`; where there is none, one trained now on the training voices
-    (scripts/train_voice_mask.py's settings), then kept at `path` if one is named ("cached":
-    in the user's cache folder, for the split bench's light builds)."""
+def _voice_mask(path: str | None, tracks: list):
+    """The trained mask at `path`; where there is none, one trained now on the build's training
+    `tracks` (scripts/train_voice_mask.py's settings), then kept at `path` if one is named
+    ("cached": in the user's cache folder under the tracks' names, for the split bench's light
+    builds)."""
     from audio.voice_mask import load_mask_file, save_mask_file
 
     if path == "cached":
         from core.paths import cache_dir
 
-        path = str(cache_dir("voice-mask") / f"without-{held_out}.npz")
+        names = hashlib.sha1("|".join(t.name for t in tracks).encode()).hexdigest()[:12]
+        path = str(cache_dir("voice-mask") / f"{names}.npz")
     if path and Path(path).exists():
         return load_mask_file(path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from train_voice_mask import train_mask
 
-    mask, info = train_mask(held_out=held_out)
+    mask, info = train_mask(tracks)
     print(info, flush=True)
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ trained) over the style never trained on (`audio.backings.VALID_STYLE`).
         [--hidden 512 512] [--workers N]
 
 Runs where torch is (CUDA if there is one). Prints one JSON line. scripts/build_default_profile.py
-calls `train_mask` when its build hears the mask and is given none.
+calls `train_mask` on its own training tracks when its build hears the mask and is given none.
 """
 
 from __future__ import annotations
@@ -32,14 +32,12 @@ def _build_script():
     return mod
 
 
-def train_mask(held_out: str = "flite", n_aug: int = 8, epochs: int = 12, seed: int = 0,
+def train_mask(tracks: list, n_aug: int = 8, epochs: int = 12, seed: int = 0,
                hidden: tuple[int, ...] = (512, 512), workers: int = WORKERS):  # fmt: skip
-    """(the mask, a line saying how it was made) from the training voices of
-    scripts/build_default_profile.py (every source but `held_out`) over the training styles."""
+    """(the mask, a line saying how it was made) from the training `tracks` (their clean
+    voices) over the training backing styles."""
     from audio.voice_mask_train import fit_mask, mask_examples
 
-    bdp = _build_script()
-    tracks = bdp._tracks(bdp.training_voices(held_out))
     ex = mask_examples([t.voice for t in tracks], n_aug, seed, workers=workers)
     mask = fit_mask(ex, tuple(hidden), epochs, seed)
     info = (f"scripts/train_voice_mask.py: {len(ex.lengths)} clips, {len(ex.inputs)} hops of "
@@ -67,7 +65,9 @@ def main(argv=None) -> int:
     from audio.voice_mask_train import mask_examples, mask_loss
 
     t0 = time.time()
-    m, info = train_mask("flite", a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers)
+    bdp = _build_script()  # its training voices: every source but flite, less its speakers
+    tracks = bdp._tracks(bdp.training_voices())
+    m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers)
     t1 = time.time()
     save_mask_file(a.out, m, info)
     valid = [speech_track(v) for v in split_voices()["valid"]]

@@ -187,8 +187,10 @@ def test_voice_nets_give_p_voice_from_the_blocks_before_the_mask(trained, tmp_pa
 
 
 def test_build_reads_a_given_or_cached_mask_without_training(trained, tmp_path, monkeypatch):
+    import hashlib
     import importlib.util
     from pathlib import Path
+    from types import SimpleNamespace
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
     spec = importlib.util.spec_from_file_location("build_default_profile", path)
@@ -197,14 +199,16 @@ def test_build_reads_a_given_or_cached_mask_without_training(trained, tmp_path, 
     mask, _ = trained
     given = tmp_path / "given.npz"
     save_mask_file(given, mask, "test")
-    got = bdp._voice_mask(str(given), "flite")
+    tracks = [SimpleNamespace(name="voice a"), SimpleNamespace(name="voice b")]
+    got = bdp._voice_mask(str(given), tracks)
     np.testing.assert_array_equal(got.mean, mask.mean)
-    # "cached": the split bench's light builds share one mask per held-out source
+    # "cached": the split bench's light builds share one mask per set of training tracks
     monkeypatch.setenv("KAGURA_CACHE_DIR", str(tmp_path / "cache"))
-    cached = tmp_path / "cache" / "voice-mask" / "without-flite.npz"
+    key = hashlib.sha1(b"voice a|voice b").hexdigest()[:12]
+    cached = tmp_path / "cache" / "voice-mask" / f"{key}.npz"
     cached.parent.mkdir(parents=True)
     save_mask_file(cached, mask, "test")
-    assert bdp._voice_mask("cached", "flite").bins == mask.bins
+    assert bdp._voice_mask("cached", tracks).bins == mask.bins
     with pytest.raises(ValueError, match="mask: expected"):
         bdp.build_net(mask="sideways")
 
