@@ -6,7 +6,7 @@
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
-twenty-third round; built before the learned voice mask, hence --no-mask):
+twenty-third round):
 
     .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro --seed 1 \
         --no-mask --net audio/profiles/vowel_net_ja.npz
@@ -22,11 +22,10 @@ twenty-third round; built before the learned voice mask, hence --no-mask):
    tests measure the shipped net on a synthesizer and speakers it never heard. Its offline
    half is three nets averaged: an MLP on all training voices, one without festival's voices
    of other languages (`MORE_WITHOUT_LANGS`), and a net of convolutions along mel and time
-   (`audio.mel_conv`, `OFFLINE_MEL`) on all training voices. Those three give the vowels
-   from the mix, the harmonic/percussive separation's voice and the learned voice mask's
-   (`audio.voice_mask`, `MASK`: trained first by scripts/train_voice_mask.py's `train_mask`,
-   or given with --mask); three more of the same kinds, trained on the same examples without
-   the mask's voice, give p(voice) (issue 15, twenty-fourth round).
+   (`audio.mel_conv`, `OFFLINE_MEL`) on all training voices. With `MASK` (off; issue 15,
+   twenty-fourth round) they also hear a learned voice mask's voice (`audio.voice_mask`,
+   trained first on the build's tracks, or given with --mask), and with "vowels" three more
+   nets trained without it give p(voice).
 """
 
 from __future__ import annotations
@@ -127,7 +126,7 @@ ALSO: tuple[str, ...] = ()
 # round): "" none; "instead" of `FRONT`'s separation; "beside" it; "vowels": beside it for
 # the vowels, while p(voice) comes from offline nets that do not hear it. The build trains the
 # mask first (scripts/train_voice_mask.py's settings) unless it is given a trained one (--mask).
-MASK = "vowels"
+MASK = ""
 
 
 def training_voices(
