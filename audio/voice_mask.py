@@ -78,7 +78,10 @@ class VoiceMask:
         power = np.asarray(power)
         if power.shape[1:] != (self.bins,):
             raise ValueError(f"the mask is for {self.bins} bins, got spectra of {power.shape[1:]}")
-        lp = log_spectra(power)
+        return self.masks_of_inputs(log_spectra(power))
+
+    def masks_of_inputs(self, lp: np.ndarray) -> np.ndarray:
+        """`masks` of one clip's `log_spectra` (n, bins)."""
         n = len(lp)
         idx = stacked_index(n, self.offsets)
         out = np.empty((n, self.bins), np.float32)

@@ -21,12 +21,11 @@ from audio.backings import backing as styled_backing
 from audio.mfcc import mfcc_frames
 from audio.voice_mask import MASK_OFFSETS, VoiceMask, log_spectra, stacked_index
 from audio.vowel_net import NET_SETTINGS
+from audio.vowel_net_train import SPEED_RANGE, VBR_RANGE  # the vowel net's training's draws
 
 __all__ = ["MaskExamples", "fit_mask", "mask_examples"]
 
 SR = 16000
-SPEED_RANGE = (0.85, 1.5)
-VBR_RANGE = (-4.0, 12.0)
 WEIGHT_POWER = 0.15  # the loss's weight: each bin's mix power to this power (~ loudness)
 
 
@@ -173,19 +172,8 @@ def mask_loss(m: VoiceMask, ex: MaskExamples) -> float:
     for n in ex.lengths.tolist():
         sl = slice(start, start + n)
         start += n
-        # masks() wants power; its log_spectra of the clip's own inputs is the same rows
-        pred = _masks_from_inputs(m, ex.inputs[sl].astype(np.float32))
+        pred = m.masks_of_inputs(ex.inputs[sl].astype(np.float32))
         w = ex.weight[sl].astype(np.float64)
         tot += float((w * (pred - ex.target[sl].astype(np.float64)) ** 2).sum())
         wsum += float(w.sum())
     return tot / max(wsum, 1e-12)
-
-
-def _masks_from_inputs(m: VoiceMask, lp: np.ndarray) -> np.ndarray:
-    idx = stacked_index(len(lp), m.offsets)
-    h = (lp[idx].reshape(len(lp), -1) - m.mean) / m.std
-    for i, (w, b) in enumerate(m.layers):
-        h = h @ w + b
-        if i < len(m.layers) - 1:
-            h = np.maximum(h, 0.0)
-    return 1.0 / (1.0 + np.exp(-np.clip(h, -30, 30)))

@@ -12,7 +12,6 @@ calls `train_mask` on its own training tracks when its build hears the mask and 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -23,13 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 WORKERS = max((os.cpu_count() or 2) - 1, 1)
-
-
-def _build_script():
-    spec = importlib.util.spec_from_file_location("bdp", ROOT / "scripts/build_default_profile.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def train_mask(tracks: list, n_aug: int = 8, epochs: int = 12, seed: int = 0,
@@ -58,14 +50,14 @@ def main(argv=None) -> int:
 
     import numpy as np
 
-    from app.bench_lipsync_split import split_voices
+    from app.bench_lipsync_split import load_build_script, split_voices
     from audio.backings import VALID_STYLE
     from audio.lipsync_eval import speech_track
     from audio.voice_mask import VoiceMask, save_mask_file
     from audio.voice_mask_train import mask_examples, mask_loss
 
     t0 = time.time()
-    bdp = _build_script()  # its training voices: every source but flite, less its speakers
+    bdp = load_build_script()  # its training voices: every source but flite, less its speakers
     tracks = bdp._tracks(bdp.training_voices())
     m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers)
     t1 = time.time()

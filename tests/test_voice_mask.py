@@ -188,14 +188,11 @@ def test_voice_nets_give_p_voice_from_the_blocks_before_the_mask(trained, tmp_pa
 
 def test_build_reads_a_given_or_cached_mask_without_training(trained, tmp_path, monkeypatch):
     import hashlib
-    import importlib.util
-    from pathlib import Path
     from types import SimpleNamespace
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "build_default_profile.py"
-    spec = importlib.util.spec_from_file_location("build_default_profile", path)
-    bdp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bdp)
+    from app.bench_lipsync_split import load_build_script
+
+    bdp = load_build_script()
     mask, _ = trained
     given = tmp_path / "given.npz"
     save_mask_file(given, mask, "test")
