@@ -68,9 +68,8 @@ def still_config(
 def render_still(cfg: RenderConfig) -> Path:
     req = cfg.request()
     check_output_safety(req)  # never over an input, an existing file only with --overwrite
-    check_lipsync_model_option(
-        req.lipsync_model
-    )  # the mouth a render of the same song with the same model shows
+    # the mouth a render of the same song with the same model shows
+    check_lipsync_model_option(req.lipsync_model)
     req.output.parent.mkdir(parents=True, exist_ok=True)
     graph, ctx, _ = build_graph(req, sink_factory=lambda req, clip: StillSink(req.output))
     graph.run(ctx)
