@@ -208,9 +208,46 @@ def test_obs_input_remembered_and_windows_closed_together(qtbot, config_dir):
     assert Settings(config_dir / "live_app.json")["obs_input"] == "Mic/Aux"
     win.open_stage_window()
     stage = win.stage_presenter.widget
-    assert stage.isVisible()
+    assert stage.isVisible() and stage.isWindow()  # a window of its own for OBS to capture
     win.close()
     assert not stage.isVisible()  # else the app never quits
+
+
+def test_a_closed_window_leaves_the_collector_no_live_qt_object(qtbot):
+    """Python's cyclic collector runs on whichever thread allocates when it triggers; a Qt
+    object it frees there is deleted off the UI thread, and a QWidget deleted so crashes the
+    process (CI died with a segfault in the OBS test that follows the stage-window test). Once
+    Qt has deleted the window, nothing Python owns of it may still be a live Qt object."""
+    import gc
+
+    import shiboken6
+    from PySide6.QtCore import QCoreApplication, QEvent, QObject
+
+    from app.ui.main_window import LiveOptions, MainWindow
+
+    gc.collect()  # the earlier tests' garbage, freed here on the UI thread
+    win = MainWindow(LiveOptions(size=(320, 180), fps=20, play_out=False, autostart=False))
+    win.show()
+    win.open_stage_window()
+    stage = win.stage_presenter.widget
+    win.close()
+    win.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    assert not shiboken6.isValid(win) and not shiboken6.isValid(stage)
+    del win, stage
+    gc.set_debug(gc.DEBUG_SAVEALL)  # keep what the collector would free, to look at it
+    try:
+        gc.collect()
+        live = [
+            type(o).__name__
+            for o in gc.garbage
+            if isinstance(o, QObject) and shiboken6.isValid(o) and shiboken6.ownedByPython(o)
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.collect()
+    assert live == []
 
 
 def test_an_obs_input_gone_from_obs_is_forgotten(qtbot, config_dir):

@@ -181,7 +181,7 @@ class CalibrationDialog(QDialog):
         self._reference_matcher = VowelMatcher(self._reference)
         self._test: _LiveTest | None = None
 
-        self._bridge = _Bridge()
+        self._bridge = _Bridge(self)  # parented: deleted by Qt on the UI thread, never by the GC
         self._bridge.started.connect(self._on_started)
         self._bridge.level.connect(self._on_level)
         self._bridge.done.connect(self._on_done)

@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
         self.banner_kind: str | None = None
         self._notices_shown: set[str] = set()
 
-        self._bridge = _Bridge()
+        self._bridge = _Bridge(self)  # parented: deleted by Qt on the UI thread, never by the GC
         # bound methods of a QObject of the UI thread: queued across threads (never a lambda,
         # which PySide6 would call directly on the emitting thread)
         self._bridge.call.connect(self._run_call, Qt.ConnectionType.QueuedConnection)
@@ -693,10 +693,13 @@ class MainWindow(QMainWindow):
         from app.present.qt_presenter import QtPresenter
 
         if self.stage_presenter is None:
-            self.stage_presenter = QtPresenter(transparent=True)
+            # a window of its own, but owned by this one: Qt deletes it with this window on the
+            # UI thread; a parentless widget is deleted by Python's collector on whichever
+            # thread runs it (a crash off the UI thread)
+            self.stage_presenter = QtPresenter(transparent=True, parent=self)
             w = self.stage_presenter.widget
             w.setWindowTitle("Kagura stage")
-            w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
+            w.setWindowFlags(Qt.WindowType.Window | Qt.WindowType.FramelessWindowHint)
             w.resize(*self.options.size)
             if not self.settings["transparent"]:
                 self.transparent_box.setChecked(True)  # the idol alone, no background

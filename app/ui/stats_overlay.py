@@ -154,7 +154,9 @@ class StatsOverlay(QWidget):
         self.obs_input: str | None = None
         self._obs_busy = False
         self._obs_thread: threading.Thread | None = None
-        self._bridge = _Bridge()
+        # parented: Qt deletes it with this widget, on the UI thread (a parentless one would be
+        # deleted by Python's collector on whichever thread happened to run it)
+        self._bridge = _Bridge(self)
         self._bridge.done.connect(self._obs_done)
         self._bridge.failed.connect(self._obs_failed)
 
