@@ -16,7 +16,8 @@ split holds out the synthesizer, not every speaker; flite's awb and rms are repo
 Each recipe is trained light (`CROSS_AUG` copies, `CROSS_EPOCHS` epochs, one offline net: a few
 minutes) so recipes compare with each other, not with the shipped net's heavier build; with
 `--full` as the shipped build. One build is one draw: compare over seeds (docs/BENCHMARKS.md).
-Validation tracks hold all 12 sentences of each voice, the test's the bench's 4. Over a band
+Validation tracks hold all 12 sentences of each voice, the test's the bench's 4; held notes,
+which sentences lack, are sets of their own (`split_tracks`: sung and sustained vowels). Over a band
 the same split holds for backings: the validation style (`audio.backings.VALID_STYLE`) is
 never drawn in training; the demo song's backing is the test (`kagura bench lipsync`). Prints one
 JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
@@ -190,6 +191,10 @@ RECIPES = {
     "mask-beside": {"mask": "beside", "mask_file": MASK_FILE},
     # and p(voice) from nets that do not hear the mask's voice
     "mask-vowels": {"mask": "vowels", "mask_file": MASK_FILE},
+    # the separated voices' clip statistics start from their training means (issue 15,
+    # twenty-fifth round): a short clip of one held vowel keeps its vowel
+    "priors": {"front_priors": True},
+    "mask-vowels+priors": {"mask": "vowels", "mask_file": MASK_FILE, "front_priors": True},
 }
 
 
@@ -218,13 +223,48 @@ def split_voices() -> dict[str, list]:
 
 def split_tracks() -> dict[str, list]:
     """`split_voices` as tracks: the validation voices never train, so all their sentences
-    (steadier figures); the test as the bench scores it (`N_TEXTS` sentences)."""
-    from audio.lipsync_eval import speech_track
+    (steadier figures); the test as the bench scores it (`N_TEXTS` sentences). Then held notes,
+    which sentences have none of: the validation voices' vowels sung low and high
+    (`audio.lipsync_eval.sung_track`), the held-out espeak-ng voices' sustained vowels
+    (`held_vowel_track`, validation too: their synthesizer trains, they do not), and the test's
+    sung flite as tests/test_lipsync_corpus.py sings it."""
+    from audio.lipsync_eval import speech_track, sung_track
+    from audio.speech_corpus import voices
 
-    return {
+    split = split_voices()
+    out = {
         name: [speech_track(v, None if name == "valid" else N_TEXTS) for v in vs]
-        for name, vs in split_voices().items()
+        for name, vs in split.items()
     }
+    out["valid-sung"] = [
+        sung_track(split["valid"], 30, seed=5, f0_range=(150.0, 400.0)),
+        sung_track(split["valid"], 30, seed=6, f0_range=(400.0, 1000.0)),
+    ]
+    out["valid-held"] = [held_vowel_track()]
+    out["test-sung"] = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
+    return out
+
+
+def held_vowel_track(voices=None):
+    """Each vowel of each voice (default: `audio.calibration.HELDOUT_VOICES`) sustained by
+    espeak-ng (`synth_vowel`, about 1.5 s at one pitch: the flat held note a user sings to
+    calibrate), joined with pauses; each vowel's truth spans its voiced part (the 10 ms hops
+    within 30 dB of its loudest)."""
+    from audio.calibration import HELDOUT_VOICES, synth_vowel
+    from audio.lipsync_eval import SR, join
+
+    hop = SR // 100
+    parts = []
+    for voice, pitch in voices or HELDOUT_VOICES:
+        for v in "AIUEO":
+            x = synth_vowel(voice, pitch, v, SR)
+            n = len(x) // hop
+            db = 10 * np.log10(np.mean(np.square(x[: n * hop].reshape(n, hop), dtype=np.float64), 1)
+                               + 1e-20)  # fmt: skip
+            on = np.flatnonzero(db > db.max() - 30)
+            a, b = on[0] * hop, (on[-1] + 1) * hop
+            parts.append((x[a:b], [(0.0, (b - a) / SR, v)]))
+    return join("held vowels (espeak-ng, held-out voices)", None, parts, seed=11)
 
 
 _ONSETS: list = []

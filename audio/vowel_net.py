@@ -322,6 +322,7 @@ def offline_inputs(
     residual: np.ndarray | None = None,
     residual_f: FrameFeatures | None = None,
     mask: VoiceMask | None = None,
+    front_priors: list | None = None,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -334,27 +335,35 @@ def offline_inputs(
     `residual_f`: its features too (`separated_features`: the render makes them beside the
     other features; not with a `warp`). With the learned mask front-end (`FRONT_MASK`) the
     separated voice is what `mask` keeps of `f`'s power spectra (`keep_power`); with
-    `FRONT_BOTH` both separated voices follow the mix's vector."""
+    `FRONT_BOTH` both separated voices follow the mix's vector. `front_priors`: each separated
+    voice's training mean and spread (`VowelNet.front_priors`), where its clip's own start (as
+    `prior` and `cvn` do for the mix's), in the order the vectors follow."""
     m = clip_cmn(f, prior)
     if cvn is not None:
         m = clip_cvn(m, f, cvn if cvn_prior else None)
     v = hop_vectors(f, m)
     parts = [v]
+    priors = iter(front_priors or ())
     if front in (FRONT_SEPARATION, FRONT_BOTH):
         fs = residual_f if residual_f is not None else separated_features(y, sr, warp, residual)
-        parts.append(_front_vectors(fs, cvn))
+        parts.append(_front_vectors(fs, cvn, next(priors, None)))
     if front in (FRONT_MASK, FRONT_BOTH):
         if mask is None:
             raise ValueError("the mask front-end needs its mask")
-        parts.append(_front_vectors(masked_features(f, sr, mask, NET_SETTINGS, warp), cvn))
+        fs = masked_features(f, sr, mask, NET_SETTINGS, warp)
+        parts.append(_front_vectors(fs, cvn, next(priors, None)))
     return stack(np.concatenate(parts, axis=1) if len(parts) > 1 else v, offsets)
 
 
-def _front_vectors(fs: FrameFeatures, cvn: np.ndarray | None) -> np.ndarray:
-    """A front-end's separated voice as hop vectors, normalised by its own clip statistics."""
-    ms = clip_cmn(fs)
+def _front_vectors(
+    fs: FrameFeatures, cvn: np.ndarray | None, prior: tuple | None = None
+) -> np.ndarray:
+    """A front-end's separated voice as hop vectors, normalised by its own clip statistics;
+    with a `prior` (its training mean and spread) they start from it, as the mix's do: a short
+    clip of one held vowel must not become its own mean, which erases the vowel."""
+    ms = clip_cmn(fs, None if prior is None else prior[0])
     if cvn is not None:
-        ms = clip_cvn(ms, fs)
+        ms = clip_cvn(ms, fs, None if prior is None else prior[1])
     return hop_vectors(fs, ms)
 
 
@@ -540,6 +549,9 @@ class VowelNet:
     # but hears a backing it never trained on as a voice in the pauses (docs/BENCHMARKS.md).
     offline_voice: list[Mlp | Tcn | MelConv] = field(default_factory=list)
     voice_blocks: int = 0
+    # each front-end's separated voice: its training mean cepstra and spread (`front_priors`,
+    # in `offline_inputs`' order), where its clip statistics start; empty: its clip's own alone
+    front_priors: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def needs_power(self) -> bool:
@@ -588,7 +600,8 @@ class VowelNet:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=self.needs_power)
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
                            cvn=self.offline_cvn, cvn_prior=True, residual=residual,
-                           residual_f=residual_f, mask=self.mask)  # fmt: skip
+                           residual_f=residual_f, mask=self.mask,
+                           front_priors=self.front_priors)  # fmt: skip
         pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
@@ -624,6 +637,9 @@ class VowelNet:
             arrays["offline_cvn"] = np.asarray(self.offline_cvn, np.float32)
         if self.mask is not None:
             arrays.update(mask_arrays("mask", self.mask))
+        for i, (mean, spread) in enumerate(self.front_priors):
+            arrays[f"front{i}_cmn"] = np.asarray(mean, np.float32)
+            arrays[f"front{i}_cvn"] = np.asarray(spread, np.float32)
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
         more += [(f"voice{i}", m) for i, m in enumerate(self.offline_voice)]
         if self.offline_voice:
@@ -709,6 +725,16 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             raise ValueError(
                 f"{path}: offline_cvn must be {cmn.shape[0]} positive spreads (got {cvn.shape})"
             )
+        front_priors = []
+        while f"front{len(front_priors)}_cmn" in z:
+            i = len(front_priors)
+            mean, spread = z[f"front{i}_cmn"].astype(np.float64), z[f"front{i}_cvn"]
+            if mean.shape != cmn.shape or spread.shape != cmn.shape or not np.all(spread > 0):
+                raise ValueError(f"{path}: front{i}_cmn / _cvn must be {cmn.shape[0]} means and "
+                                 f"positive spreads (got {mean.shape}, {spread.shape})")  # fmt: skip
+            front_priors.append((mean, spread.astype(np.float64)))
+        if len(front_priors) > (2 if front == FRONT_BOTH else 1 if front else 0):
+            raise ValueError(f"{path}: {len(front_priors)} front priors for front-end {front!r}")
         blocks = int(z["voice_blocks"]) if "voice_blocks" in z else 0
         if len(nets) > n_off and not 1 <= blocks <= 3:
             raise ValueError(f"{path}: voice_blocks must be 1..3 hop-vector blocks (got {blocks})")
@@ -716,7 +742,7 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
                         live_cmn_voiced=voiced, offline_more=nets[2:n_off],
                         offline_cvn=cvn, mask=mask, offline_voice=nets[n_off:],
-                        voice_blocks=blocks)  # fmt: skip
+                        voice_blocks=blocks, front_priors=front_priors)  # fmt: skip
 
 
 def _load_tcn(z, name: str, path) -> Tcn:

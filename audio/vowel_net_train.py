@@ -48,6 +48,7 @@ __all__ = [
     "examples",
     "fit_live",
     "fit_tcn",
+    "front_priors",
     "fused_mlp",
     "stack_runs",
     "train",
@@ -102,7 +103,7 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
     live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False, roomed=False,
-    mask=None,
+    mask=None, front_priors=None,
 ) -> Examples:  # fmt: skip
     power = bool(live_front) or front in (FRONT_MASK, FRONT_BOTH)
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=power)
@@ -115,11 +116,10 @@ def _one(
     voiced = np.r_[False, lab[:-1] != "-"] if live_voiced else None
     live = live_inputs(f, SR, cmn_init, offsets, live_front, live_prior, voiced,
                        warp if warp_front else 1.0)  # fmt: skip
-    off = (
-        offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn, mask=mask)
-        if offline
-        else np.zeros((len(f), 0), np.float32)
-    )
+    off = np.zeros((len(f), 0), np.float32)
+    if offline:
+        off = offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn, mask=mask,
+                             front_priors=front_priors)  # fmt: skip
     if gain is not None:
         live = lifter_rows(live, gain)
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
@@ -234,6 +234,29 @@ def cvn_prior(tracks: list[Track]) -> np.ndarray:
     return np.mean(out, axis=0)
 
 
+def front_priors(tracks: list[Track], front: str, mask=None) -> list[tuple[np.ndarray, ...]]:
+    """Each separated voice of `front` (`offline_inputs`' order): the clean tracks' mean
+    cepstra and mean spread over its sounding hops, as `cmn_prior` and `cvn_prior` give the
+    mix's: where its clip statistics start in use (`VowelNet.front_priors`)."""
+    from audio.voice_mask import masked_features
+    from audio.vowel_net import FRONT_SEPARATION, separated_features
+
+    sums: list[list] = []
+    for tr in tracks:
+        fronts = []
+        if front in (FRONT_SEPARATION, FRONT_BOTH):
+            fronts.append(separated_features(tr.voice, SR))
+        if front in (FRONT_MASK, FRONT_BOTH):
+            f = mfcc_frames(tr.voice, SR, NET_SETTINGS, keep_power=True)
+            fronts.append(masked_features(f, SR, mask, NET_SETTINGS))
+        for i, fs in enumerate(fronts):
+            ms = clip_cmn(fs)
+            if len(sums) <= i:
+                sums.append([])
+            sums[i].append((fs.mfcc[0] - ms[0], clip_spread(ms, fs)))
+    return [tuple(np.mean(col, axis=0) for col in zip(*rows, strict=True)) for rows in sums]
+
+
 def cmn_prior(tracks: list[Track]) -> np.ndarray:
     """The mean MFCCs of the clean tracks' sounding hops: where the live running mean starts."""
     means = []
@@ -267,6 +290,7 @@ def examples(
     warp_front: bool = False,
     room_share: float = 0.3,
     mask: VoiceMask | None = None,
+    front_priors: list | None = None,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -280,7 +304,9 @@ def examples(
     `warp_front`: the live front-end's cepstrum warped with the mix's (without it only the
     mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants).
     `room_share`: the share of the augmented copies heard in a room (reverb, the targets kept
-    dry: the tail is a pause). `mask`: the learned mask of the `FRONT_MASK` front-end."""
+    dry: the tail is a pause). `mask`: the learned mask of the `FRONT_MASK` front-end;
+    `front_priors`: where the separated voices' clip statistics start (`front_priors`), as in
+    use."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -301,6 +327,7 @@ def examples(
                     *more,
                     cvn=cvn,
                     mask=mask,
+                    front_priors=front_priors,
                 )
             )
         for _ in range(n_aug):
@@ -331,7 +358,7 @@ def examples(
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
                      *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
-                     roomed=roomed, mask=mask)
+                     roomed=roomed, mask=mask, front_priors=front_priors)
             )  # fmt: skip
     return Examples.concat(parts)
 

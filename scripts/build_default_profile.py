@@ -127,6 +127,10 @@ ALSO: tuple[str, ...] = ()
 # the vowels, while p(voice) comes from offline nets that do not hear it. The build trains the
 # mask first (scripts/train_voice_mask.py's settings) unless it is given a trained one (--mask).
 MASK = ""
+# The separated voices' clip means and spreads start from their training means, in training and
+# in use, as the mix's do (issue 15, twenty-fifth round): alone, a short clip of one held vowel
+# becomes its own mean and its separated voice says nothing of the vowel.
+FRONT_PRIORS = False
 
 
 def training_voices(
@@ -170,6 +174,7 @@ def build_net(
     also: tuple[str, ...] | None = None,
     mask: str | None = None,
     mask_file: str | None = None,
+    front_priors: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -192,7 +197,9 @@ def build_net(
     when None); `also`: with the voices of those sources (`ALSO` when None). `mask`: the learned
     voice mask's place (`MASK` when None; "vowels": p(voice) from offline nets trained on the
     same examples without the mask's block, `VowelNet.offline_voice`); `mask_file`: the
-    trained mask (`scripts/train_voice_mask.py`; None: trained here first)."""
+    trained mask (`scripts/train_voice_mask.py`; None: trained here first). `front_priors`:
+    the separated voices' clip statistics start from their training means, in training and in
+    use (`FRONT_PRIORS` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
@@ -216,6 +223,7 @@ def build_net(
         train,
         train_offline,
     )
+    from audio.vowel_net_train import front_priors as front_prior_stats
 
     mask_place = MASK if mask is None else mask
     if mask_place not in ("", "instead", "beside", "vowels"):
@@ -232,11 +240,14 @@ def build_net(
         mask = _voice_mask(mask_file, tracks)
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
+    use_priors = FRONT_PRIORS if front_priors is None else front_priors
     if base is not None:
         front, offline_offsets, mask = base.front, base.offline_offsets, base.mask
         cvn = base.offline_cvn
+        priors = base.front_priors
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
+        priors = front_prior_stats(tracks, front, mask) if front and use_priors else []
     if live_tcn:
         live_offsets = (0,)
     if offline_tcn:
@@ -246,13 +257,15 @@ def build_net(
         """The hop vectors (offsets (0,)): stacked below for an MLP half, as before."""
         with_off = base is None or distil
         k = (len(trs), copies, seed, front, live_front, band_share, live_cmn_prior,
-             with_off, live_cmn_voiced, None if cvn is None else cvn.tobytes(), repr(aug))  # fmt: skip
+             with_off, live_cmn_voiced, None if cvn is None else cvn.tobytes(), repr(aug),
+             bool(priors))  # fmt: skip
         if k not in cache:
             cache[k] = examples(
                 trs, init, n_aug=copies, seed=seed, front=front, live_offsets=(0,),
                 live_front=live_front, offline_offsets=(0,), band_share=band_share,
                 live_cmn_prior=live_cmn_prior, offline=with_off,
-                live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, mask=mask, **aug,
+                live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, mask=mask,
+                front_priors=priors, **aug,
             )  # fmt: skip
         return cache[k]
 
@@ -339,6 +352,9 @@ def build_net(
         net.voice_blocks = 2
         net.info += "; p(voice) from offline nets that do not hear the mask's voice"
     net.info += more_info
+    net.front_priors = priors
+    if priors and base is None:
+        net.info += "; the separated voices' clip statistics start from their training means"
     return net
 
 

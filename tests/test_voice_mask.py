@@ -141,6 +141,22 @@ def test_net_file_carries_the_mask_and_the_engine_runs_it(trained, tmp_path, fro
         offline_inputs(y, SR, f, None, front)
     res = MfccLipSync(net=back).analyze(y, SR, 30, 90)
     assert res.open.shape == (90,) and np.isfinite(res.vowels).all()
+    # each separated voice's training mean and spread: kept by the file, they move the
+    # separated voices' vectors and leave the mix's alone
+    from audio.lipsync_eval import Track
+    from audio.vowel_net_train import front_priors
+
+    priors = front_priors([Track("v", None, v, [], v) for v in voices[:2]], front, mask)
+    assert len(priors) == (2 if front == FRONT_BOTH else 1)
+    net.front_priors = priors
+    net.save(path)
+    assert len(load_net(path).front_priors) == len(priors)
+    plain = offline_inputs(y, SR, f, None, front, offsets=(0,), mask=rounded)
+    primed = offline_inputs(y, SR, f, None, front, offsets=(0,), mask=rounded, front_priors=priors)
+    np.testing.assert_array_equal(primed[:, :HOP_DIM], plain[:, :HOP_DIM])
+    for b in range(1, len(priors) + 1):
+        blk = slice(b * HOP_DIM, b * HOP_DIM + NET_SETTINGS.n_coefs)
+        assert np.abs(primed[:, blk] - plain[:, blk]).max() > 1e-3, b
 
 
 def test_a_broken_mask_file_is_named(trained, tmp_path):
