@@ -3,7 +3,8 @@
     PYTHONPATH=$PWD python -m app.bench_lipsync_split [--shipped] [--net FILE ...]
         [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
         [--live-weight W] [--voice-off P] [--voice-sure P]
-        [--offline-only] [--with-reverb] [--gate NAME=VALUE ...] [--save-dir DIR] [--log FILE]
+        [--offline-only] [--with-reverb] [--gate NAME=VALUE ...] [--front-priors HOPS]
+        [--save-dir DIR] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
@@ -226,8 +227,8 @@ def split_tracks() -> dict[str, list]:
     (steadier figures); the test as the bench scores it (`N_TEXTS` sentences). Then held notes,
     which sentences have none of: the validation voices' vowels sung low and high
     (`audio.lipsync_eval.sung_track`), the held-out espeak-ng voices' sustained vowels
-    (`held_vowel_track`, validation too: their synthesizer trains, they do not), and the test's
-    sung flite as tests/test_lipsync_corpus.py sings it."""
+    (`held_vowel_track`, validation too: their synthesizer trains, they do not), joined and
+    each a clip of its own, and the test's sung flite as tests/test_lipsync_corpus.py sings it."""
     from audio.lipsync_eval import speech_track, sung_track
     from audio.speech_corpus import voices
 
@@ -241,20 +242,21 @@ def split_tracks() -> dict[str, list]:
         sung_track(split["valid"], 30, seed=6, f0_range=(400.0, 1000.0)),
     ]
     out["valid-held"] = [held_vowel_track()]
+    out["valid-held-alone"] = held_vowel_clips()
     out["test-sung"] = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
     return out
 
 
-def held_vowel_track(voices=None):
-    """Each vowel of each voice (default: `audio.calibration.HELDOUT_VOICES`) sustained by
-    espeak-ng (`synth_vowel`, about 1.5 s at one pitch: the flat held note a user sings to
-    calibrate), joined with pauses; each vowel's truth spans its voiced part (the 10 ms hops
-    within 30 dB of its loudest)."""
+def held_vowels(voices=None) -> list:
+    """(name, audio, phones) of each vowel of each voice (default:
+    `audio.calibration.HELDOUT_VOICES`) sustained by espeak-ng (`synth_vowel`, about 1.5 s at
+    one pitch: the flat held note a user sings to calibrate); each vowel's truth spans its
+    voiced part (the 10 ms hops within 30 dB of its loudest)."""
     from audio.calibration import HELDOUT_VOICES, synth_vowel
-    from audio.lipsync_eval import SR, join
+    from audio.lipsync_eval import SR
 
     hop = SR // 100
-    parts = []
+    out = []
     for voice, pitch in voices or HELDOUT_VOICES:
         for v in "AIUEO":
             x = synth_vowel(voice, pitch, v, SR)
@@ -263,8 +265,25 @@ def held_vowel_track(voices=None):
                                + 1e-20)  # fmt: skip
             on = np.flatnonzero(db > db.max() - 30)
             a, b = on[0] * hop, (on[-1] + 1) * hop
-            parts.append((x[a:b], [(0.0, (b - a) / SR, v)]))
+            out.append((f"{voice} {v}", x[a:b], [(0.0, (b - a) / SR, v)]))
+    return out
+
+
+def held_vowel_track(voices=None):
+    """`held_vowels` joined with pauses into one track."""
+    from audio.lipsync_eval import join
+
+    parts = [(x, ph) for _, x, ph in held_vowels(voices)]
     return join("held vowels (espeak-ng, held-out voices)", None, parts, seed=11)
+
+
+def held_vowel_clips(voices=None) -> list:
+    """`held_vowels`, each a clip of its own (a pause before and after): a clip's statistics
+    are then one vowel's, as in a short clip of one held note (`audio.vowel_net.clip_cmn`)."""
+    from audio.lipsync_eval import join
+
+    return [join(name, None, [(x, ph)], seed=11 + i)
+            for i, (name, x, ph) in enumerate(held_vowels(voices))]  # fmt: skip
 
 
 _ONSETS: list = []
@@ -437,6 +456,17 @@ def score_net(
     return out
 
 
+def _give_front_priors(net, hops: int) -> None:
+    """`net`'s separated voices' training means and spreads from the shipped build's training
+    tracks, worth `hops` hops (`audio.vowel_net_train.front_priors`), in place."""
+    from audio.vowel_net_train import front_priors
+
+    if net.front:
+        bdp = load_build_script()
+        net.front_priors = front_priors(bdp._tracks(bdp.training_voices()), net.front, net.mask)
+        net.front_prior_hops = hops
+
+
 def parse_gate(items: list[str]) -> dict:
     """``NAME=VALUE`` pairs -> {NAME: value} for `LiveLipSync`'s gate constants: NAME one of
     its upper-case class attributes, VALUE of that attribute's type."""
@@ -508,6 +538,11 @@ def main(argv=None) -> int:
         metavar="NAME=VALUE",
         help="set a live gate constant of LiveLipSync (e.g. FADE_HOPS=4) on the live engine",
     )
+    ap.add_argument(
+        "--front-priors", type=int, metavar="HOPS",
+        help="give each net scored the training means of its separated voices, worth HOPS hops, "
+        "in use only (`VowelNet.front_priors`; its nets kept)",
+    )  # fmt: skip
     ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument("--log", help="append each result as a JSON line to this file")
     args = ap.parse_args(argv)
@@ -515,6 +550,10 @@ def main(argv=None) -> int:
         gate = parse_gate(args.gate)
     except ValueError as exc:
         ap.error(str(exc))
+    from audio.vowel_net import CMN_TAU
+
+    if args.front_priors is not None and not 1 <= args.front_priors <= CMN_TAU:
+        ap.error(f"--front-priors {args.front_priors}: expected 1..{CMN_TAU} hops")
     sets = split_tracks()
     runs = []
     if args.shipped:
@@ -544,6 +583,8 @@ def main(argv=None) -> int:
     for (name, make), save in zip(runs, saves, strict=True):
         t0 = time.perf_counter()
         net = make()
+        if args.front_priors is not None:
+            _give_front_priors(net, args.front_priors)
         t1 = time.perf_counter()
         if save and args.save_dir:
             Path(args.save_dir).mkdir(parents=True, exist_ok=True)

@@ -83,11 +83,13 @@ VOICED_P = 0.9  # chosen on festival over the band at 0 dB (docs/BENCHMARKS.md)
 CMN_RANGE_DB = 30.0  # hops within this of the (decaying) loudest one count as sounding
 
 
-def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+def clip_cmn(
+    f: FrameFeatures, prior: np.ndarray | None = None, weight: int = CMN_PRIOR
+) -> np.ndarray:
     """MFCCs less their mean over the clip's sounding hops (offline).
 
-    With a `prior` (the training mean) the mean starts from it, worth `CMN_PRIOR` hops: a
-    short clip of one sustained vowel must not become its own mean (which would erase it)."""
+    With a `prior` (the training mean) the mean starts from it, worth `weight` hops: a short
+    clip of one sustained vowel must not become its own mean (which would erase it)."""
     if len(f) == 0:
         return f.mfcc
     top = float(np.percentile(f.level_db, 95))
@@ -96,14 +98,16 @@ def clip_cmn(f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
     if prior is None:
         m = sel.mean(axis=0)
     else:
-        m = (CMN_PRIOR * np.asarray(prior) + sel.sum(axis=0)) / (CMN_PRIOR + len(sel))
+        m = (weight * np.asarray(prior) + sel.sum(axis=0)) / (weight + len(sel))
     return f.mfcc - m
 
 
-def clip_spread(x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+def clip_spread(
+    x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None, weight: int = CMN_PRIOR
+) -> np.ndarray:
     """(n_coefs,) the spread (RMS) of mean-normalised MFCCs `x` of the hops `f` over the
     clip's sounding hops; with a `prior` (the training's spread) it starts from it, worth
-    `CMN_PRIOR` hops: a short clip of one vowel must not become its own scale."""
+    `weight` hops: a short clip of one vowel must not become its own scale."""
     top = float(np.percentile(f.level_db, 95))
     act = f.level_db > top - CMN_RANGE_DB
     sel = np.asarray(x[act] if act.any() else x, np.float64)
@@ -111,17 +115,19 @@ def clip_spread(x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None
     if prior is None:
         var = ss / len(sel)
     else:
-        var = (CMN_PRIOR * np.square(np.asarray(prior, np.float64)) + ss) / (CMN_PRIOR + len(sel))
+        var = (weight * np.square(np.asarray(prior, np.float64)) + ss) / (weight + len(sel))
     return np.sqrt(np.maximum(var, 1e-6))
 
 
-def clip_cvn(x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None) -> np.ndarray:
+def clip_cvn(
+    x: np.ndarray, f: FrameFeatures, prior: np.ndarray | None = None, weight: int = CMN_PRIOR
+) -> np.ndarray:
     """Mean-normalised MFCCs `x` divided by their spread (`clip_spread`; offline): a
     synthesizer or vocoder that smooths (or sharpens) the spectrum scales the cepstra, the
     high ones most, and this undoes it."""
     if len(f) == 0:
         return x
-    return (x / clip_spread(x, f, prior)).astype(np.float32)
+    return (x / clip_spread(x, f, prior, weight)).astype(np.float32)
 
 
 class RunningCmn:
@@ -323,6 +329,7 @@ def offline_inputs(
     residual_f: FrameFeatures | None = None,
     mask: VoiceMask | None = None,
     front_priors: list | None = None,
+    front_prior_hops: int = CMN_PRIOR,
 ) -> np.ndarray:
     """The offline net's input rows for the hops `f` of `y` (the same in training and use).
 
@@ -337,7 +344,8 @@ def offline_inputs(
     separated voice is what `mask` keeps of `f`'s power spectra (`keep_power`); with
     `FRONT_BOTH` both separated voices follow the mix's vector. `front_priors`: each separated
     voice's training mean and spread (`VowelNet.front_priors`), where its clip's own start (as
-    `prior` and `cvn` do for the mix's), in the order the vectors follow."""
+    `prior` and `cvn` do for the mix's), in the order the vectors follow, worth
+    `front_prior_hops` hops."""
     m = clip_cmn(f, prior)
     if cvn is not None:
         m = clip_cvn(m, f, cvn if cvn_prior else None)
@@ -346,24 +354,24 @@ def offline_inputs(
     priors = iter(front_priors or ())
     if front in (FRONT_SEPARATION, FRONT_BOTH):
         fs = residual_f if residual_f is not None else separated_features(y, sr, warp, residual)
-        parts.append(_front_vectors(fs, cvn, next(priors, None)))
+        parts.append(_front_vectors(fs, cvn, next(priors, None), front_prior_hops))
     if front in (FRONT_MASK, FRONT_BOTH):
         if mask is None:
             raise ValueError("the mask front-end needs its mask")
         fs = masked_features(f, sr, mask, NET_SETTINGS, warp)
-        parts.append(_front_vectors(fs, cvn, next(priors, None)))
+        parts.append(_front_vectors(fs, cvn, next(priors, None), front_prior_hops))
     return stack(np.concatenate(parts, axis=1) if len(parts) > 1 else v, offsets)
 
 
 def _front_vectors(
-    fs: FrameFeatures, cvn: np.ndarray | None, prior: tuple | None = None
+    fs: FrameFeatures, cvn: np.ndarray | None, prior: tuple | None = None, weight: int = CMN_PRIOR
 ) -> np.ndarray:
     """A front-end's separated voice as hop vectors, normalised by its own clip statistics;
     with a `prior` (its training mean and spread) they start from it, as the mix's do: a short
     clip of one held vowel must not become its own mean, which erases the vowel."""
-    ms = clip_cmn(fs, None if prior is None else prior[0])
+    ms = clip_cmn(fs, None if prior is None else prior[0], weight)
     if cvn is not None:
-        ms = clip_cvn(ms, fs, None if prior is None else prior[1])
+        ms = clip_cvn(ms, fs, None if prior is None else prior[1], weight)
     return hop_vectors(fs, ms)
 
 
@@ -552,6 +560,7 @@ class VowelNet:
     # each front-end's separated voice: its training mean cepstra and spread (`front_priors`,
     # in `offline_inputs`' order), where its clip statistics start; empty: its clip's own alone
     front_priors: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    front_prior_hops: int = CMN_PRIOR  # the hops the priors are worth
 
     @property
     def needs_power(self) -> bool:
@@ -601,7 +610,8 @@ class VowelNet:
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
                            cvn=self.offline_cvn, cvn_prior=True, residual=residual,
                            residual_f=residual_f, mask=self.mask,
-                           front_priors=self.front_priors)  # fmt: skip
+                           front_priors=self.front_priors,
+                           front_prior_hops=self.front_prior_hops)  # fmt: skip
         pv, pw = self.offline_hop_probs(v)
         # The clip's mean is the wrong reference where the clip is mostly band (an intro, an
         # instrumental): the live net, whose running mean starts from the training mean,
@@ -640,6 +650,8 @@ class VowelNet:
         for i, (mean, spread) in enumerate(self.front_priors):
             arrays[f"front{i}_cmn"] = np.asarray(mean, np.float32)
             arrays[f"front{i}_cvn"] = np.asarray(spread, np.float32)
+        if self.front_priors:
+            arrays["front_prior_hops"] = np.asarray(self.front_prior_hops, np.int64)
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
         more += [(f"voice{i}", m) for i, m in enumerate(self.offline_voice)]
         if self.offline_voice:
@@ -735,6 +747,9 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             front_priors.append((mean, spread.astype(np.float64)))
         if len(front_priors) > (2 if front == FRONT_BOTH else 1 if front else 0):
             raise ValueError(f"{path}: {len(front_priors)} front priors for front-end {front!r}")
+        prior_hops = int(z["front_prior_hops"]) if "front_prior_hops" in z else CMN_PRIOR
+        if not 1 <= prior_hops <= CMN_TAU:
+            raise ValueError(f"{path}: front_prior_hops must be 1..{CMN_TAU} (got {prior_hops})")
         blocks = int(z["voice_blocks"]) if "voice_blocks" in z else 0
         if len(nets) > n_off and not 1 <= blocks <= 3:
             raise ValueError(f"{path}: voice_blocks must be 1..3 hop-vector blocks (got {blocks})")
@@ -742,7 +757,8 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
                         live_cmn_voiced=voiced, offline_more=nets[2:n_off],
                         offline_cvn=cvn, mask=mask, offline_voice=nets[n_off:],
-                        voice_blocks=blocks, front_priors=front_priors)  # fmt: skip
+                        voice_blocks=blocks, front_priors=front_priors,
+                        front_prior_hops=prior_hops)  # fmt: skip
 
 
 def _load_tcn(z, name: str, path) -> Tcn:

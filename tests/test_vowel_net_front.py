@@ -318,9 +318,10 @@ def test_front_priors_keep_a_held_vowel_in_the_separated_voice(tmp_path):
     short = np.concatenate([pad, _held_vowel(*formants[3], 1.5), pad])
     nc = NET_SETTINGS.n_coefs
 
-    def separated(y, fp, start=0.0, end=None):  # the separated voice's cepstra, loud hops
+    def separated(y, fp, start=0.0, end=None, weight=200):  # the separated voice, loud hops
         f = mfcc_frames(y, SR, NET_SETTINGS)
-        v = offline_inputs(y, SR, f, None, FRONT_SEPARATION, offsets=(0,), front_priors=fp)
+        v = offline_inputs(y, SR, f, None, FRONT_SEPARATION, offsets=(0,), front_priors=fp,
+                           front_prior_hops=weight)  # fmt: skip
         t = f.end / SR
         keep = (f.level_db > f.level_db.max() - 10) & (t > start + 0.1) & (t < (end or 1e9))
         return np.median(v[keep, HOP_DIM : HOP_DIM + nc], axis=0)
@@ -357,3 +358,12 @@ def test_front_priors_keep_a_held_vowel_in_the_separated_voice(tmp_path):
         load_net(bad)
     np.savez(bad, **{k: a for k, a in arrays.items() if not k.startswith("front0")})
     assert load_net(bad).front_priors == []  # files from before: the clip's own statistics
+    # what the priors are worth: fewer hops, nearer the clip's own statistics; kept by the file
+    light = separated(short, priors, weight=50)
+    assert np.linalg.norm(light - alone) < np.linalg.norm(primed - alone)
+    net.front_prior_hops = 50
+    net.save(path)
+    assert load_net(path).front_prior_hops == 50
+    np.savez(bad, **{**arrays, "front_prior_hops": np.asarray(0)})
+    with pytest.raises(ValueError, match=r"bad\.npz: front_prior_hops must be 1\.\.1000"):
+        load_net(bad)
