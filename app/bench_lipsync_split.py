@@ -196,6 +196,8 @@ RECIPES = {
     # twenty-fifth round): a short clip of one held vowel keeps its vowel
     "priors": {"front_priors": True},
     "mask-vowels+priors": {"mask": "vowels", "mask_file": MASK_FILE, "front_priors": True},
+    # the mask trained with twice more sung notes (issue 15, twenty-fifth round)
+    "mask-vowels-sung": {"mask": "vowels", "mask_file": MASK_FILE, "mask_sung": 2},
 }
 
 

@@ -740,6 +740,8 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         front_priors = []
         while f"front{len(front_priors)}_cmn" in z:
             i = len(front_priors)
+            if f"front{i}_cvn" not in z:
+                raise ValueError(f"{path}: front{i}_cvn: missing (front{i}_cmn has no spread)")
             mean, spread = z[f"front{i}_cmn"].astype(np.float64), z[f"front{i}_cvn"]
             if mean.shape != cmn.shape or spread.shape != cmn.shape or not np.all(spread > 0):
                 raise ValueError(f"{path}: front{i}_cmn / _cvn must be {cmn.shape[0]} means and "

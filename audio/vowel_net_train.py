@@ -241,7 +241,9 @@ def front_priors(tracks: list[Track], front: str, mask=None) -> list[tuple[np.nd
     from audio.voice_mask import masked_features
     from audio.vowel_net import FRONT_SEPARATION, separated_features
 
-    sums: list[list] = []
+    if front in (FRONT_MASK, FRONT_BOTH) and mask is None:
+        raise ValueError("the mask front-end needs its mask")
+    per_front: list[list] = []
     for tr in tracks:
         fronts = []
         if front in (FRONT_SEPARATION, FRONT_BOTH):
@@ -251,10 +253,10 @@ def front_priors(tracks: list[Track], front: str, mask=None) -> list[tuple[np.nd
             fronts.append(masked_features(f, SR, mask, NET_SETTINGS))
         for i, fs in enumerate(fronts):
             ms = clip_cmn(fs)
-            if len(sums) <= i:
-                sums.append([])
-            sums[i].append((fs.mfcc[0] - ms[0], clip_spread(ms, fs)))
-    return [tuple(np.mean(col, axis=0) for col in zip(*rows, strict=True)) for rows in sums]
+            if len(per_front) <= i:
+                per_front.append([])
+            per_front[i].append((fs.mfcc[0] - ms[0], clip_spread(ms, fs)))
+    return [tuple(np.mean(col, axis=0) for col in zip(*rows, strict=True)) for rows in per_front]
 
 
 def cmn_prior(tracks: list[Track]) -> np.ndarray:

@@ -131,6 +131,9 @@ MASK = ""
 # in use, as the mix's do (issue 15, twenty-fifth round): alone, a short clip of one held vowel
 # becomes its own mean and its separated voice says nothing of the vowel.
 FRONT_PRIORS = False
+# More sung tracks (rounds of `_tracks`' sung notes, other seeds) in the mask's training alone:
+# the mask took held harmonic notes for the band's and cost sung vowels (twenty-fifth round)
+MASK_SUNG = 0
 
 
 def training_voices(
@@ -175,6 +178,7 @@ def build_net(
     mask: str | None = None,
     mask_file: str | None = None,
     front_priors: bool | None = None,
+    mask_sung: int | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -199,7 +203,8 @@ def build_net(
     same examples without the mask's block, `VowelNet.offline_voice`); `mask_file`: the
     trained mask (`scripts/train_voice_mask.py`; None: trained here first). `front_priors`:
     the separated voices' clip statistics start from their training means, in training and in
-    use (`FRONT_PRIORS` when None)."""
+    use (`FRONT_PRIORS` when None). `mask_sung`: more sung tracks for the mask's training alone
+    (`MASK_SUNG` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
@@ -237,7 +242,8 @@ def build_net(
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
-        mask = _voice_mask(mask_file, tracks)
+        mask_sung = MASK_SUNG if mask_sung is None else mask_sung
+        mask = _voice_mask(mask_file, tracks + _more_sung(specs, mask_sung))
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
     use_priors = FRONT_PRIORS if front_priors is None else front_priors
@@ -431,6 +437,17 @@ def _stacked(hop, live_offsets, offline_offsets):
         hop.banded,
         hop.roomed,
     )
+
+
+def _more_sung(specs, rounds: int) -> list:
+    """`rounds` more of `_tracks`' sung tracks (other notes, other seeds), for the mask."""
+    from audio.lipsync_eval import sung_track
+
+    return [
+        sung_track(specs[i : i + 2], 24, seed=1000 * (r + 1) + i, f0_range=(100.0, 1000.0))
+        for r in range(rounds)
+        for i in range(0, len(specs), 2)
+    ]
 
 
 def _tracks(specs, extra: bool = False):

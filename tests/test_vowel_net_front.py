@@ -356,6 +356,9 @@ def test_front_priors_keep_a_held_vowel_in_the_separated_voice(tmp_path):
     )
     with pytest.raises(ValueError, match=r"bad\.npz: 2 front priors for front-end 'separation'"):
         load_net(bad)
+    np.savez(bad, **{k: a for k, a in arrays.items() if k != "front0_cvn"})
+    with pytest.raises(ValueError, match=r"bad\.npz: front0_cvn: missing"):
+        load_net(bad)
     np.savez(bad, **{k: a for k, a in arrays.items() if not k.startswith("front0")})
     assert load_net(bad).front_priors == []  # files from before: the clip's own statistics
     # what the priors are worth: fewer hops, nearer the clip's own statistics; kept by the file
