@@ -194,8 +194,13 @@ RECIPES = {
     "mask-vowels": {"mask": "vowels", "mask_file": MASK_FILE},
     # the separated voices' clip statistics start from their training means (issue 15,
     # twenty-fifth round): a short clip of one held vowel keeps its vowel
-    "priors": {"front_priors": True},
-    "mask-vowels+priors": {"mask": "vowels", "mask_file": MASK_FILE, "front_priors": True},
+    "priors": {"front_priors": "train", "front_prior_hops": 200},
+    "mask-vowels+priors": {
+        "mask": "vowels",
+        "mask_file": MASK_FILE,
+        "front_priors": "train",
+        "front_prior_hops": 200,
+    },
     # the mask trained with twice more sung notes (issue 15, twenty-fifth round)
     "mask-vowels-sung": {"mask": "vowels", "mask_file": MASK_FILE, "mask_sung": 2},
 }

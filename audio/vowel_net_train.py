@@ -103,7 +103,7 @@ def lifter_rows(x: np.ndarray, gain: np.ndarray) -> np.ndarray:
 def _one(
     audio, phones, warp, cmn_init, front, offsets, live_front, off_offsets, live_prior, offline,
     live_voiced=False, gain=None, cvn=None, warp_front=False, banded=False, roomed=False,
-    mask=None, front_priors=None,
+    mask=None, front_priors=None, front_prior_hops=CMN_PRIOR,
 ) -> Examples:  # fmt: skip
     power = bool(live_front) or front in (FRONT_MASK, FRONT_BOTH)
     f = mfcc_frames(audio, SR, NET_SETTINGS, warp=warp, keep_power=power)
@@ -119,7 +119,8 @@ def _one(
     off = np.zeros((len(f), 0), np.float32)
     if offline:
         off = offline_inputs(audio, SR, f, None, front, warp, off_offsets, cvn=cvn, mask=mask,
-                             front_priors=front_priors)  # fmt: skip
+                             front_priors=front_priors,
+                             front_prior_hops=front_prior_hops)  # fmt: skip
     if gain is not None:
         live = lifter_rows(live, gain)
         # a normalised spread undoes a cepstral gain: the offline rows keep theirs
@@ -293,6 +294,7 @@ def examples(
     room_share: float = 0.3,
     mask: VoiceMask | None = None,
     front_priors: list | None = None,
+    front_prior_hops: int = CMN_PRIOR,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -307,8 +309,8 @@ def examples(
     mix's cepstrum moves with the warp, the front-end's keeps the voice's own formants).
     `room_share`: the share of the augmented copies heard in a room (reverb, the targets kept
     dry: the tail is a pause). `mask`: the learned mask of the `FRONT_MASK` front-end;
-    `front_priors`: where the separated voices' clip statistics start (`front_priors`), as in
-    use."""
+    `front_priors`: where the separated voices' clip statistics start (`front_priors`), worth
+    `front_prior_hops` hops, as in use."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
@@ -330,6 +332,7 @@ def examples(
                     cvn=cvn,
                     mask=mask,
                     front_priors=front_priors,
+                    front_prior_hops=front_prior_hops,
                 )
             )
         for _ in range(n_aug):
@@ -360,7 +363,8 @@ def examples(
             parts.append(
                 _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
                      *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
-                     roomed=roomed, mask=mask, front_priors=front_priors)
+                     roomed=roomed, mask=mask, front_priors=front_priors,
+                     front_prior_hops=front_prior_hops)
             )  # fmt: skip
     return Examples.concat(parts)
 

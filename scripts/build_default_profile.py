@@ -127,10 +127,12 @@ ALSO: tuple[str, ...] = ()
 # the vowels, while p(voice) comes from offline nets that do not hear it. The build trains the
 # mask first (scripts/train_voice_mask.py's settings) unless it is given a trained one (--mask).
 MASK = ""
-# The separated voices' clip means and spreads start from their training means, in training and
-# in use, as the mix's do (issue 15, twenty-fifth round): alone, a short clip of one held vowel
-# becomes its own mean and its separated voice says nothing of the vowel.
-FRONT_PRIORS = False
+# The separated voices' clip means and spreads start from their training means, worth
+# FRONT_PRIOR_HOPS hops, as the mix's do (issue 15, twenty-fifth round): alone, a short clip of
+# one held vowel becomes its own mean and its separated voice says nothing of the vowel. "" none,
+# "use" in use only, "train" in training and in use (cost a backing's pauses: docs/BENCHMARKS.md)
+FRONT_PRIORS = ""
+FRONT_PRIOR_HOPS = 50
 # More sung tracks (rounds of `_tracks`' sung notes, other seeds) in the mask's training alone:
 # the mask took held harmonic notes for the band's and cost sung vowels (twenty-fifth round)
 MASK_SUNG = 0
@@ -177,7 +179,8 @@ def build_net(
     also: tuple[str, ...] | None = None,
     mask: str | None = None,
     mask_file: str | None = None,
-    front_priors: bool | None = None,
+    front_priors: str | None = None,
+    front_prior_hops: int | None = None,
     mask_sung: int | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
@@ -202,8 +205,9 @@ def build_net(
     voice mask's place (`MASK` when None; "vowels": p(voice) from offline nets trained on the
     same examples without the mask's block, `VowelNet.offline_voice`); `mask_file`: the
     trained mask (`scripts/train_voice_mask.py`; None: trained here first). `front_priors`:
-    the separated voices' clip statistics start from their training means, in training and in
-    use (`FRONT_PRIORS` when None). `mask_sung`: more sung tracks for the mask's training alone
+    the separated voices' clip statistics start from their training means, worth
+    `front_prior_hops` hops, "use": in use only, "train": in training too (`FRONT_PRIORS`,
+    `FRONT_PRIOR_HOPS` when None). `mask_sung`: more sung tracks for the mask's training alone
     (`MASK_SUNG` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
@@ -246,14 +250,18 @@ def build_net(
         mask = _voice_mask(mask_file, tracks + _more_sung(specs, mask_sung))
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
-    use_priors = FRONT_PRIORS if front_priors is None else front_priors
+    priors_mode = FRONT_PRIORS if front_priors is None else front_priors
+    if priors_mode not in ("", "use", "train"):
+        raise ValueError(f"front_priors: expected '', 'use' or 'train', got {priors_mode!r}")
+    prior_hops = FRONT_PRIOR_HOPS if front_prior_hops is None else front_prior_hops
     if base is not None:
         front, offline_offsets, mask = base.front, base.offline_offsets, base.mask
         cvn = base.offline_cvn
-        priors = base.front_priors
+        priors, prior_hops = base.front_priors, base.front_prior_hops
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
-        priors = front_prior_stats(tracks, front, mask) if front and use_priors else []
+        priors = front_prior_stats(tracks, front, mask) if front and priors_mode else []
+    trained_priors = priors if priors_mode == "train" and base is None else None
     if live_tcn:
         live_offsets = (0,)
     if offline_tcn:
@@ -264,14 +272,14 @@ def build_net(
         with_off = base is None or distil
         k = (len(trs), copies, seed, front, live_front, band_share, live_cmn_prior,
              with_off, live_cmn_voiced, None if cvn is None else cvn.tobytes(), repr(aug),
-             bool(priors))  # fmt: skip
+             bool(trained_priors), prior_hops)  # fmt: skip
         if k not in cache:
             cache[k] = examples(
                 trs, init, n_aug=copies, seed=seed, front=front, live_offsets=(0,),
                 live_front=live_front, offline_offsets=(0,), band_share=band_share,
                 live_cmn_prior=live_cmn_prior, offline=with_off,
                 live_cmn_voiced=live_cmn_voiced, offline_cvn=cvn, mask=mask,
-                front_priors=priors, **aug,
+                front_priors=trained_priors, front_prior_hops=prior_hops, **aug,
             )  # fmt: skip
         return cache[k]
 
@@ -358,9 +366,10 @@ def build_net(
         net.voice_blocks = 2
         net.info += "; p(voice) from offline nets that do not hear the mask's voice"
     net.info += more_info
-    net.front_priors = priors
+    net.front_priors, net.front_prior_hops = priors, prior_hops
     if priors and base is None:
-        net.info += "; the separated voices' clip statistics start from their training means"
+        net.info += (f"; the separated voices' clip statistics start from their training means "
+                     f"({prior_hops} hops, {'in training and ' * (priors_mode == 'train')}in use)")  # fmt: skip
     return net
 
 
