@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
@@ -96,7 +98,7 @@ def test_gate_constants_are_parsed_as_the_engines_types():
         main(["--gate", "NO_SUCH=1"])
 
 
-@pytest.mark.skipif(__import__("shutil").which("espeak-ng") is None, reason="needs espeak-ng")
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
 def test_held_vowels_joined_and_each_a_clip_of_its_own():
     """The held-note validation: each held-out voice's five sustained vowels, truth on the
     voiced part only (the mouth shut around it), once joined and once a clip per vowel."""
