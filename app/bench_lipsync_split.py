@@ -248,8 +248,9 @@ def split_tracks() -> dict[str, list]:
         sung_track(split["valid"], 30, seed=5, f0_range=(150.0, 400.0)),
         sung_track(split["valid"], 30, seed=6, f0_range=(400.0, 1000.0)),
     ]
-    out["valid-held"] = [held_vowel_track()]
-    out["valid-held-alone"] = held_vowel_clips()
+    held = held_vowels()
+    out["valid-held"] = [held_vowel_track(held)]
+    out["valid-held-alone"] = held_vowel_clips(held)
     out["test-sung"] = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
     return out
 
@@ -276,24 +277,26 @@ def held_vowels(voices=None) -> list:
     return out
 
 
-def held_vowel_track(voices=None):
-    """`held_vowels` joined with pauses into one track."""
+def held_vowel_track(held: list):
+    """`held_vowels`' vowels joined with pauses into one track."""
     from audio.lipsync_eval import join
 
-    parts = [(x, ph) for _, x, ph in held_vowels(voices)]
+    parts = [(x, ph) for _, x, ph in held]
     return join("held vowels (espeak-ng, held-out voices)", None, parts, seed=11)
 
 
-def held_vowel_clips(voices=None) -> list:
-    """`held_vowels`, each a clip of its own (a pause before and after): a clip's statistics
-    are then one vowel's, as in a short clip of one held note (`audio.vowel_net.clip_cmn`)."""
+def held_vowel_clips(held: list) -> list:
+    """`held_vowels`' vowels, each a clip of its own (a pause before and after): a clip's
+    statistics are then one vowel's, as in a short clip of one held note
+    (`audio.vowel_net.clip_cmn`)."""
     from audio.lipsync_eval import join
 
     return [join(name, None, [(x, ph)], seed=11 + i)
-            for i, (name, x, ph) in enumerate(held_vowels(voices))]  # fmt: skip
+            for i, (name, x, ph) in enumerate(held)]  # fmt: skip
 
 
 _ONSETS: list = []
+_TRAINING_TRACKS: list = []  # the shipped build's, made once for every net `--front-priors` gives
 
 
 def onset_lag(make) -> tuple[str, str]:
@@ -469,8 +472,10 @@ def _give_front_priors(net, hops: int) -> None:
     from audio.vowel_net_train import front_priors
 
     if net.front:
-        bdp = load_build_script()
-        net.front_priors = front_priors(bdp._tracks(bdp.training_voices()), net.front, net.mask)
+        if not _TRAINING_TRACKS:
+            bdp = load_build_script()
+            _TRAINING_TRACKS.extend(bdp._tracks(bdp.training_voices()))
+        net.front_priors = front_priors(_TRAINING_TRACKS, net.front, net.mask)
         net.front_prior_hops = hops
 
 

@@ -448,28 +448,28 @@ def _stacked(hop, live_offsets, offline_offsets):
     )
 
 
-def _more_sung(specs, rounds: int) -> list:
-    """`rounds` more of `_tracks`' sung tracks (other notes, other seeds), for the mask."""
+def _sung(specs, seed: int = 0) -> list:
+    """Each pair of voices' vowel envelopes sung from 100 Hz to 1 kHz, one track per pair
+    (seeds `seed`, `seed` + 2, ...)."""
     from audio.lipsync_eval import sung_track
 
     return [
-        sung_track(specs[i : i + 2], 24, seed=1000 * (r + 1) + i, f0_range=(100.0, 1000.0))
-        for r in range(rounds)
+        sung_track(specs[i : i + 2], 24, seed=seed + i, f0_range=(100.0, 1000.0))
         for i in range(0, len(specs), 2)
     ]
+
+
+def _more_sung(specs, rounds: int) -> list:
+    """`rounds` more of `_tracks`' sung tracks (other notes, other seeds), for the mask."""
+    return [t for r in range(rounds) for t in _sung(specs, 1000 * (r + 1))]
 
 
 def _tracks(specs, extra: bool = False):
     """The voices' sentences (`extra`: with `audio.speech_corpus.EXTRA_TEXTS`), and the vowel
     envelopes of their `TEXTS` sung from 100 Hz to 1 kHz (the same with or without `extra`)."""
-    from audio.lipsync_eval import speech_track, sung_track
+    from audio.lipsync_eval import speech_track
 
-    tracks = [speech_track(v, extra=extra) for v in specs]
-    tracks += [
-        sung_track(specs[i : i + 2], 24, seed=i, f0_range=(100.0, 1000.0))
-        for i in range(0, len(specs), 2)
-    ]
-    return tracks
+    return [speech_track(v, extra=extra) for v in specs] + _sung(specs)
 
 
 def build(templates_per_voice: int = 3) -> Profile:

@@ -102,12 +102,13 @@ def test_gate_constants_are_parsed_as_the_engines_types():
 def test_held_vowels_joined_and_each_a_clip_of_its_own():
     """The held-note validation: each held-out voice's five sustained vowels, truth on the
     voiced part only (the mouth shut around it), once joined and once a clip per vowel."""
-    from app.bench_lipsync_split import held_vowel_clips, held_vowel_track
+    from app.bench_lipsync_split import held_vowel_clips, held_vowel_track, held_vowels
     from audio.calibration import HELDOUT_VOICES
     from audio.speech_corpus import labels_at
 
     voice = [HELDOUT_VOICES[0]]
-    clips = held_vowel_clips(voice)
+    held = held_vowels(voice)
+    clips = held_vowel_clips(held)
     assert [c.name for c in clips] == [f"{voice[0][0]} {v}" for v in "AIUEO"]
     for c, v in zip(clips, "AIUEO", strict=True):
         (a, b, lab), = [p for p in c.phones if p[2] != "-"]  # fmt: skip
@@ -116,5 +117,5 @@ def test_held_vowels_joined_and_each_a_clip_of_its_own():
         inside = labels_at(c.phones, t) == v
         loud = np.array([_db(c.audio[int(s * SR) : int(s * SR) + 160]) for s in t]) > -60
         assert np.mean(loud[inside]) > 0.97 and not loud[~inside].any()
-    joined = held_vowel_track(voice)
+    joined = held_vowel_track(held)
     assert [p[2] for p in joined.phones if p[2] != "-"] == list("AIUEO")
