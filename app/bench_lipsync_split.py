@@ -41,6 +41,7 @@ import numpy as np
 
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
 from audio.backings import TRAIN_STYLES, VALID_STYLE
+from audio.lipsync_eval import held_vowel_track, held_vowels
 
 # the rooms of the `--with-reverb` condition (`audio.augment.reverb`: rt60 s, wet share);
 # every track is heard in each
@@ -203,6 +204,16 @@ RECIPES = {
     },
     # the mask trained with twice more sung notes (issue 15, twenty-fifth round)
     "mask-vowels-sung": {"mask": "vowels", "mask_file": MASK_FILE, "mask_sung": 2},
+    # the mask hears the mean spectrum 70-300 and 310-1500 ms before and after each hop and is
+    # trained on the training voices' flat held vowels too; priors in use (twenty-sixth round)
+    "mask-context": {
+        "mask": "vowels",
+        "mask_file": MASK_FILE,
+        "mask_pools": ((-30, -7), (7, 30), (-150, -31), (31, 150)),
+        "mask_held": True,
+        "front_priors": "use",
+        "front_prior_hops": 50,
+    },
 }
 
 
@@ -253,36 +264,6 @@ def split_tracks() -> dict[str, list]:
     out["valid-held-alone"] = held_vowel_clips(held)
     out["test-sung"] = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
     return out
-
-
-def held_vowels(voices=None) -> list:
-    """(name, audio, phones) of each vowel of each voice (default:
-    `audio.calibration.HELDOUT_VOICES`) sustained by espeak-ng (`synth_vowel`, about 1.5 s at
-    one pitch: the flat held note a user sings to calibrate); each vowel's truth spans its
-    voiced part (the 10 ms hops within 30 dB of its loudest)."""
-    from audio.calibration import HELDOUT_VOICES, synth_vowel
-    from audio.lipsync_eval import SR
-
-    hop = SR // 100
-    out = []
-    for voice, pitch in voices or HELDOUT_VOICES:
-        for v in "AIUEO":
-            x = synth_vowel(voice, pitch, v, SR)
-            n = len(x) // hop
-            db = 10 * np.log10(np.mean(np.square(x[: n * hop].reshape(n, hop), dtype=np.float64), 1)
-                               + 1e-20)  # fmt: skip
-            on = np.flatnonzero(db > db.max() - 30)
-            a, b = on[0] * hop, (on[-1] + 1) * hop
-            out.append((f"{voice} {v}", x[a:b], [(0.0, (b - a) / SR, v)]))
-    return out
-
-
-def held_vowel_track(held: list):
-    """`held_vowels`' vowels joined with pauses into one track."""
-    from audio.lipsync_eval import join
-
-    parts = [(x, ph) for _, x, ph in held]
-    return join("held vowels (espeak-ng, held-out voices)", None, parts, seed=11)
 
 
 def held_vowel_clips(held: list) -> list:

@@ -26,7 +26,16 @@ from audio import augment
 from audio.speech_corpus import SR, VoiceSpec, labels_at, synthesize
 from core.avatar import VOWELS
 
-__all__ = ["Score", "Track", "live_engine", "offline_engine", "score", "speech_track"]
+__all__ = [
+    "Score",
+    "Track",
+    "held_vowel_track",
+    "held_vowels",
+    "live_engine",
+    "offline_engine",
+    "score",
+    "speech_track",
+]
 
 MIN_PAUSE_S = 0.2
 TRIM_S = 0.06
@@ -93,6 +102,33 @@ def sung_track(
     tr = join(f"sung {lo:g}-{hi:g} Hz ({specs[0].source})", None, [(y, ph)], seed)
     tr.spec = specs[0]
     return tr
+
+
+def held_vowels(voices=None) -> list:
+    """(name, audio, phones) of each vowel of each (espeak-ng voice, pitch) (default:
+    `audio.calibration.HELDOUT_VOICES`) sustained by espeak-ng (`synth_vowel`, about 1.5 s at
+    one pitch: the flat held note a user sings to calibrate); each vowel's truth spans its
+    voiced part (the 10 ms hops within 30 dB of its loudest)."""
+    from audio.calibration import HELDOUT_VOICES, synth_vowel
+
+    hop = SR // 100
+    out = []
+    for voice, pitch in voices or HELDOUT_VOICES:
+        for v in "AIUEO":
+            x = synth_vowel(voice, pitch, v, SR)
+            n = len(x) // hop
+            db = 10 * np.log10(np.mean(np.square(x[: n * hop].reshape(n, hop), dtype=np.float64), 1)
+                               + 1e-20)  # fmt: skip
+            on = np.flatnonzero(db > db.max() - 30)
+            a, b = on[0] * hop, (on[-1] + 1) * hop
+            out.append((f"{voice} {v}", x[a:b], [(0.0, (b - a) / SR, v)]))
+    return out
+
+
+def held_vowel_track(held: list, name: str = "held vowels (espeak-ng, held-out voices)",
+                     seed: int = 11) -> Track:  # fmt: skip
+    """`held_vowels`' vowels joined with pauses into one track."""
+    return join(name, None, [(x, ph) for _, x, ph in held], seed)
 
 
 def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:

@@ -6,9 +6,11 @@ knows only "steady" and "broadband"; a band's melody, vibrato synth and reverb t
 neither. This is the issue's other way: a small network trained on mixes the project makes
 (the corpus's voices over the `audio.backings` styles, with rooms and noise), taught each
 bin's voice share — the ideal ratio mask, voice power / (voice + rest) — from the hop and its
-neighbours' log spectra. It needs no audio back: the mask multiplies the power spectra the
-features already have, and the separated voice's features are made from that product
-(`masked_features`), so the front-end costs one MLP per hop.
+neighbours' log spectra (and, where it has `pools`, the mean log spectrum of longer spans before
+and after: a user's held note and a band's pad look alike for ±60 ms). It needs no audio back:
+the mask multiplies the power spectra the features already have, and the separated voice's
+features are made from that product (`masked_features`), so the front-end costs one MLP per
+hop.
 
 Inference is numpy (float16 weights in the vowel net's file); `audio.voice_mask_train` trains
 it (torch).
@@ -33,6 +35,7 @@ __all__ = [
     "log_spectra",
     "mask_arrays",
     "masked_features",
+    "pooled_means",
     "save_mask_file",
 ]
 
@@ -55,6 +58,23 @@ def log_spectra(power: np.ndarray) -> np.ndarray:
     return ((10.0 * np.log10(p + floor) - ref) / 10.0).astype(np.float32)
 
 
+def pooled_means(lp: np.ndarray, pools: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """(n, len(pools) * bins) float32: for each hop t of one clip's `log_spectra` `lp` and each
+    span (lo, hi) of `pools`, the mean of hops t + lo .. t + hi, the span cut to the clip (a span
+    wholly past an edge: the edge hop)."""
+    n, bins = lp.shape
+    out = np.empty((n, len(pools) * bins), np.float32)
+    if not pools or n == 0:
+        return out
+    cs = np.zeros((n + 1, bins), np.float64)
+    np.cumsum(lp, axis=0, out=cs[1:])
+    t = np.arange(n)
+    for k, (lo, hi) in enumerate(pools):
+        a, b = np.clip(t + lo, 0, n - 1), np.clip(t + hi, 0, n - 1)
+        out[:, k * bins : (k + 1) * bins] = (cs[b + 1] - cs[a]) / (b - a + 1)[:, None]
+    return out
+
+
 def stacked_index(n: int, offsets: tuple[int, ...]) -> np.ndarray:
     """(n, len(offsets)) hop indices, edges held (as `audio.vowel_net.stack`)."""
     idx = np.arange(n)[:, None] + np.asarray(offsets)[None, :]
@@ -67,6 +87,7 @@ class VoiceMask:
     std: np.ndarray
     layers: list[tuple[np.ndarray, np.ndarray]]  # ReLU between, a sigmoid after the last
     offsets: tuple[int, ...] = MASK_OFFSETS
+    pools: tuple[tuple[int, int], ...] = ()  # spans whose mean it also hears (`pooled_means`)
 
     @property
     def bins(self) -> int:
@@ -84,10 +105,15 @@ class VoiceMask:
         """`masks` of one clip's `log_spectra` (n, bins)."""
         n = len(lp)
         idx = stacked_index(n, self.offsets)
+        pooled = pooled_means(lp, self.pools)
         out = np.empty((n, self.bins), np.float32)
         inv = (1.0 / self.std).astype(np.float32)
+        width = len(self.offsets) * lp.shape[1]
         for a in range(0, n, BLOCK):
-            h = (lp[idx[a : a + BLOCK]].reshape(-1, len(self.mean)) - self.mean) * inv
+            h = lp[idx[a : a + BLOCK]].reshape(-1, width)
+            if self.pools:
+                h = np.concatenate([h, pooled[a : a + BLOCK]], axis=1)
+            h = (h - self.mean) * inv
             for i, (w, b) in enumerate(self.layers):
                 h = h @ w + b
                 if i < len(self.layers) - 1:
@@ -129,6 +155,8 @@ def mask_arrays(prefix: str, m: VoiceMask) -> dict[str, np.ndarray]:
         f"{prefix}_std": m.std.astype(np.float32),
         f"{prefix}_offsets": np.asarray(m.offsets, np.int64),
     }
+    if m.pools:
+        arrays[f"{prefix}_pools"] = np.asarray(m.pools, np.int64).reshape(-1, 2)
     arrays.update(dense_arrays(prefix, m.layers))
     return arrays
 
@@ -138,14 +166,23 @@ def load_mask(z, prefix: str, path) -> VoiceMask:
     file where it does not fit together)."""
     layers = read_dense(z, prefix, path)
     offsets = tuple(int(o) for o in z[f"{prefix}_offsets"])
+    pools: tuple[tuple[int, int], ...] = ()
+    if f"{prefix}_pools" in z.files:
+        raw = np.asarray(z[f"{prefix}_pools"])
+        if raw.ndim != 2 or raw.shape[1] != 2 or np.any(raw[:, 0] > raw[:, 1]):
+            raise ValueError(
+                f"{path}: {prefix}_pools: expected (spans, 2) of lo <= hi, got {raw.tolist()}"
+            )
+        pools = tuple((int(lo), int(hi)) for lo, hi in raw)
     mean = z[f"{prefix}_mean"].astype(np.float32)
     bins = len(layers[-1][1]) if layers else 0
-    if not layers or len(mean) != len(offsets) * bins or layers[0][0].shape[0] != len(mean):
+    blocks = len(offsets) + len(pools)
+    if not layers or len(mean) != blocks * bins or layers[0][0].shape[0] != len(mean):
         raise ValueError(
-            f"{path}: {prefix}: expected layers whose input is {len(offsets)} offsets x the "
-            f"output's bins ({bins}), got inputs of {len(mean)}"
+            f"{path}: {prefix}: expected layers whose input is {len(offsets)} offsets and "
+            f"{len(pools)} spans x the output's bins ({bins}), got inputs of {len(mean)}"
         )
-    return VoiceMask(mean, z[f"{prefix}_std"].astype(np.float32), layers, offsets)
+    return VoiceMask(mean, z[f"{prefix}_std"].astype(np.float32), layers, offsets, pools)
 
 
 def save_mask_file(path, m: VoiceMask, info: str = "") -> None:

@@ -19,7 +19,7 @@ from audio import augment
 from audio.backings import TRAIN_STYLES
 from audio.backings import backing as styled_backing
 from audio.mfcc import mfcc_frames
-from audio.voice_mask import MASK_OFFSETS, VoiceMask, log_spectra, stacked_index
+from audio.voice_mask import MASK_OFFSETS, VoiceMask, log_spectra, pooled_means, stacked_index
 from audio.vowel_net import NET_SETTINGS
 from audio.vowel_net_train import SPEED_RANGE, VBR_RANGE  # the vowel net's training's draws
 
@@ -117,9 +117,11 @@ def fit_mask(
     lr: float = 1e-3,
     offsets: tuple[int, ...] = MASK_OFFSETS,
     device: str | None = None,
+    pools: tuple[tuple[int, int], ...] = (),
 ) -> VoiceMask:
-    """An MLP from each hop's stacked log spectra to its bins' voice shares (weighted squared
-    error), Adam with the rate cosine-decayed; on CUDA where there is one."""
+    """An MLP from each hop's stacked log spectra (and its `pools` spans' means) to its bins'
+    voice shares (weighted squared error), Adam with the rate cosine-decayed; on CUDA where
+    there is one."""
     import torch
 
     torch.manual_seed(seed)
@@ -129,10 +131,16 @@ def fit_mask(
     tgt = torch.from_numpy(ex.target).to(dev)
     wgt = torch.from_numpy(ex.weight).to(dev)
     bins = lp.shape[1]
-    # input scaling from a sample of the stacked rows (each offset's column is a hop's)
-    sample = lp[idx[:: max(len(idx) // 20000, 1)]].reshape(-1, len(offsets) * bins).float()
+    pooled = torch.from_numpy(_clip_pools(ex, pools)).to(dev)
+
+    def rows_in(rows):
+        x = lp[idx[rows]].reshape(len(rows), -1)
+        return torch.cat([x, pooled[rows]], 1).float() if pools else x.float()
+
+    # input scaling from a sample of the rows (each offset's column is a hop's)
+    sample = rows_in(torch.arange(0, len(idx), max(len(idx) // 20000, 1), device=dev))
     mean, std = sample.mean(0), sample.std(0).clamp_min(1e-3)
-    dims = [len(offsets) * bins, *hidden, bins]
+    dims = [(len(offsets) + len(pools)) * bins, *hidden, bins]
     layers = []
     for i in range(len(dims) - 1):
         layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
@@ -148,7 +156,7 @@ def fit_mask(
         order = torch.randperm(len(idx), device=dev, generator=gen)
         for a in range(0, len(order) - batch + 1, batch):
             rows = order[a : a + batch]
-            x = (lp[idx[rows]].reshape(batch, -1).float() - mean) / std
+            x = (rows_in(rows) - mean) / std
             m = torch.sigmoid(model(x))
             w = wgt[rows].float()
             loss = (w * (m - tgt[rows].float()) ** 2).sum() / w.sum()
@@ -162,7 +170,18 @@ def fit_mask(
     lin = [m for m in model if isinstance(m, torch.nn.Linear)]
     out = [(m.weight.detach().T.cpu().numpy().astype(np.float32),
             m.bias.detach().cpu().numpy().astype(np.float32)) for m in lin]  # fmt: skip
-    return VoiceMask(mean.cpu().numpy(), std.cpu().numpy(), out, tuple(offsets))
+    return VoiceMask(mean.cpu().numpy(), std.cpu().numpy(), out, tuple(offsets), tuple(pools))
+
+
+def _clip_pools(ex: MaskExamples, pools: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """(n, len(pools) * bins) float16: `pooled_means` clip by clip."""
+    parts, start = [], 0
+    for n in ex.lengths.tolist():
+        lp = ex.inputs[start : start + n].astype(np.float32)
+        parts.append(pooled_means(lp, pools).astype(np.float16))
+        start += n
+    bins = ex.inputs.shape[1]
+    return np.concatenate(parts) if parts else np.zeros((0, len(pools) * bins), np.float16)
 
 
 def mask_loss(m: VoiceMask, ex: MaskExamples) -> float:

@@ -136,6 +136,12 @@ FRONT_PRIOR_HOPS = 50
 # More sung tracks (rounds of `_tracks`' sung notes, other seeds) in the mask's training alone:
 # the mask took held harmonic notes for the band's and cost sung vowels (twenty-fifth round)
 MASK_SUNG = 0
+# Spans of hops (lo, hi) around each hop whose mean log spectrum the mask also hears
+# (`audio.voice_mask.pooled_means`), and flat held vowels of the training espeak-ng voices in
+# its training alone (`_held`): with ±60 ms it took a user's flat held note for a band's pad
+# (issue 15, twenty-sixth round)
+MASK_POOLS: tuple[tuple[int, int], ...] = ()
+MASK_HELD = False
 
 
 def training_voices(
@@ -182,6 +188,8 @@ def build_net(
     front_priors: str | None = None,
     front_prior_hops: int | None = None,
     mask_sung: int | None = None,
+    mask_pools: tuple[tuple[int, int], ...] | None = None,
+    mask_held: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -208,7 +216,7 @@ def build_net(
     the separated voices' clip statistics start from their training means, worth
     `front_prior_hops` hops, "use": in use only, "train": in training too (`FRONT_PRIORS`,
     `FRONT_PRIOR_HOPS` when None). `mask_sung`: more sung tracks for the mask's training alone
-    (`MASK_SUNG` when None)."""
+    (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
@@ -247,7 +255,9 @@ def build_net(
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
         mask_sung = MASK_SUNG if mask_sung is None else mask_sung
-        mask = _voice_mask(mask_file, tracks + _more_sung(specs, mask_sung))
+        mask_pools = MASK_POOLS if mask_pools is None else tuple(mask_pools)
+        held = _held(specs) if (MASK_HELD if mask_held is None else mask_held) else []
+        mask = _voice_mask(mask_file, tracks + _more_sung(specs, mask_sung) + held, mask_pools)
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
     priors_mode = FRONT_PRIORS if front_priors is None else front_priors
@@ -373,24 +383,25 @@ def build_net(
     return net
 
 
-def _voice_mask(path: str | None, tracks: list):
+def _voice_mask(path: str | None, tracks: list, pools: tuple[tuple[int, int], ...] = ()):
     """The trained mask at `path`; where there is none, one trained now on the build's training
-    `tracks` (scripts/train_voice_mask.py's settings), then kept at `path` if one is named
-    ("cached": in the user's cache folder under the tracks' names, for the split bench's light
-    builds)."""
+    `tracks` (scripts/train_voice_mask.py's settings, hearing `pools`), then kept at `path` if
+    one is named ("cached": in the user's cache folder under the tracks' names and the pools,
+    for the split bench's light builds)."""
     from audio.voice_mask import load_mask_file, save_mask_file
 
     if path == "cached":
         from core.paths import cache_dir
 
-        names = hashlib.sha1("|".join(t.name for t in tracks).encode()).hexdigest()[:12]
+        key = "|".join(t.name for t in tracks) + (f"|pools {list(pools)}" if pools else "")
+        names = hashlib.sha1(key.encode()).hexdigest()[:12]
         path = str(cache_dir("voice-mask") / f"{names}.npz")
     if path and Path(path).exists():
         return load_mask_file(path)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from train_voice_mask import train_mask
 
-    mask, info = train_mask(tracks)
+    mask, info = train_mask(tracks, pools=pools)
     print(info, flush=True)
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -462,6 +473,22 @@ def _sung(specs, seed: int = 0) -> list:
 def _more_sung(specs, rounds: int) -> list:
     """`rounds` more of `_tracks`' sung tracks (other notes, other seeds), for the mask."""
     return [t for r in range(rounds) for t in _sung(specs, 1000 * (r + 1))]
+
+
+def _held(specs) -> list:
+    """The five vowels of each espeak-ng voice of `specs` (English and Japanese; not
+    `audio.calibration.HELDOUT_VOICES`' voices) sustained at its pitch, one track per voice."""
+    from audio.calibration import HELDOUT_VOICES
+    from audio.lipsync_eval import held_vowel_track, held_vowels
+
+    out = []
+    held_out = {v for v, _ in HELDOUT_VOICES}
+    for i, v in enumerate(specs):
+        if v.source == "espeak-ng" and v.voice.split("+")[0] in ("en", "en-us", "ja") \
+                and v.voice not in held_out:  # fmt: skip
+            parts = held_vowels([(v.voice, int(v.pitch))])
+            out.append(held_vowel_track(parts, f"held vowels ({v.name})", seed=500 + i))
+    return out
 
 
 def _tracks(specs, extra: bool = False):

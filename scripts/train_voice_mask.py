@@ -3,7 +3,7 @@ backing styles; report its error on the validation voices (festival's kal and sl
 trained) over the style never trained on (`audio.backings.VALID_STYLE`).
 
     python scripts/train_voice_mask.py --out FILE [--n-aug 8] [--epochs 12] [--seed 0]
-        [--hidden 512 512] [--workers N]
+        [--hidden 512 512] [--workers N] [--pools LO:HI ...] [--held]
 
 Runs where torch is (CUDA if there is one). Prints one JSON line. scripts/build_default_profile.py
 calls `train_mask` on its own training tracks when its build hears the mask and is given none.
@@ -25,17 +25,28 @@ WORKERS = max((os.cpu_count() or 2) - 1, 1)
 
 
 def train_mask(tracks: list, n_aug: int = 8, epochs: int = 12, seed: int = 0,
-               hidden: tuple[int, ...] = (512, 512), workers: int = WORKERS):  # fmt: skip
+               hidden: tuple[int, ...] = (512, 512), workers: int = WORKERS,
+               pools: tuple[tuple[int, int], ...] = ()):  # fmt: skip
     """(the mask, a line saying how it was made) from the training `tracks` (their clean
-    voices) over the training backing styles."""
+    voices) over the training backing styles; it hears the spans `pools` too."""
     from audio.voice_mask_train import fit_mask, mask_examples
 
     ex = mask_examples([t.voice for t in tracks], n_aug, seed, workers=workers)
-    mask = fit_mask(ex, tuple(hidden), epochs, seed)
+    mask = fit_mask(ex, tuple(hidden), epochs, seed, pools=tuple(pools))
     info = (f"scripts/train_voice_mask.py: {len(ex.lengths)} clips, {len(ex.inputs)} hops of "
             f"{len(tracks)} training tracks ({n_aug} mixed copies), hidden {list(hidden)}, "
-            f"{epochs} epochs, seed {seed}")  # fmt: skip
+            f"{epochs} epochs, seed {seed}" + (f", spans {list(pools)}" if pools else ""))  # fmt: skip
     return mask, info
+
+
+def _span(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise SystemExit(f"--pools: expected LO:HI in hops (e.g. 7:30), got {text!r}") from None
+    if lo > hi:
+        raise SystemExit(f"--pools: expected LO <= HI, got {text!r}")
+    return lo, hi
 
 
 def main(argv=None) -> int:
@@ -46,6 +57,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hidden", type=int, nargs="+", default=[512, 512])
     ap.add_argument("--workers", type=int, default=WORKERS)
+    ap.add_argument(
+        "--pools",
+        nargs="*",
+        default=None,
+        metavar="LO:HI",
+        help="spans of hops the mask also hears (default: the build's MASK_POOLS)",
+    )
+    ap.add_argument(
+        "--held",
+        action="store_true",
+        help="the training voices' flat held vowels too (the build's MASK_HELD)",
+    )
     a = ap.parse_args(argv)
 
     import numpy as np
@@ -58,8 +81,10 @@ def main(argv=None) -> int:
 
     t0 = time.time()
     bdp = load_build_script()  # its training voices: every source but flite, less its speakers
-    tracks = bdp._tracks(bdp.training_voices())
-    m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers)
+    specs = bdp.training_voices()
+    tracks = bdp._tracks(specs) + (bdp._held(specs) if a.held or bdp.MASK_HELD else [])
+    pools = bdp.MASK_POOLS if a.pools is None else tuple(_span(p) for p in a.pools)
+    m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers, pools)
     t1 = time.time()
     save_mask_file(a.out, m, info)
     valid = [speech_track(v) for v in split_voices()["valid"]]

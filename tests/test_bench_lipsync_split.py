@@ -119,3 +119,25 @@ def test_held_vowels_joined_and_each_a_clip_of_its_own():
         assert np.mean(loud[inside]) > 0.97 and not loud[~inside].any()
     joined = held_vowel_track(held)
     assert [p[2] for p in joined.phones if p[2] != "-"] == list("AIUEO")
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
+def test_the_masks_held_vowels_are_the_training_voices_never_the_held_out_ones():
+    """`MASK_HELD`'s tracks: the English and Japanese espeak-ng training voices' five vowels
+    held; the voices the held-note validation sings are never among them."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.calibration import HELDOUT_VOICES
+    from audio.speech_corpus import VoiceSpec
+
+    bdp = load_build_script()
+    held_out = HELDOUT_VOICES[2][0]
+    specs = [
+        VoiceSpec("espeak-ng", held_out, "a", "ja", 60),
+        VoiceSpec("espeak-ng", "en-us+f2", "b", "en", 55),
+        VoiceSpec("espeak-ng", "es", "c", "es", 45),  # its vowels are not the English ones
+        VoiceSpec("festival", "kal_diphone", "kal", "en", 0),
+    ]
+    (track,) = bdp._held(specs)
+    assert track.name == "held vowels (espeak-ng:en-us+f2 p55)"
+    assert [p[2] for p in track.phones if p[2] != "-"] == list("AIUEO")
+    assert all(0.8 < b - a < 3.0 for a, b, lab in track.phones if lab != "-")

@@ -15,6 +15,7 @@ from audio.voice_mask import (
     load_mask_file,
     log_spectra,
     masked_features,
+    pooled_means,
     save_mask_file,
 )
 from audio.voice_mask_train import fit_mask, mask_examples, mask_loss
@@ -222,6 +223,12 @@ def test_build_reads_a_given_or_cached_mask_without_training(trained, tmp_path, 
     cached.parent.mkdir(parents=True)
     save_mask_file(cached, mask, "test")
     assert bdp._voice_mask("cached", tracks).bins == mask.bins
+    # a mask that hears spans is another mask: its cache name differs, so the plain one is
+    # not read for it
+    spans = hashlib.sha1(b"voice a|voice b|pools [(7, 30)]").hexdigest()[:12]
+    save_mask_file(cached.parent / f"{spans}.npz", mask, "test")
+    assert bdp._voice_mask("cached", tracks, ((7, 30),)).bins == mask.bins
+    assert spans != key
     with pytest.raises(ValueError, match="mask: expected"):
         bdp.build_net(mask="sideways")
 
@@ -236,3 +243,46 @@ def test_a_weight_without_its_bias_is_named(trained, tmp_path):
     np.savez(bad, **arrays)
     with pytest.raises(ValueError, match=r"nobias\.npz: mask_b1: missing"):
         load_mask_file(bad)
+
+
+def test_pooled_means_are_each_spans_mean_cut_to_the_clip():
+    lp = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+    got = pooled_means(lp, ((-3, -1), (2, 5), (60, 70)))
+    assert got.shape == (50, 12)
+    np.testing.assert_allclose(got[10, :4], lp[7:10].mean(0), atol=1e-6)
+    np.testing.assert_allclose(got[10, 4:8], lp[12:16].mean(0), atol=1e-6)
+    np.testing.assert_allclose(got[1, :4], lp[0:1].mean(0), atol=1e-6)  # cut at the start
+    np.testing.assert_allclose(got[46, 4:8], lp[48:50].mean(0), atol=1e-6)  # cut at the end
+    np.testing.assert_allclose(got[5, 8:], lp[49], atol=1e-6)  # wholly past the end: the edge
+    assert pooled_means(lp, ()).shape == (50, 0)
+
+
+def test_a_mask_with_spans_hears_far_hops_and_its_file_keeps_them(trained, tmp_path):
+    _, voices = trained
+    ex = mask_examples(voices[:3], n_aug=1, seed=1, band_share=1.0)
+    spans = ((-30, -7), (7, 30))
+    m = fit_mask(ex, hidden=(32,), epochs=2, seed=0, batch=256, device="cpu", pools=spans)
+    assert m.pools == spans and len(m.mean) == (len(m.offsets) + 2) * m.bins
+    y = augment.mix_at(voices[3], backing(3.1, seed=13), 0.0)
+    p = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True).power.astype(np.float64)
+    far = p.copy()  # hops 115-125 and 125-135 swapped: beyond hop 100's offsets, within a span
+    far[115:125], far[125:135] = p[125:135], p[115:125]  # (the clip's loudest hops unchanged)
+    plain = VoiceMask(m.mean[: len(m.offsets) * m.bins], m.std[: len(m.offsets) * m.bins],
+                      [(m.layers[0][0][: len(m.offsets) * m.bins], m.layers[0][1]),
+                       *m.layers[1:]], m.offsets)  # fmt: skip
+    assert np.abs(m.masks(far)[100] - m.masks(p)[100]).max() > 1e-3
+    np.testing.assert_allclose(plain.masks(far)[100], plain.masks(p)[100], atol=1e-5)
+    path = tmp_path / "spans.npz"
+    save_mask_file(path, m)
+    back = load_mask_file(path)
+    assert back.pools == spans
+    np.testing.assert_allclose(back.masks(p), m.masks(p), atol=2e-2)  # float16 weights
+    with np.load(path) as z:
+        arrays = dict(z)
+    for bad, match in (
+        (np.array([[30, 7]]), r"reversed\.npz: mask_pools: expected"),
+        (np.array([[7, 30]]), r"reversed\.npz: mask: expected layers"),  # one span too few
+    ):
+        np.savez(tmp_path / "reversed.npz", **{**arrays, "mask_pools": bad})
+        with pytest.raises(ValueError, match=match):
+            load_mask_file(tmp_path / "reversed.npz")
