@@ -383,6 +383,20 @@ def build_net(
     return net
 
 
+def kept_voice(net, path: Path) -> tuple[list, int]:
+    """(nets, blocks): the offline nets of the net file at `path`, as `net`'s p(voice) nets
+    (`VowelNet.offline_voice`): they must read `net`'s first blocks at its offsets."""
+    from audio.vowel_net import load_net
+
+    kept = load_net(path)
+    blocks = 2 if kept.front else 1
+    fits = net.front.startswith(kept.front) and kept.offline_offsets == net.offline_offsets
+    if kept.offline is None or kept.mask is not None or not fits:
+        raise ValueError(f"{path}: expected a net without a mask whose offline half reads "
+                         f"{net.front}'s first blocks at offsets {net.offline_offsets}")  # fmt: skip
+    return [kept.offline, *kept.offline_more], blocks
+
+
 def _voice_mask(path: str | None, tracks: list, pools: tuple[tuple[int, int], ...] = ()):
     """The trained mask at `path`; where there is none, one trained now on the build's training
     `tracks` (scripts/train_voice_mask.py's settings, hearing `pools`), then kept at `path` if
@@ -533,10 +547,17 @@ def main() -> int:
         "--also", nargs="+", default=None, metavar="SOURCE", help="sources ALSO trained on"
     )
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
-    ap.add_argument("--no-mask", action="store_true", help="no learned voice mask (MASK '')")
+    ap.add_argument(
+        "--no-mask", action="store_true",
+        help="no learned voice mask, nor the separated voice's start mean (MASK '', FRONT_PRIORS '')",
+    )  # fmt: skip
     ap.add_argument(
         "--keep-live", type=Path, default=None, metavar="FILE",
         help="keep FILE's live net (and start mean) instead of this build's",
+    )  # fmt: skip
+    ap.add_argument(
+        "--keep-voice", type=Path, default=None, metavar="FILE",
+        help="FILE's offline nets give p(voice) (with MASK 'vowels': only the vowels change)",
     )  # fmt: skip
     ap.add_argument(
         "--mask", default=None, metavar="FILE",
@@ -558,8 +579,8 @@ def main() -> int:
 
             base = load_net(args.net)
         also = None if args.also is None else tuple(args.also)
-        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
-                        mask="" if args.no_mask else None)  # fmt: skip
+        plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
+        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask, **plain)
         if args.keep_live:
             # a change of the offline half alone ships without a new draw of the live net
             from audio.vowel_net import load_net
@@ -567,6 +588,12 @@ def main() -> int:
             kept = load_net(args.keep_live)
             net.live, net.cmn_init = kept.live, kept.cmn_init
             net.info += f"; its live net and start mean are {args.keep_live.name}'s"
+        if args.keep_voice:
+            net.offline_voice, net.voice_blocks = kept_voice(net, args.keep_voice)
+            net.info = net.info.replace(
+                "p(voice) from offline nets that do not hear the mask's voice",
+                f"p(voice) from {args.keep_voice.name}'s offline nets",
+            )
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0

@@ -286,3 +286,38 @@ def test_a_mask_with_spans_hears_far_hops_and_its_file_keeps_them(trained, tmp_p
         np.savez(tmp_path / "reversed.npz", **{**arrays, "mask_pools": bad})
         with pytest.raises(ValueError, match=match):
             load_mask_file(tmp_path / "reversed.npz")
+
+
+def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_path):
+    """`--keep-voice`: the vowels come from the mask's nets, p(voice) from another file's
+    offline nets (the mouth opens and shuts as that file's); a file that cannot read the
+    first blocks is named."""
+    from app.bench_lipsync_split import load_build_script
+
+    bdp = load_build_script()
+    mask, voices = trained
+    rng = np.random.default_rng(2)
+
+    def mlp(d):
+        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32),
+                   [(rng.standard_normal((d, 6)).astype(np.float32) * 0.1,
+                     np.zeros(6, np.float32))])  # fmt: skip
+
+    shipped = VowelNet(mlp(HOP_DIM * 6), mlp(2 * HOP_DIM * 11), "shipped", front=FRONT_SEPARATION,
+                       offline_more=[mlp(2 * HOP_DIM * 11)])  # fmt: skip
+    shipped.save(tmp_path / "shipped.npz")
+    net = VowelNet(mlp(HOP_DIM * 6), mlp(3 * HOP_DIM * 11), "mask", front=FRONT_BOTH, mask=mask)
+    net.offline_voice, net.voice_blocks = bdp.kept_voice(net, tmp_path / "shipped.npz")
+    assert net.voice_blocks == 2 and len(net.offline_voice) == 2
+    y = augment.mix_at(voices[4], backing(3.1, seed=14), 0.0)
+    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    v = offline_inputs(y, SR, f, None, FRONT_BOTH, offsets=(0,), mask=mask)
+    kept = load_net(tmp_path / "shipped.npz")
+    want, _ = kept.offline_hop_probs(offline_inputs(y, SR, f, None, FRONT_SEPARATION, offsets=(0,)))
+    pv, pw = net.offline_hop_probs(v)
+    np.testing.assert_allclose(pv, want, rtol=1e-5, atol=1e-6)
+    _, own = VowelNet(None, net.offline, front=FRONT_BOTH, mask=mask).offline_hop_probs(v)
+    np.testing.assert_allclose(pw, own, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"masked\.npz: expected a net without a mask"):
+        net.save(tmp_path / "masked.npz")
+        bdp.kept_voice(net, tmp_path / "masked.npz")
