@@ -403,6 +403,8 @@ def _effects(y: np.ndarray, s: _Song, style: str) -> np.ndarray:
         fb, wet = rng.uniform(0.2, 0.5), rng.uniform(0.2, 0.6)
         echoes = np.zeros_like(y)
         for k in range(1, 6):  # the echoes as shifted copies (a long IIR costs n x d)
+            if k * d >= len(y):  # past a short clip's end
+                break
             echoes[k * d :] += fb ** (k - 1) * y[: len(y) - k * d]
         y = y + wet * echoes
     if rng.uniform() < 0.6:
