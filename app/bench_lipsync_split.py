@@ -51,6 +51,11 @@ CLOSE_LEVEL = 0.05  # `kagura bench lipsync`'s "silence -> mouth <= 0.05"
 
 _WIDE_ONSET = {"soft_weight": 1.0, "hidden": (128, 64), "onset_ms": 6, "onset_band": False}
 
+# notes sung in each of the validation's two pitch ranges, and the espeak-ng pitch steps
+# (0..99) the held-out voices hold their vowels at beside their own: with 30 notes and one
+# pitch (the twenty-fifth round) one note or one held vowel moved those sets by 2-5 points
+SUNG_NOTES = 90
+HELD_PITCH_STEP = 15
 # the learned voice mask the `mask*` recipes read: trained by the first build that needs it
 # and kept in the cache folder (not again for every light build)
 MASK_FILE = "cached"
@@ -244,8 +249,8 @@ def split_tracks() -> dict[str, list]:
     """`split_voices` as tracks: the validation voices never train, so all their sentences
     (steadier figures); the test as the bench scores it (`N_TEXTS` sentences). Then held notes,
     which sentences have none of: the validation voices' vowels sung low and high
-    (`audio.lipsync_eval.sung_track`), the held-out espeak-ng voices' sustained vowels
-    (`held_vowel_track`, validation too: their synthesizer trains, they do not), joined and
+    (`audio.lipsync_eval.sung_track`), the held-out espeak-ng voices' sustained vowels at three
+    pitches (`held_voices`; validation too: their synthesizer trains, they do not), joined and
     each a clip of its own, and the test's sung flite as tests/test_lipsync_corpus.py sings it."""
     from audio.lipsync_eval import speech_track, sung_track
     from audio.speech_corpus import voices
@@ -256,14 +261,23 @@ def split_tracks() -> dict[str, list]:
         for name, vs in split.items()
     }
     out["valid-sung"] = [
-        sung_track(split["valid"], 30, seed=5, f0_range=(150.0, 400.0)),
-        sung_track(split["valid"], 30, seed=6, f0_range=(400.0, 1000.0)),
+        sung_track(split["valid"], SUNG_NOTES, seed=5, f0_range=(150.0, 400.0)),
+        sung_track(split["valid"], SUNG_NOTES, seed=6, f0_range=(400.0, 1000.0)),
     ]
-    held = held_vowels()
+    held = held_vowels(held_voices())
     out["valid-held"] = [held_vowel_track(held)]
     out["valid-held-alone"] = held_vowel_clips(held)
     out["test-sung"] = [sung_track(voices("flite")[1:3], 15, seed=3, f0_range=(150.0, 400.0))]
     return out
+
+
+def held_voices() -> list[tuple[str, int]]:
+    """`audio.calibration.HELDOUT_VOICES`, each at its pitch and `HELD_PITCH_STEP` lower and
+    higher."""
+    from audio.calibration import HELDOUT_VOICES
+
+    step = HELD_PITCH_STEP
+    return [(v, p + d) for v, p in HELDOUT_VOICES for d in (-step, 0, step)]
 
 
 def held_vowel_clips(held: list) -> list:

@@ -3,6 +3,7 @@
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
         [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only | --net-only]
         [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask] [--keep-live FILE]
+        [--keep-voice FILE]
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
@@ -25,7 +26,9 @@ twenty-third round):
    (`audio.mel_conv`, `OFFLINE_MEL`) on all training voices. With `MASK` (off; issue 15,
    twenty-fourth round) they also hear a learned voice mask's voice (`audio.voice_mask`,
    trained first on the build's tracks, or given with --mask), and with "vowels" three more
-   nets trained without it give p(voice).
+   nets trained without it give p(voice) (or, with --keep-voice, another file's offline nets).
+   `MASK_POOLS` and `MASK_HELD` make the mask hear longer spans and train on held vowels
+   (twenty-sixth round).
 """
 
 from __future__ import annotations

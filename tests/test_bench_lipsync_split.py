@@ -141,3 +141,15 @@ def test_the_masks_held_vowels_are_the_training_voices_never_the_held_out_ones()
     assert track.name == "held vowels (espeak-ng:en-us+f2 p55)"
     assert [p[2] for p in track.phones if p[2] != "-"] == list("AIUEO")
     assert all(0.8 < b - a < 3.0 for a, b, lab in track.phones if lab != "-")
+
+
+def test_the_held_set_sings_each_held_out_voice_at_three_pitches():
+    from app.bench_lipsync_split import HELD_PITCH_STEP, held_voices
+    from audio.calibration import HELDOUT_VOICES
+
+    got = held_voices()
+    assert len(got) == 3 * len(HELDOUT_VOICES)
+    for voice, pitch in HELDOUT_VOICES:
+        mine = sorted(p for v, p in got if v == voice)
+        assert mine == [pitch - HELD_PITCH_STEP, pitch, pitch + HELD_PITCH_STEP]
+    assert all(0 <= p <= 99 for _, p in got)  # espeak-ng's pitch range
