@@ -51,6 +51,12 @@ def _voice(seconds: float, seed: int) -> np.ndarray:
     return (0.1 * y * phrase).astype(np.float32)
 
 
+def _random_mlp(d: int, rng: np.random.Generator) -> Mlp:
+    """A random one-layer net of `d` inputs: p(voice) and five vowels out."""
+    w = rng.standard_normal((d, 6)).astype(np.float32) * 0.1
+    return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32), [(w, np.zeros(6, np.float32))])
+
+
 @pytest.fixture(scope="module")
 def trained() -> tuple[VoiceMask, list[np.ndarray]]:
     voices = [_voice(3.0, s) for s in range(6)]
@@ -115,9 +121,7 @@ def test_net_file_carries_the_mask_and_the_engine_runs_it(trained, tmp_path, fro
     dim = (3 if front == FRONT_BOTH else 2) * HOP_DIM  # the mix's, then each separated voice's
 
     def mlp(d):
-        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32),
-                   [(rng.standard_normal((d, 6)).astype(np.float32) * 0.1,
-                     np.zeros(6, np.float32))])  # fmt: skip
+        return _random_mlp(d, rng)
 
     net = VowelNet(mlp(HOP_DIM * 6), mlp(dim * 11), "test", front=front, mask=mask)
     path = tmp_path / "net.npz"
@@ -179,9 +183,7 @@ def test_voice_nets_give_p_voice_from_the_blocks_before_the_mask(trained, tmp_pa
     rng = np.random.default_rng(1)
 
     def mlp(d):
-        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32),
-                   [(rng.standard_normal((d, 6)).astype(np.float32) * 0.1,
-                     np.zeros(6, np.float32))])  # fmt: skip
+        return _random_mlp(d, rng)
 
     main = mlp(3 * HOP_DIM * 11)
     voice = mlp(2 * HOP_DIM * 11)  # reads the mix's and the harmonic/percussive voice's blocks
@@ -299,9 +301,7 @@ def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_pa
     rng = np.random.default_rng(2)
 
     def mlp(d):
-        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32),
-                   [(rng.standard_normal((d, 6)).astype(np.float32) * 0.1,
-                     np.zeros(6, np.float32))])  # fmt: skip
+        return _random_mlp(d, rng)
 
     shipped = VowelNet(mlp(HOP_DIM * 6), mlp(2 * HOP_DIM * 11), "shipped", front=FRONT_SEPARATION,
                        offline_more=[mlp(2 * HOP_DIM * 11)])  # fmt: skip
