@@ -7,10 +7,9 @@ neither. This is the issue's other way: a small network trained on mixes the pro
 (the corpus's voices over the `audio.backings` styles, with rooms and noise), taught each
 bin's voice share — the ideal ratio mask, voice power / (voice + rest) — from the hop and its
 neighbours' log spectra (and, where it has `pools`, the mean log spectrum of longer spans before
-and after: a user's held note and a band's pad look alike for ±60 ms). It needs no audio back:
-the mask multiplies the power spectra the features already have, and the separated voice's
-features are made from that product (`masked_features`), so the front-end costs one MLP per
-hop.
+and after). It needs no audio back: the mask multiplies the power spectra the features already
+have, and the separated voice's features are made from that product (`masked_features`), so
+the front-end costs one MLP per hop.
 
 Inference is numpy (float16 weights in the vowel net's file); `audio.voice_mask_train` trains
 it (torch).

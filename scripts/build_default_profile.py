@@ -141,8 +141,8 @@ FRONT_PRIOR_HOPS = 50
 MASK_SUNG = 0
 # Spans of hops (lo, hi) around each hop whose mean log spectrum the mask also hears
 # (`audio.voice_mask.pooled_means`), and flat held vowels of the training espeak-ng voices in
-# its training alone (`_held`): with ±60 ms it took a user's flat held note for a band's pad
-# (issue 15, twenty-sixth round)
+# its training alone (`_held`): the twenty-fifth round's lead for the mask's cost on held and
+# sung notes, measured in the twenty-sixth (docs/BENCHMARKS.md: it does not ship)
 MASK_POOLS: tuple[tuple[int, int], ...] = ()
 MASK_HELD = False
 
@@ -593,10 +593,9 @@ def main() -> int:
             net.info += f"; its live net and start mean are {args.keep_live.name}'s"
         if args.keep_voice:
             net.offline_voice, net.voice_blocks = kept_voice(net, args.keep_voice)
-            net.info = net.info.replace(
-                "p(voice) from offline nets that do not hear the mask's voice",
-                f"p(voice) from {args.keep_voice.name}'s offline nets",
-            )
+            own = "; p(voice) from offline nets that do not hear the mask's voice"
+            net.info = net.info.replace(own, "")
+            net.info += f"; p(voice) from {args.keep_voice.name}'s offline nets"
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0
