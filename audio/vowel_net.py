@@ -558,8 +558,9 @@ class VowelNet:
     offline_voice: list[Mlp | Tcn | MelConv] = field(default_factory=list)
     voice_blocks: int = 0
     # each front-end's separated voice: its training mean cepstra and spread (`front_priors`,
-    # in `offline_inputs`' order), where its clip statistics start; empty: its clip's own alone
-    front_priors: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    # in `offline_inputs`' order), where its clip statistics start; empty: its clip's own alone;
+    # None for one voice: that voice's alone
+    front_priors: list[tuple[np.ndarray, np.ndarray] | None] = field(default_factory=list)
     front_prior_hops: int = CMN_PRIOR  # the hops the priors are worth
 
     @property
@@ -647,7 +648,8 @@ class VowelNet:
             arrays["offline_cvn"] = np.asarray(self.offline_cvn, np.float32)
         if self.mask is not None:
             arrays.update(mask_arrays("mask", self.mask))
-        for i, (mean, spread) in enumerate(self.front_priors):
+        for i, prior in enumerate(self.front_priors):
+            mean, spread = prior if prior is not None else (np.zeros(0), np.zeros(0))
             arrays[f"front{i}_cmn"] = np.asarray(mean, np.float32)
             arrays[f"front{i}_cvn"] = np.asarray(spread, np.float32)
         if self.front_priors:
@@ -743,6 +745,9 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
             if f"front{i}_cvn" not in z:
                 raise ValueError(f"{path}: front{i}_cvn: missing (front{i}_cmn has no spread)")
             mean, spread = z[f"front{i}_cmn"].astype(np.float64), z[f"front{i}_cvn"]
+            if mean.shape == spread.shape == (0,):  # that voice starts from its clip alone
+                front_priors.append(None)
+                continue
             if mean.shape != cmn.shape or spread.shape != cmn.shape or not np.all(spread > 0):
                 raise ValueError(f"{path}: front{i}_cmn / _cvn must be {cmn.shape[0]} means and "
                                  f"positive spreads (got {mean.shape}, {spread.shape})")  # fmt: skip

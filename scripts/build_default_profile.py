@@ -133,7 +133,9 @@ MASK = ""
 # The separated voices' clip means and spreads start from their training means, worth
 # FRONT_PRIOR_HOPS hops, as the mix's do (issue 15, twenty-fifth round): alone, a short clip of
 # one held vowel becomes its own mean and its separated voice says nothing of the vowel. "" none,
-# "use" in use only, "train" in training and in use (cost a backing's pauses: docs/BENCHMARKS.md)
+# "use" in use only, "train" in training and in use (cost a backing's pauses: docs/BENCHMARKS.md),
+# "mask": in use, the mask's voice alone (twenty-sixth round: on the harmonic/percussive voice
+# they moved p(voice), whose nets never learnt them, and shut the mouth on short clips)
 FRONT_PRIORS = ""
 FRONT_PRIOR_HOPS = 50
 # More sung tracks (rounds of `_tracks`' sung notes, other seeds) in the mask's training alone:
@@ -264,8 +266,10 @@ def build_net(
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
     priors_mode = FRONT_PRIORS if front_priors is None else front_priors
-    if priors_mode not in ("", "use", "train"):
-        raise ValueError(f"front_priors: expected '', 'use' or 'train', got {priors_mode!r}")
+    if priors_mode not in ("", "use", "train", "mask"):
+        raise ValueError(
+            f"front_priors: expected '', 'use', 'train' or 'mask', got {priors_mode!r}"
+        )
     prior_hops = FRONT_PRIOR_HOPS if front_prior_hops is None else front_prior_hops
     if base is not None:
         front, offline_offsets, mask = base.front, base.offline_offsets, base.mask
@@ -274,6 +278,8 @@ def build_net(
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
         priors = front_prior_stats(tracks, front, mask) if front and priors_mode else []
+        if priors_mode == "mask" and front == FRONT_BOTH:
+            priors[0] = None  # the harmonic/percussive voice as the p(voice) nets learnt it
     trained_priors = priors if priors_mode == "train" and base is None else None
     if live_tcn:
         live_offsets = (0,)
@@ -381,7 +387,8 @@ def build_net(
     net.info += more_info
     net.front_priors, net.front_prior_hops = priors, prior_hops
     if priors and base is None:
-        net.info += (f"; the separated voices' clip statistics start from their training means "
+        which = "the mask's voice's" if priors_mode == "mask" else "the separated voices'"
+        net.info += (f"; {which} clip statistics start from their training means "
                      f"({prior_hops} hops, {'in training and ' * (priors_mode == 'train')}in use)")  # fmt: skip
     return net
 

@@ -370,3 +370,15 @@ def test_front_priors_keep_a_held_vowel_in_the_separated_voice(tmp_path):
     np.savez(bad, **{**arrays, "front_prior_hops": np.asarray(0)})
     with pytest.raises(ValueError, match=r"bad\.npz: front_prior_hops must be 1\.\.1000"):
         load_net(bad)
+    # a voice without a prior (None: its clip's own statistics, FRONT_PRIORS "mask" leaves the
+    # harmonic/percussive voice so) is kept as one, and reads as no prior at all
+    net.front_priors = [None]
+    net.save(path)
+    assert load_net(path).front_priors == [None]
+    _, _, none = load_net(path).offline_probs(short, SR)
+    np.savez(bad, **{k: a for k, a in arrays.items() if not k.startswith("front0")})
+    _, _, plain = load_net(bad).offline_probs(short, SR)  # the same weights, no priors
+    np.testing.assert_array_equal(none, plain)
+    np.savez(bad, **{**arrays, "front0_cvn": np.zeros(0, np.float32)})  # a mean, no spread
+    with pytest.raises(ValueError, match=r"bad\.npz: front0_cmn / _cvn must be 20 means"):
+        load_net(bad)
