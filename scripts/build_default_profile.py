@@ -195,6 +195,7 @@ def build_net(
     mask_sung: int | None = None,
     mask_pools: tuple[tuple[int, int], ...] | None = None,
     mask_held: bool | None = None,
+    keep_voice: Path | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -221,7 +222,8 @@ def build_net(
     the separated voices' clip statistics start from their training means, worth
     `front_prior_hops` hops, "use": in use only, "train": in training too (`FRONT_PRIORS`,
     `FRONT_PRIOR_HOPS` when None). `mask_sung`: more sung tracks for the mask's training alone
-    (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None."""
+    (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None.
+    `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
@@ -259,10 +261,8 @@ def build_net(
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
-        mask_sung = MASK_SUNG if mask_sung is None else mask_sung
         mask_pools = MASK_POOLS if mask_pools is None else tuple(mask_pools)
-        held = _held(specs) if (MASK_HELD if mask_held is None else mask_held) else []
-        mask = _voice_mask(mask_file, tracks + _more_sung(specs, mask_sung) + held, mask_pools)
+        mask = _voice_mask(mask_file, mask_tracks(specs, tracks, mask_sung, mask_held), mask_pools)
         front = FRONT_MASK if mask_place == "instead" else FRONT_BOTH
     init = cmn_prior(tracks) if base is None else base.cmn_init
     priors_mode = FRONT_PRIORS if front_priors is None else front_priors
@@ -277,9 +277,11 @@ def build_net(
         priors, prior_hops = base.front_priors, base.front_prior_hops
     else:
         cvn = cvn_prior(tracks) if (OFFLINE_CVN if offline_cvn is None else offline_cvn) else None
-        priors = front_prior_stats(tracks, front, mask) if front and priors_mode else []
         if priors_mode == "mask" and front == FRONT_BOTH:
-            priors[0] = None  # the harmonic/percussive voice as the p(voice) nets learnt it
+            # the harmonic/percussive voice as the p(voice) nets learnt it: no prior
+            priors = [None, *front_prior_stats(tracks, FRONT_MASK, mask)]
+        else:
+            priors = front_prior_stats(tracks, front, mask) if front and priors_mode else []
     trained_priors = priors if priors_mode == "train" and base is None else None
     if live_tcn:
         live_offsets = (0,)
@@ -377,7 +379,10 @@ def build_net(
     del ex
     net.offline_more = base.offline_more if base is not None else more
     net.mask = mask
-    if base is not None:
+    if keep_voice is not None:  # before a `base`'s: it is asked for by name
+        net.offline_voice, net.voice_blocks = kept_voice(net, keep_voice)
+        net.info += f"; p(voice) from {Path(keep_voice).name}'s offline nets"
+    elif base is not None:
         net.offline_voice, net.voice_blocks = base.offline_voice, base.voice_blocks
     elif mask_place == "vowels":
         net.offline_voice = _voice_nets(hop, offline_net, more_without, specs, extra_texts,
@@ -499,6 +504,15 @@ def _more_sung(specs, rounds: int) -> list:
     return [t for r in range(rounds) for t in _sung(specs, 1000 * (r + 1))]
 
 
+def mask_tracks(specs, tracks: list, sung: int | None = None, held: bool | None = None) -> list:
+    """What the mask trains on: the build's training `tracks`, `sung` more rounds of sung notes
+    (`_more_sung`) and with `held` the voices' held vowels (`_held`); `MASK_SUNG`, `MASK_HELD`
+    when None."""
+    sung = MASK_SUNG if sung is None else sung
+    held = MASK_HELD if held is None else held
+    return tracks + _more_sung(specs, sung) + (_held(specs) if held else [])
+
+
 def _held(specs) -> list:
     """The five vowels of each espeak-ng voice of `specs` (English and Japanese; not
     `audio.calibration.HELDOUT_VOICES`' voices) sustained at its pitch, one track per voice."""
@@ -590,7 +604,8 @@ def main() -> int:
             base = load_net(args.net)
         also = None if args.also is None else tuple(args.also)
         plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
-        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask, **plain)
+        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
+                        keep_voice=args.keep_voice, **plain)  # fmt: skip
         if args.keep_live:
             # a change of the offline half alone ships without a new draw of the live net
             from audio.vowel_net import load_net
@@ -598,11 +613,6 @@ def main() -> int:
             kept = load_net(args.keep_live)
             net.live, net.cmn_init = kept.live, kept.cmn_init
             net.info += f"; its live net and start mean are {args.keep_live.name}'s"
-        if args.keep_voice:
-            net.offline_voice, net.voice_blocks = kept_voice(net, args.keep_voice)
-            own = "; p(voice) from offline nets that do not hear the mask's voice"
-            net.info = net.info.replace(own, "")
-            net.info += f"; p(voice) from {args.keep_voice.name}'s offline nets"
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0

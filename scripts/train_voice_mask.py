@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     bdp = load_build_script()  # its training voices: every source but flite, less its speakers
     specs = bdp.training_voices()
-    tracks = bdp._tracks(specs) + (bdp._held(specs) if a.held or bdp.MASK_HELD else [])
+    tracks = bdp.mask_tracks(specs, bdp._tracks(specs), held=True if a.held else None)
     pools = bdp.MASK_POOLS if a.pools is None else tuple(_span(p) for p in a.pools)
     m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers, pools)
     t1 = time.time()
