@@ -1,7 +1,7 @@
 """`kagura bench lipsync`, corpus part: vowels and pauses on synthesized speech and singing.
 
-Signals come from `audio.speech_corpus` (espeak-ng, flite, festival, open-jtalk, with phone
-timings) and
+Signals come from `audio.speech_corpus` (espeak-ng, flite, festival, piper, open-jtalk,
+kokoro, with phone timings) and
 `audio.singing`, generated into the cache folder on first use. Scores (`audio.lipsync_eval`):
 balanced vowel accuracy over A I U E O and the share of pauses with the mouth shut.
 
@@ -39,10 +39,12 @@ _ROLE = {
     "espeak-ng": " (in training)",
     "flite": " (test)",
     "festival": " (ked in training)",
+    "piper": " (unheard; far validation)",
 }
-# the table's columns: the corpus's sources and the two Japanese ones
+# the table's columns: the corpus's sources, Piper's English voice (never trained on, where the
+# split bench chooses settings: not a test) and the two Japanese ones
 # (`audio.speech_corpus.jtalk_voices`, `kokoro_voices`), tests unless the build trains on them
-COLUMNS = ("espeak-ng", "flite", "festival", "open-jtalk", "kokoro")
+COLUMNS = ("espeak-ng", "flite", "festival", "piper", "open-jtalk", "kokoro")
 TESTS = ("flite", "open-jtalk", "kokoro")
 
 
@@ -150,7 +152,9 @@ def corpus_report(say, cross: bool = True) -> None:
         "(ked and its Italian, Finnish, Czech and Catalan voices), never on flite nor the "
         "speakers flite shares with festival (kal, slt). Training settings are chosen on "
         "festival's voices of those two speakers (`python -m app.bench_lipsync_split`), never "
-        "on flite: flite is the test. Japanese: Open JTalk's voice Mei (a recorded woman; HTS) "
+        "on flite: flite is the test. Piper: its English voice of a recorded man (a neural "
+        "synthesizer) at three speeds, never trained on, the split bench's second validation "
+        "set. Japanese: Open JTalk's voice Mei (a recorded woman; HTS) "
         "at her own pitch, 4 half tones lower and slower, 3 higher and faster; Kokoro's four "
         "women and its man (a neural synthesizer), two of the women also faster and slower."
     )
@@ -158,7 +162,7 @@ def corpus_report(say, cross: bool = True) -> None:
     say("| condition | engine | " + " | ".join(
         f"{s}{roles[s]}" for s in COLUMNS) + " |")  # fmt: skip
     say("|---|---|" + "---|" * len(COLUMNS))
-    confusion = {}  # offline, clean, per test column
+    confusion = {}  # offline, clean, per test column and Piper's
     conds = [("clean", None), ("band +6 dB", 6.0), ("band 0 dB", 0.0), ("band −3 dB", -3.0)]
     for cname, vbr in conds:
         # each column's tracks in this condition, mixed once for every engine that hears them
@@ -167,7 +171,7 @@ def corpus_report(say, cross: bool = True) -> None:
             cells = []
             for s in COLUMNS:
                 sc = evaluate(e, heard[s])
-                if s in tests and vbr is None and ename == "offline":
+                if (s in tests or s == "piper") and vbr is None and ename == "offline":
                     confusion[s] = sc.conf
                 cells.append(_fmt(sc))
             say(f"| {cname} | {ename} | " + " | ".join(cells) + " |")

