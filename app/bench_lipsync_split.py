@@ -197,6 +197,9 @@ RECIPES = {
     "jtalk": {"also": ("open-jtalk",)},
     "kokoro": {"also": ("kokoro",)},
     "jtalk+kokoro": {"also": ("open-jtalk", "kokoro")},
+    # Piper's English voice in training (twenty-seventh round): its valid-far rows are then
+    # trained on and say nothing; festival's validation and the held notes judge it
+    "piper": {"also": ("piper",)},
     # the learned voice mask as the offline front-end (twenty-fourth round)
     "mask": {"mask": "instead", "mask_file": MASK_FILE},
     # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)

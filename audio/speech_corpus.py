@@ -591,6 +591,20 @@ def installed_file(package: str, name: str) -> Path | None:
     return None
 
 
+def session_with_output(model, tensor: str):
+    """An onnxruntime CPU session of the ONNX `model` (a loaded ModelProto) that also outputs
+    the graph's inner `tensor` (the neural synthesizers' predicted durations)."""
+    import onnx
+    import onnxruntime as ort
+
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None)
+    )
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 2
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
 def jtalk_voice_file(voice: str) -> Path | None:
     """The .htsvoice file shipped in the pyopenjtalk wheel, or None."""
     f = installed_file("pyopenjtalk", f"htsvoice/{voice}.htsvoice")

