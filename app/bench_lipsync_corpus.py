@@ -62,6 +62,8 @@ def _roles() -> tuple[dict[str, str], tuple[str, ...]]:
     roles = dict(_ROLE)
     for s in JAPANESE:
         roles[s] = " (in training, Japanese)" if s in also else " (test, Japanese)"
+    if "piper" in also:
+        roles["piper"] = " (in training)"
     return roles, tuple(s for s in TESTS if s not in also)
 
 

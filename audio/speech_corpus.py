@@ -52,6 +52,7 @@ __all__ = [
     "Utterance",
     "VoiceSpec",
     "cache_dir",
+    "cpu_session",
     "extra_voices",
     "frame_labels",
     "installed_file",
@@ -62,6 +63,7 @@ __all__ = [
     "piper_voices",
     "synthesize",
     "voices",
+    "with_output",
 ]
 
 SR = 16000
@@ -591,18 +593,24 @@ def installed_file(package: str, name: str) -> Path | None:
     return None
 
 
-def session_with_output(model, tensor: str):
-    """An onnxruntime CPU session of the ONNX `model` (a loaded ModelProto) that also outputs
-    the graph's inner `tensor` (the neural synthesizers' predicted durations)."""
+def with_output(model, tensor: str) -> bytes:
+    """The ONNX `model` (a loaded ModelProto) serialized with the graph's inner `tensor` as one
+    more output (the neural synthesizers' predicted durations)."""
     import onnx
-    import onnxruntime as ort
 
     model.graph.output.append(
         onnx.helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None)
     )
+    return model.SerializeToString()
+
+
+def cpu_session(model: bytes):
+    """An onnxruntime session of a serialized model on the CPU, two threads."""
+    import onnxruntime as ort
+
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 2
-    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 
 
 def jtalk_voice_file(voice: str) -> Path | None:

