@@ -641,14 +641,17 @@ def main(argv=None) -> int:
             row["voice sure"] = args.voice_sure
         if gate:
             row["gate"] = gate
-        if args.log:
-            with open(args.log, "a") as fh:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        _append_log(row, args.log)
     return 0
 
 
 def _report(row: dict, log: str | None) -> None:
     print(json.dumps(row, ensure_ascii=False), flush=True)
+    _append_log(row, log)
+
+
+def _append_log(row: dict, log: str | None) -> None:
+    """`row` as one JSON line at the end of the file `log` (none: nothing)."""
     if log:
         with open(log, "a") as fh:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")

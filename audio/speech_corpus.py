@@ -449,6 +449,9 @@ class _Espeak:
         self._events: list[tuple[int, str]] = []
         self._cb = cb_t(self._callback)  # keep a reference: ctypes does not
         self.lib.espeak_SetSynthCallback(self._cb)
+        to_phonemes = self.lib.espeak_TextToPhonemes  # (&text, textmode, phonememode)
+        to_phonemes.restype = ctypes.c_char_p
+        to_phonemes.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
 
     @classmethod
     def get(cls) -> _Espeak:
@@ -491,9 +494,6 @@ class _Espeak:
     def ipa(self, voice: str, text: str) -> str:
         """The text's phonemes in IPA as libespeak-ng reads them (one string; its clauses
         joined by spaces)."""
-        f = self.lib.espeak_TextToPhonemes
-        f.restype = ctypes.c_char_p
-        f.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
         with _ESPEAK_LOCK:
             if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
                 raise RuntimeError(f"espeak-ng: no voice {voice!r}")
@@ -501,7 +501,8 @@ class _Espeak:
             ptr = ctypes.c_char_p(ctypes.addressof(buf))
             out = []
             while ptr.value:  # one clause per call; the pointer moves past it
-                out.append(f(ctypes.byref(ptr), 1, 2).decode("utf-8"))  # UTF-8 in, IPA out
+                ipa = self.lib.espeak_TextToPhonemes(ctypes.byref(ptr), 1, 2)  # UTF-8 in, IPA out
+                out.append(ipa.decode("utf-8"))
         return " ".join(out)
 
 
