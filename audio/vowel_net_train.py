@@ -24,6 +24,7 @@ from audio.mel_conv import MelConv, cepstrum_to_mel, scaled_inputs, split_blocks
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
 from audio.voice_mask import VoiceMask
+from audio.vowel_fronting import F2_SHARE_RANGE, front_spans
 from audio.vowel_net import (
     CMN_PRIOR,
     FRONT_BOTH,
@@ -62,6 +63,7 @@ HEARD_MS = 12
 SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo together)
 WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
+FRONT_U_STREAM = 0xF0  # the fronted-U draws' own random stream (beside the seed)
 
 
 @dataclass
@@ -295,6 +297,7 @@ def examples(
     mask: VoiceMask | None = None,
     front_priors: list | None = None,
     front_prior_hops: int = CMN_PRIOR,
+    front_u: float = 0.0,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -310,8 +313,11 @@ def examples(
     `room_share`: the share of the augmented copies heard in a room (reverb, the targets kept
     dry: the tail is a pause). `mask`: the learned mask of the `FRONT_MASK` front-end;
     `front_priors`: where the separated voices' clip statistics start (`front_priors`), worth
-    `front_prior_hops` hops, as in use."""
+    `front_prior_hops` hops, as in use. `front_u`: the share of U phones of the augmented copies
+    spoken fronted (`audio.vowel_fronting`: F2 raised toward F3, as American English /u/ after
+    coronals), drawn apart so a recipe without it keeps every other draw."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
+    front_rng = np.random.default_rng([seed, FRONT_U_STREAM])
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
     rng = np.random.default_rng(seed)
@@ -342,7 +348,8 @@ def examples(
             warp = float(np.exp(rng.uniform(*np.log(warp_range)))) / (
                 np.sqrt(s) if k == 0.5 else s**k
             )
-            y = augment.speed(tr.voice, s)
+            voice = _fronted_u(tr, front_u, front_rng) if front_u > 0 else tr.voice
+            y = augment.speed(voice, s)
             ph = [(a / s, b / s, c) for a, b, c in tr.phones]
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             roomed = rng.uniform() < room_share
@@ -367,6 +374,13 @@ def examples(
                      front_prior_hops=front_prior_hops)
             )  # fmt: skip
     return Examples.concat(parts)
+
+
+def _fronted_u(tr: Track, share: float, rng: np.random.Generator) -> np.ndarray:
+    """The track's voice with a drawn `share` of its U phones fronted."""
+    spans = [(a, b) for a, b, c in tr.phones if c == "U" and rng.uniform() < share]
+    shares = [float(rng.uniform(*F2_SHARE_RANGE)) for _ in spans]
+    return front_spans(tr.voice, SR, spans, shares) if spans else tr.voice
 
 
 def _standardised(x: np.ndarray, voice: np.ndarray, vowel: np.ndarray):
