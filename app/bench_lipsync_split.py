@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
-from audio.backings import TRAIN_STYLES, VALID_STYLE
+from audio.backings import VALID_STYLE
 from audio.lipsync_eval import held_vowel_track, held_vowels
 
 # the rooms of the `--with-reverb` condition (`audio.augment.reverb`: rt60 s, wet share);
@@ -64,7 +64,8 @@ HELD_PITCH_STEP = 15
 # the learned voice mask the `mask*` recipes read: trained by the first build that needs it
 # and kept in the cache folder (not again for every light build)
 MASK_FILE = "cached"
-# name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples`' augmentation);
+# name -> `build_net` settings (`aug`: `audio.vowel_net_train.examples` settings over the
+# shipped recipe's `AUG`; before 2026-12-07 they replaced it: see docs/BENCHMARKS.md);
 # "base" is the recipe as it is
 RECIPES = {
     "base": {},
@@ -74,6 +75,9 @@ RECIPES = {
     "cvn": {"offline_cvn": True},
     "cvn+lifter": {"offline_cvn": True, "aug": {"lifter": 0.5}},
     "cvn+warp-wide": {"offline_cvn": True, "aug": {"warp_range": (0.78, 1.3)}},
+    # a share of the training U phones fronted (`audio.vowel_fronting`; issue 15, 28th round)
+    "front-u": {"aug": {"front_u": 0.5}},
+    "front-u-all": {"aug": {"front_u": 1.0}},
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },
@@ -180,13 +184,11 @@ RECIPES = {
     # half the augmented copies in rooms instead of 30 % (issue 15, eighteenth round)
     "live-distil-wide-onset6-clean-room50": {
         "live_fit": _WIDE_ONSET,
-        "aug": {"backings": TRAIN_STYLES, "room_share": 0.5},
+        "aug": {"room_share": 0.5},
     },
     # the live front-end's cepstrum formant-warped in training as the mix's is
-    "warp-front": {"aug": {"backings": TRAIN_STYLES, "warp_front": True}},
-    "warp-front-wide": {
-        "aug": {"backings": TRAIN_STYLES, "warp_front": True, "warp_range": (0.78, 1.3)}
-    },
+    "warp-front": {"aug": {"warp_front": True}},
+    "warp-front-wide": {"aug": {"warp_front": True, "warp_range": (0.78, 1.3)}},
     # the training voices also speak `audio.speech_corpus.EXTRA_TEXTS` (issue 15, twentieth
     # round: English had 12 sentences); the validation and test tracks stay as they are
     "extra-texts": {"extra_texts": True},

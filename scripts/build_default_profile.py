@@ -202,7 +202,7 @@ def build_net(
     `more_without`: languages whose voices the second offline net is trained without (none: no
     second net); `seed`: augmentation draws and training (0: the shipped build). `aug`:
     augmentation settings for `audio.vowel_net_train.examples` (its `warp_range`, `lifter`),
-    the recipe's (`AUG`) when None. `offline_cvn`: the offline cepstra also divided by the
+    over the recipe's (`AUG`: a setting `aug` does not name stays the recipe's). `offline_cvn`: the offline cepstra also divided by the
     clip's spread (`OFFLINE_CVN` when None). `more_seeds`: offline nets of other training
     seeds averaged in (`MORE_SEEDS` when None). `live_tcn` / `offline_tcn`: that half is a
     convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
@@ -237,7 +237,7 @@ def build_net(
     live_tcn = LIVE_TCN if live_tcn is None else live_tcn
     offline_tcn = OFFLINE_TCN if offline_tcn is None else offline_tcn
     more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
-    aug = dict(AUG if aug is None else aug)
+    aug = {**AUG, **(aug or {})}
     from audio.vowel_net_train import (
         cmn_prior,
         cvn_prior,
