@@ -40,12 +40,15 @@ def train_mask(tracks: list, n_aug: int = 8, epochs: int = 12, seed: int = 0,
 
 
 def _span(text: str) -> tuple[int, int]:
+    """An argparse type: a bad span is its one-line error, exit 2."""
     try:
         lo, hi = (int(x) for x in text.split(":"))
     except ValueError:
-        raise SystemExit(f"--pools: expected LO:HI in hops (e.g. 7:30), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected LO:HI in hops (e.g. 7:30), got {text!r}"
+        ) from None
     if lo > hi:
-        raise SystemExit(f"--pools: expected LO <= HI, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected LO <= HI, got {text!r}")
     return lo, hi
 
 
@@ -60,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--pools",
         nargs="*",
+        type=_span,
         default=None,
         metavar="LO:HI",
         help="spans of hops the mask also hears (default: the build's MASK_POOLS)",
@@ -83,7 +87,7 @@ def main(argv=None) -> int:
     bdp = load_build_script()  # its training voices: every source but flite, less its speakers
     specs = bdp.training_voices()
     tracks = bdp.mask_tracks(specs, bdp._tracks(specs), held=True if a.held else None)
-    pools = bdp.MASK_POOLS if a.pools is None else tuple(_span(p) for p in a.pools)
+    pools = bdp.MASK_POOLS if a.pools is None else tuple(a.pools)
     m, info = train_mask(tracks, a.n_aug, a.epochs, a.seed, tuple(a.hidden), a.workers, pools)
     t1 = time.time()
     save_mask_file(a.out, m, info)

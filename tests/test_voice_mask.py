@@ -321,3 +321,22 @@ def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_pa
     with pytest.raises(ValueError, match=r"masked\.npz: expected a net without a mask"):
         net.save(tmp_path / "masked.npz")
         bdp.kept_voice(net, tmp_path / "masked.npz")
+
+
+@pytest.mark.parametrize("span", ["7:3", "abc"])
+def test_train_voice_mask_refuses_a_bad_span_with_exit_2(span, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "mask.npz"
+    r = subprocess.run(
+        [sys.executable, str(root / "scripts/train_voice_mask.py"), "--out", str(out), "--pools",
+         "7:30", span],
+        capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": ""},
+        timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert "--pools: expected" in r.stderr and repr(span) in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
