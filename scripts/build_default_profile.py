@@ -202,8 +202,9 @@ def build_net(
     `more_without`: languages whose voices the second offline net is trained without (none: no
     second net); `seed`: augmentation draws and training (0: the shipped build). `aug`:
     augmentation settings for `audio.vowel_net_train.examples` (its `warp_range`, `lifter`),
-    over the recipe's (`AUG`: a setting `aug` does not name stays the recipe's). `offline_cvn`: the offline cepstra also divided by the
-    clip's spread (`OFFLINE_CVN` when None). `more_seeds`: offline nets of other training
+    over the recipe's (`AUG`: a setting `aug` does not name stays the recipe's).
+    `offline_cvn`: the offline cepstra also divided by the clip's spread (`OFFLINE_CVN` when
+    None). `more_seeds`: offline nets of other training
     seeds averaged in (`MORE_SEEDS` when None). `live_tcn` / `offline_tcn`: that half is a
     convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
     the hop vectors instead of an MLP over stacked hops. `cache`: a dict that keeps the

@@ -153,3 +153,30 @@ def test_the_held_set_sings_each_held_out_voice_at_three_pitches():
         mine = sorted(p for v, p in got if v == voice)
         assert mine == [pitch - HELD_PITCH_STEP, pitch, pitch + HELD_PITCH_STEP]
     assert all(0 <= p <= 99 for _, p in got)  # espeak-ng's pitch range
+
+
+def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
+    """A recipe's `aug` keeps the build's `AUG` (the styled backings) and adds its own keys: the
+    split bench's recipes differ from `base` in what they name, nothing else."""
+    import audio.vowel_net_train as vnt
+    from app.bench_lipsync_split import RECIPES, load_build_script
+
+    mod = load_build_script()
+
+    class Got(Exception):
+        pass
+
+    def examples(tracks, init, **kw):
+        raise Got(kw)
+
+    monkeypatch.setattr(vnt, "examples", examples)
+    # the training tracks given through the build's cache: no corpus is synthesized
+    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, ()): [_track()]}
+    got = {}
+    for name in ("base", "lifter", "front-u"):
+        with pytest.raises(Got) as e:
+            mod.build_net(cache=dict(cache), mask="", **RECIPES[name])
+        got[name] = e.value.args[0]
+    assert mod.AUG and all(got[n][k] == v for n in got for k, v in mod.AUG.items())
+    assert got["lifter"]["lifter"] == 0.5 and "lifter" not in got["base"]
+    assert got["front-u"]["front_u"] == 0.5 and "front_u" not in got["base"]
