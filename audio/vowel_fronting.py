@@ -12,6 +12,9 @@ moved to a drawn share of F3, F3 and everything above left alone. Like the
 feature-domain formant warp of `audio.vowel_net`, the harmonics move with the envelope (where
 the synthesizers' own valleys are silent, an envelope filter has nothing to lift). The share is
 drawn under I's: a fronted U keeps the low F1 that parts it from E, and F2 under I's.
+
+Tried as the split bench's `front-u` recipes (issue 15, twenty-eighth round): it did not move
+the far validation voice, whose fronted /u/ shares its F2 with his /ɪ/; not in the shipped build.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ def formants(y: np.ndarray, sr: int, start_s: float, end_s: float) -> np.ndarray
 
 
 def _median_formants(power: np.ndarray, sr: int) -> np.ndarray | None:
+    """`formants` of pre-emphasised power spectra (bins, frames)."""
     found = []
     for k in range(power.shape[1]):
         a = _all_pole(power[:, k])
