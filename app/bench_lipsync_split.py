@@ -25,7 +25,8 @@ Validation tracks hold all 12 sentences of each voice, the test's the bench's 4;
 which sentences lack, are sets of their own (`split_tracks`: sung and sustained vowels). Over a band
 the same split holds for backings: the validation style (`audio.backings.VALID_STYLE`) is
 never drawn in training; the demo song's backing is the test (`kagura bench lipsync`). Prints one
-JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them.
+JSON line per net; docs/BENCHMARKS.md's tables are hand-collected from them, and
+`app.bench_lipsync_compare` sets recipes side by side over their draws, against a rule.
 
 With `--with-reverb` the clean tracks are also heard through rooms (`reverb_tracks`: the
 validation's voices have no slowly fading ends, flite's do; a room's tail is one, and the
