@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from app.errors import UsageError, report
 
 # the parts shown when none are named: the split bench's validation sets first (where recipes
 # are chosen), then the test rows (printed, never chosen on)
@@ -46,10 +47,6 @@ DEFAULT_PARTS = (
 )
 
 
-class BadInput(ValueError):
-    """One line for the user: what was given and what was expected."""
-
-
 @dataclass(frozen=True)
 class Rule:
     part: str
@@ -59,7 +56,7 @@ class Rule:
 def parse_rule(text: str) -> Rule:
     m = re.fullmatch(r"\s*(.+?)\s*>=\s*([+-]?\d+(?:\.\d+)?)\s*", text)
     if not m:
-        raise BadInput(
+        raise UsageError(
             f"--rule: expected 'PART>=TOL' (e.g. 'valid clean offline>=-1'), got {text!r}"
         )
     return Rule(m.group(1), float(m.group(2)))
@@ -68,11 +65,11 @@ def parse_rule(text: str) -> Rule:
 def parse_group(text: str) -> tuple[str, re.Pattern]:
     name, sep, pattern = text.partition("=")
     if not sep or not name or not pattern:
-        raise BadInput(f"--group: expected NAME=REGEX, got {text!r}")
+        raise UsageError(f"--group: expected NAME=REGEX, got {text!r}")
     try:
         return name, re.compile(pattern)
     except re.error as e:
-        raise BadInput(f"--group {name}: not a regular expression ({e}): {pattern!r}") from None
+        raise UsageError(f"--group {name}: not a regular expression ({e}): {pattern!r}") from None
 
 
 def read_lines(paths: list[str]) -> list[dict]:
@@ -80,16 +77,16 @@ def read_lines(paths: list[str]) -> list[dict]:
     for p in paths:
         path = Path(p)
         if not path.is_file():
-            raise BadInput(f"{p}: no such file (expected the split bench's --log JSON lines)")
+            raise UsageError(f"{p}: no such file (expected the split bench's --log JSON lines)")
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
-                raise BadInput(f"{p}:{n}: expected a JSON line of the split bench") from None
+                raise UsageError(f"{p}:{n}: expected a JSON line of the split bench") from None
             if not isinstance(row, dict) or "recipe" not in row:
-                raise BadInput(f"{p}:{n}: expected a JSON object with a 'recipe' key")
+                raise UsageError(f"{p}:{n}: expected a JSON object with a 'recipe' key")
             rows.append(row)
     return rows
 
@@ -97,11 +94,11 @@ def read_lines(paths: list[str]) -> list[dict]:
 def value(row: dict, part: str) -> float:
     key, _, index = part.partition("#")
     if key not in row:
-        raise BadInput(f"{row['recipe']}: has no {key!r} (expected a key of the bench's lines)")
+        raise UsageError(f"{row['recipe']}: has no {key!r} (expected a key of the bench's lines)")
     figures = re.findall(r"\d+(?:\.\d+)?", str(row[key]))
     i = int(index or 0)
     if i >= len(figures):
-        raise BadInput(f"{row['recipe']}: {key!r} has no figure #{i}: {row[key]!r}")
+        raise UsageError(f"{row['recipe']}: {key!r} has no figure #{i}: {row[key]!r}")
     return float(figures[i])
 
 
@@ -111,7 +108,7 @@ def gather(rows: list[dict], groups: list[tuple[str, re.Pattern]]) -> dict[str, 
     for name, pattern in groups:
         by_recipe = {r["recipe"]: r for r in rows if pattern.search(r["recipe"])}
         if not by_recipe:
-            raise BadInput(f"--group {name}: {pattern.pattern!r} matches no line's recipe")
+            raise UsageError(f"--group {name}: {pattern.pattern!r} matches no line's recipe")
         out[name] = [by_recipe[k] for k in sorted(by_recipe)]
     return out
 
@@ -161,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if len(args.group) < 2:
-            raise BadInput("--group: expected at least two (a reference and one to compare)")
+            raise UsageError("--group: expected at least two (a reference and one to compare)")
         rules = [parse_rule(t) for t in args.rule]
         groups = [parse_group(t) for t in args.group]
         members = gather(read_lines(args.logs), groups)
@@ -170,9 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                                     if all(p.partition("#")[0] in r for r in present)]  # fmt: skip
         parts += [r.part for r in rules if r.part not in parts]
         lines, ok = compare(members, parts, rules)
-    except BadInput as e:
-        print(f"bench_lipsync_compare: {e}", file=sys.stderr)
-        return 2
+    except UsageError as e:
+        return report(e, "bench_lipsync_compare")
     print("\n".join(lines))
     if rules:
         print("every rule holds" if ok else "a rule fails")

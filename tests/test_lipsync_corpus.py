@@ -169,7 +169,6 @@ def test_piper_phone_times_follow_its_audio():
     phones span the whole audio."""
     from audio.speech_corpus import piper_voices, synthesize
 
-    gaps = []
     for spec in piper_voices()[:2]:
         utts = synthesize(spec, 2)
         assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), spec.name
@@ -179,8 +178,7 @@ def test_piper_phone_times_follow_its_audio():
             lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
             vowel = np.median(db[np.isin(lab, list("AIUEO"))])
             assert vowel - np.median(db[lab == "-"]) > 40, spec.name
-            gaps.append(vowel - np.median(db[lab == "c"]))
-    assert np.mean(gaps) > 5, gaps
+            assert vowel - np.median(db[lab == "c"]) > 5, spec.name
 
 
 @needs_espeak
