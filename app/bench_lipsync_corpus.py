@@ -40,6 +40,16 @@ _ROLE = {
     "flite": " (test)",
     "festival": " (ked in training)",
     "piper": " (unheard; far validation)",
+    "open-jtalk": " (test, Japanese)",
+    "kokoro": " (test, Japanese)",
+}
+# a source the build also trains on (its `ALSO`) -> the column it takes out of the tests, and
+# what that column then is
+_TRAINED_ROLE = {
+    "open-jtalk": ("open-jtalk", " (in training, Japanese)"),
+    "kokoro": ("kokoro", " (in training, Japanese)"),
+    "kokoro-en": ("kokoro", " (its voices in training, reading English)"),
+    "piper": ("piper", " (in training)"),
 }
 # the table's columns: the corpus's sources, Piper's English voice (never trained on, where the
 # split bench chooses settings: not a test) and the two Japanese ones
@@ -54,17 +64,16 @@ def _build_script():
     return load_build_script()
 
 
-def _roles() -> tuple[dict[str, str], tuple[str, ...]]:
-    """Each column's role for the shipped net's recipe, and the test columns."""
-    from audio.speech_corpus import JAPANESE
-
-    also = _build_script().ALSO
+def _roles(also: tuple[str, ...] | None = None) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Each column's role for a recipe that also trains on `also` (the shipped build's `ALSO`
+    when None), and the test columns."""
+    also = _build_script().ALSO if also is None else also
     roles = dict(_ROLE)
-    for s in JAPANESE:
-        roles[s] = " (in training, Japanese)" if s in also else " (test, Japanese)"
-    if "piper" in also:
-        roles["piper"] = " (in training)"
-    return roles, tuple(s for s in TESTS if s not in also)
+    for source in also:
+        column, role = _TRAINED_ROLE[source]
+        roles[column] = role
+    trained = {_TRAINED_ROLE[source][0] for source in also}
+    return roles, tuple(s for s in TESTS if s not in trained)
 
 
 def _engines(net="auto"):

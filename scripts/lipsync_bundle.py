@@ -72,11 +72,12 @@ def corpus_keys() -> set[str]:
     training voices' sentences and the validation and test tracks. Not the build settings'
     extra sentences and speakers (`EXTRA_TEXTS`, `extra_voices`): with them the bundle would
     not fit a call, so the recipes `extra-*` run here only. The Japanese sources' voices (the
-    `jtalk` and `kokoro` recipes' training, the split's tests) are small and travel."""
+    `jtalk` and `kokoro` recipes' training, the split's tests) and Kokoro's English (the
+    `kokoro-en` recipe's) are small and travel."""
     from app.bench_lipsync_split import load_build_script, split_voices
     from audio.speech_corpus import JAPANESE, _key, synthesize
 
-    specs = load_build_script().training_voices(also=JAPANESE)
+    specs = load_build_script().training_voices(also=(*JAPANESE, "kokoro-en"))
     specs += [v for vs in split_voices().values() for v in vs]
     return {_key(u.spec, u.text) for spec in specs for u in synthesize(spec)}
 

@@ -180,3 +180,18 @@ def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
     assert mod.AUG and all(got[n][k] == v for n in got for k, v in mod.AUG.items())
     assert got["lifter"]["lifter"] == 0.5 and "lifter" not in got["base"]
     assert got["front-u"]["front_u"] == 0.5 and "front_u" not in got["base"]
+
+
+def test_bench_columns_say_what_a_recipe_trained_on():
+    """`kagura bench lipsync`'s column roles: a source a build also trains on is no longer a
+    test, and Kokoro's English in training takes its Japanese voices out of the tests too."""
+    from app.bench_lipsync_corpus import _roles
+
+    roles, tests = _roles(())
+    assert tests == ("flite", "open-jtalk", "kokoro")
+    assert roles["kokoro"] == " (test, Japanese)" and roles["piper"] == " (unheard; far validation)"
+    roles, tests = _roles(("kokoro-en", "piper"))
+    assert tests == ("flite", "open-jtalk")
+    assert "English" in roles["kokoro"] and roles["piper"] == " (in training)"
+    roles, tests = _roles(("open-jtalk",))
+    assert tests == ("flite", "kokoro") and roles["open-jtalk"] == " (in training, Japanese)"
