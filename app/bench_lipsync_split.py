@@ -206,6 +206,10 @@ RECIPES = {
     # Kokoro's voices reading English (twenty-ninth round): American vowels from recorded
     # speakers through a neural synthesizer; the test's Japanese Kokoro voices are then heard
     "kokoro-en": {"also": ("kokoro-en",)},
+    # and the training espeak-ng voices' flat held vowels in the vowel nets' training (it shut
+    # the mouth on held notes without them)
+    "kokoro-en+held": {"also": ("kokoro-en",), "held_tracks": True},
+    "held": {"held_tracks": True},
     # the learned voice mask as the offline front-end (twenty-fourth round)
     "mask": {"mask": "instead", "mask_file": MASK_FILE},
     # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)

@@ -148,6 +148,9 @@ MASK_SUNG = 0
 # sung notes, measured in the twenty-sixth (docs/BENCHMARKS.md: it does not ship)
 MASK_POOLS: tuple[tuple[int, int], ...] = ()
 MASK_HELD = False
+# The vowel nets also train on the training espeak-ng voices' flat held vowels (`_held`; issue
+# 15, twenty-ninth round: more speech in training shut the mouth on held notes)
+HELD_TRACKS = False
 
 
 def training_voices(
@@ -197,6 +200,7 @@ def build_net(
     mask_pools: tuple[tuple[int, int], ...] | None = None,
     mask_held: bool | None = None,
     keep_voice: Path | None = None,
+    held_tracks: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -225,10 +229,12 @@ def build_net(
     `front_prior_hops` hops, "use": in use only, "train": in training too (`FRONT_PRIORS`,
     `FRONT_PRIOR_HOPS` when None). `mask_sung`: more sung tracks for the mask's training alone
     (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None.
-    `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`)."""
+    `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`).
+    `held_tracks`: the training tracks also hold `_held`'s vowels (`HELD_TRACKS` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
+    held_tracks = HELD_TRACKS if held_tracks is None else bool(held_tracks)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -256,10 +262,10 @@ def build_net(
         raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
-    key = ("tracks", held_out, extra_texts, extra_voices, also)
+    key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        cache[key] = _tracks(specs, extra_texts)
+        cache[key] = _tracks(specs, extra_texts) + (_held(specs) if held_tracks else [])
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
@@ -574,6 +580,11 @@ def main() -> int:
     )
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
     ap.add_argument(
+        "--held-tracks",
+        action="store_true",
+        help="the nets also train on held vowels (HELD_TRACKS)",
+    )
+    ap.add_argument(
         "--no-mask", action="store_true",
         help="no learned voice mask, nor the separated voice's start mean (MASK '', FRONT_PRIORS '')",
     )  # fmt: skip
@@ -606,8 +617,9 @@ def main() -> int:
             base = load_net(args.net)
         also = None if args.also is None else tuple(args.also)
         plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
+        held = True if args.held_tracks else None
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
-                        keep_voice=args.keep_voice, **plain)  # fmt: skip
+                        keep_voice=args.keep_voice, held_tracks=held, **plain)  # fmt: skip
         if args.keep_live:
             # a change of the offline half alone ships without a new draw of the live net
             from audio.vowel_net import load_net

@@ -171,7 +171,7 @@ def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
 
     monkeypatch.setattr(vnt, "examples", examples)
     # the training tracks given through the build's cache: no corpus is synthesized
-    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, ()): [_track()]}
+    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, (), False): [_track()]}
     got = {}
     for name in ("base", "lifter", "front-u"):
         with pytest.raises(Got) as e:
@@ -180,6 +180,33 @@ def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
     assert mod.AUG and all(got[n][k] == v for n in got for k, v in mod.AUG.items())
     assert got["lifter"]["lifter"] == 0.5 and "lifter" not in got["base"]
     assert got["front-u"]["front_u"] == 0.5 and "front_u" not in got["base"]
+
+
+def test_held_tracks_join_the_vowel_nets_training_tracks(monkeypatch):
+    """`held_tracks` (the `kokoro-en+held` recipe): the nets' examples are made from the
+    sentences' and sung tracks and, after them, `_held`'s; without it from the first alone."""
+    import audio.vowel_net_train as vnt
+    from app.bench_lipsync_split import RECIPES, load_build_script
+
+    mod = load_build_script()
+
+    class Got(Exception):
+        pass
+
+    def examples(tracks, init, **kw):
+        raise Got([t.name for t in tracks])
+
+    speech, held = _track(), _track()
+    held.name = "held"
+    monkeypatch.setattr(vnt, "examples", examples)
+    monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False: [speech])
+    monkeypatch.setattr(mod, "_held", lambda specs: [held])
+    got = {}
+    for name in ("kokoro-en", "kokoro-en+held"):
+        with pytest.raises(Got) as e:
+            mod.build_net(cache={}, mask="", **RECIPES[name])
+        got[name] = e.value.args[0]
+    assert got == {"kokoro-en": ["toy"], "kokoro-en+held": ["toy", "held"]}
 
 
 def test_bench_columns_say_what_a_recipe_trained_on():
