@@ -210,6 +210,8 @@ RECIPES = {
     # the mouth on held notes without them)
     "kokoro-en+held": {"also": ("kokoro-en",), "held_tracks": True},
     "held": {"held_tracks": True},
+    # and Kokoro's vowels not sung (they cost the far voice's sung vowels)
+    "kokoro-en+held-unsung": {"also": ("kokoro-en",), "held_tracks": True, "also_sung": False},
     # the learned voice mask as the offline front-end (twenty-fourth round)
     "mask": {"mask": "instead", "mask_file": MASK_FILE},
     # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)

@@ -151,6 +151,10 @@ MASK_HELD = False
 # The vowel nets also train on the training espeak-ng voices' flat held vowels (`_held`; issue
 # 15, twenty-ninth round: more speech in training shut the mouth on held notes)
 HELD_TRACKS = False
+# The `ALSO` sources' vowels are sung in the training's sung tracks too (`_sung`); False: only
+# the other training voices' are (twenty-ninth round: Kokoro's English cost the far voice's
+# sung vowels)
+ALSO_SUNG = True
 
 
 def training_voices(
@@ -201,6 +205,7 @@ def build_net(
     mask_held: bool | None = None,
     keep_voice: Path | None = None,
     held_tracks: bool | None = None,
+    also_sung: bool | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -230,11 +235,13 @@ def build_net(
     `FRONT_PRIOR_HOPS` when None). `mask_sung`: more sung tracks for the mask's training alone
     (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None.
     `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`).
-    `held_tracks`: the training tracks also hold `_held`'s vowels (`HELD_TRACKS` when None)."""
+    `held_tracks`: the training tracks also hold `_held`'s vowels (`HELD_TRACKS` when None);
+    `also_sung`: the `also` voices' vowels are sung too (`ALSO_SUNG` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
     held_tracks = HELD_TRACKS if held_tracks is None else bool(held_tracks)
+    also_sung = ALSO_SUNG if also_sung is None else bool(also_sung)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -262,10 +269,11 @@ def build_net(
         raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
-    key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks)
+    key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks, also_sung)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        cache[key] = _tracks(specs, extra_texts) + (_held(specs) if held_tracks else [])
+        sung = specs if also_sung else training_voices(held_out, extra_voices)
+        cache[key] = _tracks(specs, extra_texts, sung) + (_held(specs) if held_tracks else [])
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
@@ -537,12 +545,13 @@ def _held(specs) -> list:
     return out
 
 
-def _tracks(specs, extra: bool = False):
+def _tracks(specs, extra: bool = False, sung=None):
     """The voices' sentences (`extra`: with `audio.speech_corpus.EXTRA_TEXTS`), and the vowel
-    envelopes of their `TEXTS` sung from 100 Hz to 1 kHz (the same with or without `extra`)."""
+    envelopes of their `TEXTS` (of `sung`'s voices when given) sung from 100 Hz to 1 kHz (the
+    same with or without `extra`)."""
     from audio.lipsync_eval import speech_track
 
-    return [speech_track(v, extra=extra) for v in specs] + _sung(specs)
+    return [speech_track(v, extra=extra) for v in specs] + _sung(specs if sung is None else sung)
 
 
 def build(templates_per_voice: int = 3) -> Profile:
