@@ -269,11 +269,25 @@ def build_net(
         raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
+    from audio.speech_corpus import named_voices
+
+    also_specs = {v for s in also for v in named_voices(s)}
+
+    def sung(voices):
+        """The voices whose vowels are sung (`also_sung` False: not the `also` sources')."""
+        return voices if also_sung else [v for v in voices if v not in also_specs]
+
+    def tracks_without_langs():
+        """The second offline net's tracks: the voices but those of `more_without`'s languages."""
+        sub = [v for v in specs if v.lang not in more_without]
+        return _tracks(sub, extra_texts, sung(sub))
+
     key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks, also_sung)
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        sung = specs if also_sung else training_voices(held_out, extra_voices)
-        cache[key] = _tracks(specs, extra_texts, sung) + (_held(specs) if held_tracks else [])
+        cache[key] = _tracks(specs, extra_texts, sung(specs)) + (
+            _held(specs) if held_tracks else []
+        )
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
@@ -369,8 +383,7 @@ def build_net(
             more.append(offline_net(hop, seed + 1, conv=True))
             more_info += "; averaged with an offline net of mel and time convolutions"
         if more_without:
-            sub = [v for v in specs if v.lang not in more_without]
-            more.append(offline_net(hop_examples(_tracks(sub, extra_texts), MORE_N_AUG), seed + 1,
+            more.append(offline_net(hop_examples(tracks_without_langs(), MORE_N_AUG), seed + 1,
                                     conv=offline_mel == "instead"))  # fmt: skip
             more_info += (
                 f"; averaged with a second offline net ({MORE_N_AUG} copies) without the "
@@ -401,8 +414,8 @@ def build_net(
     elif base is not None:
         net.offline_voice, net.voice_blocks = base.offline_voice, base.voice_blocks
     elif mask_place == "vowels":
-        net.offline_voice = _voice_nets(hop, offline_net, more_without, specs, extra_texts,
-                                        hop_examples, offline_mel, seed)  # fmt: skip
+        without = tracks_without_langs if more_without else None
+        net.offline_voice = _voice_nets(hop, offline_net, without, hop_examples, offline_mel, seed)
         net.voice_blocks = 2
         net.info += "; p(voice) from offline nets that do not hear the mask's voice"
     net.info += more_info
@@ -454,10 +467,10 @@ def _voice_mask(path: str | None, tracks: list, pools: tuple[tuple[int, int], ..
     return mask
 
 
-def _voice_nets(hop, offline_net, more_without, specs, extra_texts, hop_examples, offline_mel,
-                seed) -> list:  # fmt: skip
+def _voice_nets(hop, offline_net, tracks_without_langs, hop_examples, offline_mel, seed) -> list:
     """The offline nets of `build_net` again, on the examples' first two hop-vector blocks (the
-    mix's and the harmonic/percussive voice's): the nets of the recipe without the mask."""
+    mix's and the harmonic/percussive voice's): the nets of the recipe without the mask
+    (`tracks_without_langs`: the second offline net's tracks, or None for none)."""
     from audio.vowel_net import HOP_DIM
 
     def without_mask(h):
@@ -467,10 +480,9 @@ def _voice_nets(hop, offline_net, more_without, specs, extra_texts, hop_examples
     nets = [offline_net(h, seed + 1)]
     if offline_mel == "beside":
         nets.append(offline_net(h, seed + 1, conv=True))
-    if more_without:
-        sub = [v for v in specs if v.lang not in more_without]
-        nets.append(offline_net(without_mask(hop_examples(_tracks(sub, extra_texts), MORE_N_AUG)),
-                                seed + 1))  # fmt: skip
+    if tracks_without_langs is not None:
+        more = hop_examples(tracks_without_langs(), MORE_N_AUG)
+        nets.append(offline_net(without_mask(more), seed + 1))
     return nets
 
 
