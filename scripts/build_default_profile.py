@@ -368,6 +368,8 @@ def build_net(
         + ("; with the extra training sentences" if extra_texts else "")
         + ("; with the extra training voices" if extra_voices else "")
         + (f"; with the voices of {', '.join(also)}" if also else "")
+        + (" (their vowels not sung)" if also and not also_sung else "")
+        + ("; with the training espeak-ng voices' held vowels" if held_tracks else "")
     )
     more, more_info = [], ""
     if base is not None:  # its offline nets are kept: so is what the file says of them
@@ -606,6 +608,11 @@ def main() -> int:
         help="the nets also train on held vowels (HELD_TRACKS)",
     )
     ap.add_argument(
+        "--also-unsung",
+        action="store_true",
+        help="the --also sources' vowels are not sung in training (ALSO_SUNG False)",
+    )
+    ap.add_argument(
         "--no-mask", action="store_true",
         help="no learned voice mask, nor the separated voice's start mean (MASK '', FRONT_PRIORS '')",
     )  # fmt: skip
@@ -639,8 +646,10 @@ def main() -> int:
         also = None if args.also is None else tuple(args.also)
         plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
         held = True if args.held_tracks else None
+        sung = False if args.also_unsung else None
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
-                        keep_voice=args.keep_voice, held_tracks=held, **plain)  # fmt: skip
+                        keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
+                        **plain)  # fmt: skip
         if args.keep_live:
             # a change of the offline half alone ships without a new draw of the live net
             from audio.vowel_net import load_net
