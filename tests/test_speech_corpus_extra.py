@@ -92,7 +92,7 @@ def test_the_build_settings_switch_the_training_tracks(monkeypatch):
     class Got(Exception):
         pass
 
-    def tracks(specs, extra=False):
+    def tracks(specs, extra=False, sung=None):
         raise Got(specs, extra)
 
     monkeypatch.setattr(mod, "_tracks", tracks)
