@@ -133,6 +133,22 @@ def test_kokoro_phone_times_follow_its_audio():
     assert np.mean(gaps) > 5, gaps
 
 
+def _check_phone_times(voices_utts, pause_gap_db: float) -> None:
+    """Each voice's two sentences hold every vowel of the five, a pause and a consonant; each
+    sentence's phones span its audio; its vowels' median level is `pause_gap_db` over its
+    pauses' and 5 dB over its consonants'."""
+    for utts in voices_utts:
+        name = utts[0].spec.name
+        assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), name
+        for u in utts:
+            assert u.phones[0][0] == 0.0 and abs(u.phones[-1][1] - u.seconds) < 0.02, name
+            t = np.arange(0.0, u.seconds - 0.02, 0.01)
+            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
+            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
+            assert vowel - np.median(db[lab == "-"]) > pause_gap_db, name
+            assert vowel - np.median(db[lab == "c"]) > 5, name
+
+
 def test_english_in_kokoros_symbols():
     """espeak-ng's IPA in the symbols Kokoro's English was trained with: a diphthong and an
     affricate one letter, the diphthong labelled with its two mouths, the length mark dropped,
@@ -156,16 +172,7 @@ def test_kokoro_english_phone_times_follow_its_audio():
     from audio.speech_corpus import kokoro_english_voices, synthesize
 
     voices = [v for v in kokoro_english_voices() if v.voice in ("jf_alpha", "jm_kumo")]
-    for spec in [v for v in voices if v.rate == 1]:
-        utts = synthesize(spec, 2)
-        assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), spec.name
-        for u in utts:
-            assert u.phones[0][0] == 0.0 and abs(u.phones[-1][1] - u.seconds) < 0.02
-            t = np.arange(0.0, u.seconds - 0.02, 0.01)
-            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
-            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
-            assert vowel - np.median(db[lab == "-"]) > 25, spec.name
-            assert vowel - np.median(db[lab == "c"]) > 5, spec.name
+    _check_phone_times([synthesize(v, 2) for v in voices if v.rate == 1], pause_gap_db=25)
 
 
 def test_piper_tokens_carry_mouth_labels():
@@ -204,16 +211,7 @@ def test_piper_phone_times_follow_its_audio():
     phones span the whole audio."""
     from audio.speech_corpus import piper_voices, synthesize
 
-    for spec in piper_voices()[:2]:
-        utts = synthesize(spec, 2)
-        assert {lab for u in utts for _, _, lab in u.phones} >= set("AIUEO-cx"), spec.name
-        for u in utts:
-            assert u.phones[0][0] == 0.0 and abs(u.phones[-1][1] - u.seconds) < 0.02
-            t = np.arange(0.0, u.seconds - 0.02, 0.01)
-            lab, db = labels_at(u.phones, t), _level_db(u.audio, t)
-            vowel = np.median(db[np.isin(lab, list("AIUEO"))])
-            assert vowel - np.median(db[lab == "-"]) > 40, spec.name
-            assert vowel - np.median(db[lab == "c"]) > 5, spec.name
+    _check_phone_times([synthesize(v, 2) for v in piper_voices()[:2]], pause_gap_db=40)
 
 
 @needs_espeak
