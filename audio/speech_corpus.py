@@ -230,6 +230,10 @@ EXTRA_TEXTS = {
 }
 
 
+# the language a source's voices speak unless told otherwise (Kokoro's also read English)
+_OWN_LANG = {"kokoro": "ja"}
+
+
 @dataclass(frozen=True)
 class VoiceSpec:
     source: str  # one of SOURCES or NAMED
@@ -245,7 +249,9 @@ class VoiceSpec:
     def name(self) -> str:
         p = f" p{self.pitch:g}" if self.pitch else ""
         r = f" r{self.rate:g}" if self.rate != 1.0 else ""
-        return f"{self.source}:{self.voice}{p}{r}"
+        # a voice that also reads another language than its own says which
+        lang = f" {self.lang}" if self.lang != _OWN_LANG.get(self.source, self.lang) else ""
+        return f"{self.source}:{self.voice}{lang}{p}{r}"
 
 
 def voices(source: str | None = None) -> list[VoiceSpec]:

@@ -149,6 +149,17 @@ def _check_phone_times(voices_utts, pause_gap_db: float) -> None:
             assert vowel - np.median(db[lab == "c"]) > 5, name
 
 
+def test_kokoros_english_voices_are_its_speakers_under_their_own_names():
+    """Kokoro's voices reading English keep their speakers (holding a speaker out holds out
+    both languages) and say their language in their names (its Japanese ones do not)."""
+    from audio.speech_corpus import kokoro_english_voices, kokoro_voices
+
+    en, ja = kokoro_english_voices(), kokoro_voices()
+    assert [v.speaker for v in en] == [v.speaker for v in ja] and {v.lang for v in en} == {"en"}
+    assert en[0].name == "kokoro:jf_alpha en" and ja[0].name == "kokoro:jf_alpha"
+    assert not {v.name for v in en} & {v.name for v in ja}
+
+
 def test_english_in_kokoros_symbols():
     """espeak-ng's IPA in the symbols Kokoro's English was trained with: a diphthong and an
     affricate one letter, the diphthong labelled with its two mouths, the length mark dropped,
