@@ -149,7 +149,8 @@ MASK_SUNG = 0
 MASK_POOLS: tuple[tuple[int, int], ...] = ()
 MASK_HELD = False
 # The vowel nets also train on the training espeak-ng voices' flat held vowels (`_held`; issue
-# 15, twenty-ninth round: more speech in training shut the mouth on held notes)
+# 15, twenty-ninth round: more speech in training shut the mouth on held notes; tried with
+# "kokoro-en", not shipped: docs/BENCHMARKS.md)
 HELD_TRACKS = False
 # The `ALSO` sources' vowels are sung in the training's sung tracks too (`_sung`); False: only
 # the other training voices' are (twenty-ninth round: Kokoro's English cost the far voice's
@@ -253,6 +254,7 @@ def build_net(
     offline_tcn = OFFLINE_TCN if offline_tcn is None else offline_tcn
     more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
     aug = {**AUG, **(aug or {})}
+    from audio.speech_corpus import named_voices
     from audio.vowel_net_train import (
         cmn_prior,
         cvn_prior,
@@ -269,8 +271,6 @@ def build_net(
         raise ValueError(f"mask: expected '', 'instead', 'beside' or 'vowels', got {mask_place!r}")
     cache = {} if cache is None else cache
     specs = training_voices(held_out, extra_voices, also)
-    from audio.speech_corpus import named_voices
-
     also_specs = {v for s in also for v in named_voices(s)}
 
     def sung(voices):
