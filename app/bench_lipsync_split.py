@@ -212,6 +212,14 @@ RECIPES = {
     "held": {"held_tracks": True},
     # and Kokoro's vowels not sung (they cost the far voice's sung vowels)
     "kokoro-en+held-unsung": {"also": ("kokoro-en",), "held_tracks": True, "also_sung": False},
+    # and a second round of the other voices' sung notes (the far voice's sung vowels still
+    # fell in its full builds)
+    "kokoro-en+held-unsung+sung": {
+        "also": ("kokoro-en",),
+        "held_tracks": True,
+        "also_sung": False,
+        "sung_rounds": 1,
+    },
     # the learned voice mask as the offline front-end (twenty-fourth round)
     "mask": {"mask": "instead", "mask_file": MASK_FILE},
     # the same mask's voice beside the harmonic/percussive one (both follow the mix's vector)

@@ -156,6 +156,10 @@ HELD_TRACKS = False
 # the other training voices' are (twenty-ninth round: Kokoro's English cost the far voice's
 # sung vowels)
 ALSO_SUNG = True
+# More rounds of sung notes (`_more_sung`: other notes, other seeds; of the voices `ALSO_SUNG`
+# lets sing) in the vowel nets' training (twenty-ninth round: natural speech in training cost
+# the far voice's sung vowels)
+SUNG_ROUNDS = 0
 
 
 def training_voices(
@@ -207,6 +211,7 @@ def build_net(
     keep_voice: Path | None = None,
     held_tracks: bool | None = None,
     also_sung: bool | None = None,
+    sung_rounds: int | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -237,12 +242,14 @@ def build_net(
     (`MASK_SUNG` when None); `mask_pools`, `mask_held`: `MASK_POOLS`, `MASK_HELD` when None.
     `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`).
     `held_tracks`: the training tracks also hold `_held`'s vowels (`HELD_TRACKS` when None);
-    `also_sung`: the `also` voices' vowels are sung too (`ALSO_SUNG` when None)."""
+    `also_sung`: the `also` voices' vowels are sung too (`ALSO_SUNG` when None); `sung_rounds`:
+    more rounds of sung notes (`SUNG_ROUNDS` when None)."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
     held_tracks = HELD_TRACKS if held_tracks is None else bool(held_tracks)
     also_sung = ALSO_SUNG if also_sung is None else bool(also_sung)
+    sung_rounds = SUNG_ROUNDS if sung_rounds is None else int(sung_rounds)
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -282,12 +289,12 @@ def build_net(
         sub = [v for v in specs if v.lang not in more_without]
         return _tracks(sub, extra_texts, sung(sub))
 
-    key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks, also_sung)
+    key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks, also_sung,
+           sung_rounds)  # fmt: skip
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        cache[key] = _tracks(specs, extra_texts, sung(specs)) + (
-            _held(specs) if held_tracks else []
-        )
+        cache[key] = (_tracks(specs, extra_texts, sung(specs)) + _more_sung(sung(specs), sung_rounds)
+                      + (_held(specs) if held_tracks else []))  # fmt: skip
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
@@ -370,6 +377,7 @@ def build_net(
         + (f"; with the voices of {', '.join(also)}" if also else "")
         + (" (their vowels not sung)" if also and not also_sung else "")
         + ("; with the training espeak-ng voices' held vowels" if held_tracks else "")
+        + (f"; with {sung_rounds} more round(s) of sung notes" if sung_rounds else "")
     )
     more, more_info = [], ""
     if base is not None:  # its offline nets are kept: so is what the file says of them

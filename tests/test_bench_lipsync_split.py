@@ -171,7 +171,7 @@ def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
 
     monkeypatch.setattr(vnt, "examples", examples)
     # the training tracks given through the build's cache: no corpus is synthesized
-    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, (), False, True): [_track()]}
+    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, (), False, True, 0): [_track()]}
     got = {}
     for name in ("base", "lifter", "front-u"):
         with pytest.raises(Got) as e:
@@ -185,7 +185,8 @@ def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
 def test_held_tracks_join_the_vowel_nets_training_tracks(monkeypatch):
     """`held_tracks` (the `kokoro-en+held` recipe): the nets' examples are made from the
     sentences' and sung tracks and, after them, `_held`'s; without it from the first alone.
-    `also_sung` False: the `also` source's voices speak but their vowels are not sung."""
+    `also_sung` False: the `also` source's voices speak but their vowels are not sung, in the
+    more rounds of sung notes (`sung_rounds`) neither."""
     import audio.vowel_net_train as vnt
     from app.bench_lipsync_split import RECIPES, load_build_script
 
@@ -208,15 +209,27 @@ def test_held_tracks_join_the_vowel_nets_training_tracks(monkeypatch):
     monkeypatch.setattr(vnt, "examples", examples)
     monkeypatch.setattr(mod, "_tracks", tracks)
     monkeypatch.setattr(mod, "_held", lambda specs: [held])
+    more_sung = _track()
+    more_sung.name = "more sung"
+    more_sung_sources = []
+
+    def more(specs, rounds):
+        more_sung_sources.append({v.source for v in specs})
+        return [more_sung] * rounds
+
+    monkeypatch.setattr(mod, "_more_sung", more)
     got = {}
-    for name in ("kokoro-en", "kokoro-en+held", "kokoro-en+held-unsung"):
+    names = ("kokoro-en", "kokoro-en+held", "kokoro-en+held-unsung", "kokoro-en+held-unsung+sung")
+    for name in names:
         with pytest.raises(Got) as e:
             mod.build_net(cache={}, mask="", **RECIPES[name])
         got[name] = e.value.args[0]
     assert got == {"kokoro-en": ["toy"], "kokoro-en+held": ["toy", "held"],
-                   "kokoro-en+held-unsung": ["toy", "held"]}  # fmt: skip
+                   "kokoro-en+held-unsung": ["toy", "held"],
+                   "kokoro-en+held-unsung+sung": ["toy", "more sung", "held"]}  # fmt: skip
     assert "kokoro" in sung_sources[0] and "kokoro" in sung_sources[1]
     assert "kokoro" not in sung_sources[2] and "espeak-ng" in sung_sources[2]
+    assert "kokoro" not in more_sung_sources[3] and "festival" in more_sung_sources[3]
 
 
 def test_bench_columns_say_what_a_recipe_trained_on():
