@@ -71,20 +71,20 @@ _EN_SYMBOLS = (("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("oʊ", "O"), ("ɔɪ", 
 # the model's diphthong letters -> their two mouths (`audio.speech_corpus` halves them)
 _EN_DIPHTHONG = {"A": "EI", "I": "AI", "W": "AU", "O": "OU", "Y": "OI"}
 _EN_GLUE = {"ˈ", "ˌ", " "}  # stress and word space: their time goes to the neighbours
-_EN_PUNCT = set(",.;:?!")
 
 
 def english_tokens(ipa: str) -> list[tuple[str, str | None]]:
     """espeak-ng's IPA of an English text -> (model symbol, mouth label) per token: a vowel
     (or a diphthong's two), 'x' (reduced), 'c', '-' for punctuation, None for stress marks
     and word spaces (`audio.speech_piper`'s glue: their time is shared by the neighbours)."""
-    from audio.speech_piper import VOWEL_MOUTHS  # the same vowels, the same mouths
+    # the same vowels, the same mouths, the same clause ends as Piper's
+    from audio.speech_piper import CLAUSE_PUNCTUATION, VOWEL_MOUTHS
 
     for ipa_sym, sym in _EN_SYMBOLS:
         ipa = ipa.replace(ipa_sym, sym)
     out: list[tuple[str, str | None]] = []
     for ch in ipa:
-        if ch in _EN_PUNCT:
+        if ch in CLAUSE_PUNCTUATION:
             out.append((ch, "-"))
         elif ch in _EN_GLUE:
             out.append((ch, None))

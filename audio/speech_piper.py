@@ -28,6 +28,7 @@ import numpy as np
 from audio.speech_corpus import cpu_session, installed_file, with_output
 
 __all__ = [
+    "CLAUSE_PUNCTUATION",
     "HOP",
     "VOICES",
     "VOWEL_MOUTHS",
@@ -54,7 +55,7 @@ VOWEL_MOUTHS = {
     "o": "O", "ɔ": "O", "ɒ": "O",
 }  # fmt: skip
 _GLUE = {"_", "ˈ", "ˌ", " "}  # time shared between the neighbours
-_PUNCT = set(",.;:?!")
+CLAUSE_PUNCTUATION = set(",.;:?!")  # a clause's end: the model pauses on it
 _LENGTH = "ː"
 
 
@@ -65,7 +66,7 @@ def phone_tokens(ipa: str) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = [("^", "-"), ("_", None)]
     after_punct = False
     for ch in ipa:
-        if ch in _PUNCT:
+        if ch in CLAUSE_PUNCTUATION:
             lab, after_punct = "-", True
         elif ch == " " and after_punct:
             lab = "-"  # the space after a clause's end is part of its pause

@@ -155,28 +155,39 @@ def test_the_held_set_sings_each_held_out_voice_at_three_pitches():
     assert all(0 <= p <= 99 for _, p in got)  # espeak-ng's pitch range
 
 
-def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
-    """A recipe's `aug` keeps the build's `AUG` (the styled backings) and adds its own keys: the
-    split bench's recipes differ from `base` in what they name, nothing else."""
+def _first_examples(monkeypatch, mod, recipes) -> dict:
+    """Per split-bench recipe, what `build_net` first hands `audio.vowel_net_train.examples`:
+    (its tracks' names, its settings). It stops there: nothing is trained."""
     import audio.vowel_net_train as vnt
-    from app.bench_lipsync_split import RECIPES, load_build_script
-
-    mod = load_build_script()
+    from app.bench_lipsync_split import RECIPES
 
     class Got(Exception):
         pass
 
     def examples(tracks, init, **kw):
-        raise Got(kw)
+        raise Got([t.name for t in tracks], kw)
 
     monkeypatch.setattr(vnt, "examples", examples)
-    # the training tracks given through the build's cache: no corpus is synthesized
-    cache = {("tracks", mod.HELD_OUT_SOURCE, False, False, (), False, True, 0): [_track()]}
     got = {}
-    for name in ("base", "lifter", "front-u"):
+    for name in recipes:
         with pytest.raises(Got) as e:
-            mod.build_net(cache=dict(cache), mask="", **RECIPES[name])
-        got[name] = e.value.args[0]
+            mod.build_net(cache={}, mask="", **RECIPES[name])
+        got[name] = e.value.args
+    return got
+
+
+def test_a_recipes_augmentation_adds_to_the_shipped_recipes(monkeypatch):
+    """A recipe's `aug` keeps the build's `AUG` (the styled backings) and adds its own keys: the
+    split bench's recipes differ from `base` in what they name, nothing else."""
+    from app.bench_lipsync_split import load_build_script
+
+    mod = load_build_script()
+    # the training tracks stand in for the corpus's: nothing is synthesized
+    monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
+    got = {
+        n: kw
+        for n, (_, kw) in _first_examples(monkeypatch, mod, ("base", "lifter", "front-u")).items()
+    }
     assert mod.AUG and all(got[n][k] == v for n in got for k, v in mod.AUG.items())
     assert got["lifter"]["lifter"] == 0.5 and "lifter" not in got["base"]
     assert got["front-u"]["front_u"] == 0.5 and "front_u" not in got["base"]
@@ -187,43 +198,26 @@ def test_held_tracks_join_the_vowel_nets_training_tracks(monkeypatch):
     sentences' and sung tracks and, after them, `_held`'s; without it from the first alone.
     `also_sung` False: the `also` source's voices speak but their vowels are not sung, in the
     more rounds of sung notes (`sung_rounds`) neither."""
-    import audio.vowel_net_train as vnt
-    from app.bench_lipsync_split import RECIPES, load_build_script
+    from app.bench_lipsync_split import load_build_script
 
     mod = load_build_script()
-
-    class Got(Exception):
-        pass
-
-    def examples(tracks, init, **kw):
-        raise Got([t.name for t in tracks])
-
-    speech, held = _track(), _track()
-    held.name = "held"
-    sung_sources = {}
+    speech, held, more_sung = _track(), _track(), _track()
+    held.name, more_sung.name = "held", "more sung"
+    sung_sources, more_sung_sources = [], []
 
     def tracks(specs, extra=False, sung=None):
-        sung_sources[len(sung_sources)] = {v.source for v in (specs if sung is None else sung)}
+        sung_sources.append({v.source for v in (specs if sung is None else sung)})
         return [speech]
-
-    monkeypatch.setattr(vnt, "examples", examples)
-    monkeypatch.setattr(mod, "_tracks", tracks)
-    monkeypatch.setattr(mod, "_held", lambda specs: [held])
-    more_sung = _track()
-    more_sung.name = "more sung"
-    more_sung_sources = []
 
     def more(specs, rounds):
         more_sung_sources.append({v.source for v in specs})
         return [more_sung] * rounds
 
+    monkeypatch.setattr(mod, "_tracks", tracks)
+    monkeypatch.setattr(mod, "_held", lambda specs: [held])
     monkeypatch.setattr(mod, "_more_sung", more)
-    got = {}
     names = ("kokoro-en", "kokoro-en+held", "kokoro-en+held-unsung", "kokoro-en+held-unsung+sung")
-    for name in names:
-        with pytest.raises(Got) as e:
-            mod.build_net(cache={}, mask="", **RECIPES[name])
-        got[name] = e.value.args[0]
+    got = {n: seen for n, (seen, _) in _first_examples(monkeypatch, mod, names).items()}
     assert got == {"kokoro-en": ["toy"], "kokoro-en+held": ["toy", "held"],
                    "kokoro-en+held-unsung": ["toy", "held"],
                    "kokoro-en+held-unsung+sung": ["toy", "more sung", "held"]}  # fmt: skip
