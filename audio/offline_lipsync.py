@@ -62,6 +62,8 @@ class MfccLipSync:
     VOICE_HI = 0.75
     LIVE_WEIGHT = 0.25
     VOICE_MEDIAN = 15
+    # the live net's share in p(vowel) (`VowelNet.offline_probs`)
+    LIVE_VOWEL_WEIGHT = 0.0
 
     def __init__(
         self,
@@ -164,7 +166,7 @@ class MfccLipSync:
                 keep_power=self.net.needs_power,
             )
             f, net_f = chunked_frames(pair, y, hop, hop, 2 * net_plan.win, pool).result()
-            if self.net.live_front and self.LIVE_WEIGHT > 0:
+            if self.net.live_front and max(self.LIVE_WEIGHT, self.LIVE_VOWEL_WEIGHT) > 0:
                 # each hop's columns read the last LIVE_STEADY_HOPS hops' spectra
                 live_front = chunked_rows(
                     partial(_live_front_rows, net_f, sr, self.net.live_front),
@@ -186,6 +188,7 @@ class MfccLipSync:
                 self.LIVE_WEIGHT,
                 residual_f=None if residual is None else residual.result(),
                 live_front=live_front,
+                vowel_weight=self.LIVE_VOWEL_WEIGHT,
             )
             win = round(self.net.settings_win_s * sr)
             voice_t = (end - win / 2) / sr  # each hop's window centre

@@ -597,6 +597,7 @@ class VowelNet:
         residual: np.ndarray | None = None,
         residual_f: FrameFeatures | None = None,
         live_front: np.ndarray | Future[np.ndarray] | ChunkedRows | None = None,
+        vowel_weight: float = 0.0,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every hop of `y`: (end sample, p(voice), p(vowel) (n, 5)) with the offline net.
         `f`: the hops' `NET_SETTINGS` features if already computed (with their power spectra
@@ -605,7 +606,8 @@ class VowelNet:
         the live net's `live_front_columns` of `f`, or what gives them from `result()` (a
         future, `audio.time_chunks.ChunkedRows`). p(voice) is the
         offline net's and the live net's, geometrically weighted: the live net's weight
-        `live_weight` (0: not run)."""
+        `live_weight`; p(vowel) the same with `vowel_weight` (the live net not run where both
+        are 0)."""
         if f is None:
             f = mfcc_frames(y, sr, NET_SETTINGS, keep_power=self.needs_power)
         v = offline_inputs(y, sr, f, self.cmn_init, self.front, offsets=(0,),
@@ -618,17 +620,22 @@ class VowelNet:
         # instrumental): the live net, whose running mean starts from the training mean,
         # must agree that a voice sounds.
         # (its mean moved by the hops the offline net hears a voice in, where it is voice-gated)
-        if live_weight <= 0:
+        if live_weight <= 0 and vowel_weight <= 0:
             return f.end, pv, pw
         voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
         if hasattr(live_front, "result"):  # a Future, or chunks being made
             live_front = live_front.result()
-        pl, _ = self.live.predict(
+        pl, plw = self.live.predict(
             live_inputs(
                 f, sr, self.cmn_init, self.live_offsets, self.live_front, self.live_cmn_prior,
                 voiced, front_cols=live_front,
             )
         )  # fmt: skip
+        if vowel_weight > 0:
+            # the live net hears 80 ms of the past and no future, yet reads unheard
+            # synthesizers' and sung vowels better than the offline nets (docs/BENCHMARKS.md)
+            pw = pw ** (1 - vowel_weight) * plw**vowel_weight
+            pw = pw / pw.sum(axis=1, keepdims=True)
         if live_weight == 0.5:  # the same numbers as before the weight was a setting
             return f.end, np.sqrt(pv * pl), pw
         return f.end, pv ** (1 - live_weight) * pl**live_weight, pw

@@ -260,6 +260,29 @@ def test_live_weight_in_offline_voice_probability():
     np.testing.assert_allclose(pq, off**0.75 * pl**0.25, rtol=1e-5)
 
 
+def test_live_vowel_weight_in_offline_vowel_probability():
+    """p(vowel) offline ∝ offline^(1 - w) * live^w, each hop's five summing to one: w = 0 is
+    the offline nets' alone (the live net not run where p(voice) does not ask for it either),
+    1 the live net's; p(voice) stays as its own weight makes it."""
+    rng = np.random.default_rng(5)
+    kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=(0,))
+    net = VowelNet(_mlp(HOP_DIM * 2, rng), _mlp(HOP_DIM, rng), "test", **kw)
+    y = _signal()[: SR // 2]
+    f = mfcc_frames(y, SR, NET_SETTINGS)
+    _, pv0, pw0 = net.offline_probs(y, SR, f, live_weight=0.0)
+    _, pv3, pw3 = net.offline_probs(y, SR, f, live_weight=0.0, vowel_weight=0.3)
+    _, _, pw1 = net.offline_probs(y, SR, f, live_weight=0.0, vowel_weight=1.0)
+    _, plw = net.live.predict(live_inputs(f, SR, net.cmn_init, net.live_offsets))
+    _, ow = net.offline.predict(offline_inputs(y, SR, f, net.cmn_init, offsets=(0,)))
+    assert np.abs(plw - ow).max() > 1e-2  # the two nets disagree somewhere
+    np.testing.assert_allclose(pw0, ow, rtol=1e-6)
+    np.testing.assert_allclose(pw1, plw, rtol=1e-5)
+    mix = ow**0.7 * plw**0.3
+    np.testing.assert_allclose(pw3, mix / mix.sum(axis=1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(pw3.sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(pv3, pv0)
+
+
 def test_pitch_front_hop_by_hop_is_the_batch():
     """The pitch cue (`LIVE_FRONT_PITCH`): the live stream gives the rows training saw, and the
     cue tells the gliding tone from the band it enters over."""
