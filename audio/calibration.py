@@ -384,12 +384,29 @@ _PHONEMES = {
 }
 
 
+# espeak-ng's sustained vowels, (voice, pitch, vowel) -> (sample rate, int16 samples): each made
+# once a process; a machine without espeak-ng is handed them (scripts/lipsync_bundle.py)
+ESPEAK_VOWELS: dict[tuple[str, int, str], tuple[int, np.ndarray]] = {}
+
+
 def synth_vowel(voice: str, pitch: int, vowel: str, sample_rate: int = 16000) -> np.ndarray:
     """A sustained vowel from espeak-ng (~1.5 s), float32 mono at `sample_rate`."""
-    import subprocess
-
     from audio.features import resample_mono
 
+    sr, x = espeak_vowel(voice, pitch, vowel)
+    x = x.astype(np.float32) / 32768.0
+    if x.ndim > 1:
+        x = x.mean(axis=1)
+    return resample_mono(x, sr, sample_rate).astype(np.float32)
+
+
+def espeak_vowel(voice: str, pitch: int, vowel: str) -> tuple[int, np.ndarray]:
+    """espeak-ng's sustained vowel as it writes it: (sample rate, int16 samples)."""
+    import subprocess
+
+    key = (voice, int(pitch), vowel)
+    if key in ESPEAK_VOWELS:
+        return ESPEAK_VOWELS[key]
     lang = "ja" if voice.startswith("ja") else "en"
     ph = _PHONEMES[lang][vowel]
     with tempfile.TemporaryDirectory() as d:
@@ -413,7 +430,6 @@ def synth_vowel(voice: str, pitch: int, vowel: str, sample_rate: int = 16000) ->
         import scipy.io.wavfile
 
         sr, x = scipy.io.wavfile.read(wav)
-    x = x.astype(np.float32) / 32768.0
-    if x.ndim > 1:
-        x = x.mean(axis=1)
-    return resample_mono(x, sr, sample_rate).astype(np.float32)
+    x.setflags(write=False)  # shared by every later call
+    ESPEAK_VOWELS[key] = (int(sr), x)
+    return ESPEAK_VOWELS[key]

@@ -7,7 +7,7 @@
 # A job is RECIPE:SEED, or "shipped" (the shipped net scored: a check of the path that trains
 # nothing); ARGS go to every job (e.g. --full); LIMIT: seconds before they are
 # stopped (the device tool's calls last 600 s at most); THREADS: each job's threads (2).
-# Builds only (no scoring: the held-note sets need espeak-ng, which that machine lacks):
+# Builds only, the nets back to score here:
 #   JOBS="base:0 lifter:0" ARGS="--build-only --save-dir $OUT/nets" bash scripts/gpu_lipsync_split.sh
 set -uo pipefail
 mkdir -p /tmp/site /tmp/lipjobs "${OUT:=/tmp/out}"

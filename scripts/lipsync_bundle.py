@@ -1,6 +1,7 @@
-"""The lip-sync corpus and onset signal, packed to travel to a machine without the synthesizers.
+"""The lip-sync corpus, sustained vowels and onset signal, packed to travel to a machine without
+the synthesizers.
 
-    python scripts/lipsync_bundle.py pack DIR      # here: DIR/corpus.tar.xz, DIR/onsets.npz
+    python scripts/lipsync_bundle.py pack DIR      # here: DIR/corpus.tar.xz, onsets.npz, vowels.npz
     python scripts/lipsync_bundle.py unpack DIR    # there: the corpus into its cache folder
     python scripts/lipsync_bundle.py split DIR ARGS...   # there: app.bench_lipsync_split ARGS
 
@@ -9,7 +10,8 @@ with the working tree. The corpus cache (`audio.speech_corpus.cache_dir`, int16 
 compressed npz) is too large as it is; as FLAC it fits. Both directions are lossless: the same
 samples and phone strings, so a build there trains on exactly the tracks it would here.
 `split` runs the split bench with the onset-lag signal (`app.bench_lipsync.onset_stream`, made
-from espeak-ng vowels) read from DIR instead of synthesized. scripts/build_lipsync_bundle.sh
+from espeak-ng vowels) and espeak-ng's sustained vowels (the held-note sets, the `held_tracks`
+recipes' training: `audio.calibration.ESPEAK_VOWELS`) read from DIR instead of synthesized. scripts/build_lipsync_bundle.sh
 and scripts/gpu_lipsync_split.sh are the two ends.
 """
 
@@ -82,6 +84,48 @@ def corpus_keys() -> set[str]:
     return {_key(u.spec, u.text) for spec in specs for u in synthesize(spec)}
 
 
+def vowel_keys() -> set[tuple[str, int, str]]:
+    """The espeak-ng sustained vowels the split bench and its recipes read (the held-note sets'
+    voices, `app.bench_lipsync_split.held_voices`; the training voices' held vowels of the
+    `held_tracks` recipes, the build script's `_held`), made here by `synth_vowel`."""
+    from app.bench_lipsync_split import held_voices, load_build_script
+    from audio.calibration import ESPEAK_VOWELS, synth_vowel
+
+    build = load_build_script()
+    build._held(build.training_voices())
+    for voice, pitch in held_voices():
+        for v in "AIUEO":
+            synth_vowel(voice, pitch, v)
+    return set(ESPEAK_VOWELS)
+
+
+def save_vowels(out: Path, keys: set[tuple[str, int, str]] | None = None) -> int:
+    """The sustained vowels `keys` (default `vowel_keys`) as espeak-ng wrote them, into `out`."""
+    from audio.calibration import espeak_vowel
+
+    keys = sorted(vowel_keys() if keys is None else keys)
+    arrays = {}
+    for voice, pitch, v in keys:
+        sr, x = espeak_vowel(voice, pitch, v)
+        arrays[f"{voice}|{pitch}|{v}"], arrays[f"{voice}|{pitch}|{v}|sr"] = x, np.asarray(sr)
+    np.savez_compressed(out, **arrays)
+    return len(keys)
+
+
+def load_vowels(path: Path) -> int:
+    """`save_vowels`' file into `audio.calibration.ESPEAK_VOWELS` (espeak-ng not run for them)."""
+    from audio.calibration import ESPEAK_VOWELS
+
+    with np.load(path) as z:
+        names = [n for n in z.files if not n.endswith("|sr")]
+        for name in names:
+            voice, pitch, v = name.split("|")
+            x = z[name]
+            x.setflags(write=False)
+            ESPEAK_VOWELS[voice, int(pitch), v] = (int(z[name + "|sr"]), x)
+    return len(names)
+
+
 def save_onsets(out: Path) -> None:
     from app.bench_lipsync import onset_stream
     from audio.calibration import HELDOUT_VOICES
@@ -106,7 +150,8 @@ def main(argv: list[str]) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         n = pack_corpus(cache_dir(), folder / "corpus.tar.xz", corpus_keys())
         save_onsets(folder / "onsets.npz")
-        print(f"{n} corpus entries and the onset signal packed into {folder}")
+        k = save_vowels(folder / "vowels.npz")
+        print(f"{n} corpus entries, {k} sustained vowels and the onset signal packed into {folder}")
     elif cmd == "unpack":
         n = unpack_corpus(folder / "corpus.tar.xz", cache_dir())
         print(f"{n} corpus entries unpacked into {cache_dir()}")
@@ -114,6 +159,7 @@ def main(argv: list[str]) -> int:
         import app.bench_lipsync_split as split
 
         split._ONSETS.append(load_onsets(folder / "onsets.npz"))
+        load_vowels(folder / "vowels.npz")
         return split.main(argv[2:])
     return 0
 

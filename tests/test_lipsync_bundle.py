@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,6 +41,25 @@ def test_pack_then_unpack_gives_the_same_samples_and_phones(tmp_path):
             assert b["audio"].dtype == np.int16
             np.testing.assert_array_equal(a["audio"], b["audio"])
             np.testing.assert_array_equal(a["phones"], b["phones"])
+
+
+def test_sustained_vowels_travel_and_are_not_synthesized_again(tmp_path, monkeypatch):
+    """espeak-ng's vowels packed here come back as the same samples, and `synth_vowel` reads
+    them without espeak-ng (the GPU machine has none: here it is taken off the PATH)."""
+    from audio import calibration
+
+    bundle = _bundle()
+    keys = {("en-us+f2", 55, "A"), ("ja+m5", 35, "U")}
+    want = {k: calibration.synth_vowel(*k) for k in keys}
+    assert bundle.save_vowels(tmp_path / "vowels.npz", keys) == 2
+    monkeypatch.setattr(calibration, "ESPEAK_VOWELS", {})
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert bundle.load_vowels(tmp_path / "vowels.npz") == 2
+    assert set(calibration.ESPEAK_VOWELS) == keys
+    for k, x in want.items():
+        np.testing.assert_array_equal(calibration.synth_vowel(*k), x)
+    with pytest.raises(FileNotFoundError):  # one not handed over: espeak-ng asked for, absent
+        calibration.synth_vowel("en-us+f2", 55, "I")
 
 
 def test_a_bad_command_is_one_line_and_exit_2():
