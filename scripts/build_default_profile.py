@@ -438,17 +438,19 @@ def build_net(
 
 
 def kept_voice(net, path: Path) -> tuple[list, int]:
-    """(nets, blocks): the offline nets of the net file at `path`, as `net`'s p(voice) nets
+    """(nets, blocks): the nets that give the net file at `path` its p(voice) (its
+    `offline_voice` where it has some, else its offline nets), as `net`'s p(voice) nets
     (`VowelNet.offline_voice`): they must read `net`'s first blocks at its offsets."""
     from audio.vowel_net import load_net
 
     kept = load_net(path)
-    blocks = 2 if kept.front else 1
     fits = net.front.startswith(kept.front) and kept.offline_offsets == net.offline_offsets
+    if kept.offline_voice and fits:  # a file that kept another's already: the same nets again
+        return kept.offline_voice, kept.voice_blocks
     if kept.offline is None or kept.mask is not None or not fits:
         raise ValueError(f"{path}: expected a net without a mask whose offline half reads "
                          f"{net.front}'s first blocks at offsets {net.offline_offsets}")  # fmt: skip
-    return [kept.offline, *kept.offline_more], blocks
+    return [kept.offline, *kept.offline_more], 2 if kept.front else 1
 
 
 def _voice_mask(path: str | None, tracks: list, pools: tuple[tuple[int, int], ...] = ()):

@@ -292,8 +292,8 @@ def test_a_mask_with_spans_hears_far_hops_and_its_file_keeps_them(trained, tmp_p
 
 def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_path):
     """`--keep-voice`: the vowels come from the mask's nets, p(voice) from another file's
-    offline nets (the mouth opens and shuts as that file's); a file that cannot read the
-    first blocks is named."""
+    offline nets (the mouth opens and shuts as that file's), or from the p(voice) nets it kept
+    itself; a file that cannot read the first blocks is named."""
     from app.bench_lipsync_split import load_build_script
 
     bdp = load_build_script()
@@ -318,8 +318,16 @@ def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_pa
     np.testing.assert_allclose(pv, want, rtol=1e-5, atol=1e-6)
     _, own = VowelNet(None, net.offline, front=FRONT_BOTH, mask=mask).offline_hop_probs(v)
     np.testing.assert_allclose(pw, own, rtol=1e-5, atol=1e-6)
+    # a file that kept another's p(voice) gives those nets again (a rebuild of its vowels)
+    net.save(tmp_path / "kept.npz")
+    again = VowelNet(mlp(HOP_DIM * 6), mlp(3 * HOP_DIM * 11), "again", front=FRONT_BOTH, mask=mask)
+    again.offline_voice, again.voice_blocks = bdp.kept_voice(again, tmp_path / "kept.npz")
+    assert again.voice_blocks == 2 and len(again.offline_voice) == 2
+    np.testing.assert_allclose(again.offline_hop_probs(v)[0], want, rtol=1e-5, atol=1e-6)
+    masked = VowelNet(mlp(HOP_DIM * 6), mlp(3 * HOP_DIM * 11), "masked", front=FRONT_BOTH,
+                      mask=mask)  # fmt: skip
+    masked.save(tmp_path / "masked.npz")
     with pytest.raises(ValueError, match=r"masked\.npz: expected a net without a mask"):
-        net.save(tmp_path / "masked.npz")
         bdp.kept_voice(net, tmp_path / "masked.npz")
 
 
