@@ -46,7 +46,7 @@ import numpy as np
 
 from app.bench_lipsync_corpus import CROSS_AUG, CROSS_EPOCHS, N_TEXTS, _banded, _styled
 from audio.backings import VALID_STYLE
-from audio.lipsync_eval import held_vowel_track, held_vowels
+from audio.lipsync_eval import held_vowel_clips, held_vowel_track, held_vowels
 
 # the rooms of the `--with-reverb` condition (`audio.augment.reverb`: rt60 s, wet share);
 # every track is heard in each
@@ -315,16 +315,6 @@ def held_voices() -> list[tuple[str, int]]:
 
     step = HELD_PITCH_STEP
     return [(v, p + d) for v, p in HELDOUT_VOICES for d in (-step, 0, step)]
-
-
-def held_vowel_clips(held: list) -> list:
-    """`held_vowels`' vowels, each a clip of its own (a pause before and after): a clip's
-    statistics are then one vowel's, as in a short clip of one held note
-    (`audio.vowel_net.clip_cmn`)."""
-    from audio.lipsync_eval import join
-
-    return [join(name, None, [(x, ph)], seed=11 + i)
-            for i, (name, x, ph) in enumerate(held)]  # fmt: skip
 
 
 _ONSETS: list = []

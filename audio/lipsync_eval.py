@@ -131,6 +131,14 @@ def held_vowel_track(held: list, name: str = "held vowels (espeak-ng, held-out v
     return join(name, None, [(x, ph) for _, x, ph in held], seed)
 
 
+def held_vowel_clips(held: list) -> list[Track]:
+    """`held_vowels`' vowels, each a clip of its own (a pause before and after): a clip's
+    statistics are then one vowel's, as in a short clip of one held note
+    (`audio.vowel_net.clip_cmn`)."""
+    return [join(name, None, [(x, ph)], seed=11 + i)
+            for i, (name, x, ph) in enumerate(held)]  # fmt: skip
+
+
 def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:
     backing = augment.band(len(track.voice) / SR + 0.1, seed)
     y = augment.mix_at(track.voice, backing, vbr_db)

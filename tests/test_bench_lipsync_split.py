@@ -102,8 +102,8 @@ def test_gate_constants_are_parsed_as_the_engines_types():
 def test_held_vowels_joined_and_each_a_clip_of_its_own():
     """The held-note validation: each held-out voice's five sustained vowels, truth on the
     voiced part only (the mouth shut around it), once joined and once a clip per vowel."""
-    from app.bench_lipsync_split import held_vowel_clips, held_vowel_track, held_vowels
     from audio.calibration import HELDOUT_VOICES
+    from audio.lipsync_eval import held_vowel_clips, held_vowel_track, held_vowels
     from audio.speech_corpus import labels_at
 
     voice = [HELDOUT_VOICES[0]]
