@@ -72,6 +72,9 @@ __all__ = [
 SR = 16000
 SOURCES = ("espeak-ng", "flite", "festival")
 CORPUS_VERSION = 1  # bump when labels or synthesis change (the cache key includes it)
+# (source, language) -> the version of its labels where they changed alone (its entries are
+# made again; the others' keys stay as they were)
+LABELS_VERSION = {("kokoro", "en"): 2}
 
 # --- sentences --------------------------------------------------------------------------------
 # Written for this project; vowel-rich, with commas so every utterance has inner pauses.
@@ -747,7 +750,9 @@ def cache_dir() -> Path:
 
 
 def _key(spec: VoiceSpec, text: str) -> str:
-    h = hashlib.sha1(f"{CORPUS_VERSION}|{spec!r}|{text}".encode()).hexdigest()[:16]
+    labels = LABELS_VERSION.get((spec.source, spec.lang))
+    key = f"{CORPUS_VERSION}|{spec!r}|{text}" + (f"|labels {labels}" if labels else "")
+    h = hashlib.sha1(key.encode()).hexdigest()[:16]
     return f"{spec.source}-{h}"
 
 

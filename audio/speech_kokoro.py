@@ -68,8 +68,11 @@ def available() -> bool:
 _EN_SYMBOLS = (("eɪ", "A"), ("aɪ", "I"), ("aʊ", "W"), ("oʊ", "O"), ("ɔɪ", "Y"), ("dʒ", "ʤ"),
                ("tʃ", "ʧ"), ("ɜː", "ɜɹ"), ("ɝ", "ɜɹ"), ("ː", ""), ("\u0329", ""), ("r", "ɹ"),
                ("ɾ", "T"), ("ɐ", "ə"))  # fmt: skip
-# the model's diphthong letters -> their two mouths (`audio.speech_corpus` halves them)
-_EN_DIPHTHONG = {"A": "EI", "I": "AI", "W": "AU", "O": "OU", "Y": "OI"}
+# the model's diphthong letters -> their two mouths (`audio.speech_corpus` halves them). The
+# voices are Japanese: eɪ and oʊ, which Japanese speakers hold as [eː] and [oː], have no right
+# or wrong mouth in their second half ('x'); labelled I and U they taught the nets to read
+# these voices' own Japanese e and o as I and U (issue 15, thirtieth round)
+_EN_DIPHTHONG = {"A": "Ex", "I": "AI", "W": "AU", "O": "Ox", "Y": "OI"}
 _EN_GLUE = {"ˈ", "ˌ", " "}  # stress and word space: their time goes to the neighbours
 
 

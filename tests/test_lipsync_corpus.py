@@ -162,16 +162,18 @@ def test_kokoros_english_voices_are_its_speakers_under_their_own_names():
 
 def test_english_in_kokoros_symbols():
     """espeak-ng's IPA in the symbols Kokoro's English was trained with: a diphthong and an
-    affricate one letter, the diphthong labelled with its two mouths, the length mark dropped,
+    affricate one letter, the diphthong labelled with its two mouths (eɪ and oʊ, which its
+    Japanese voices hold as one vowel, no mouth in the second half), the length mark dropped,
     the flap ``T``, stress marks and word spaces glue (None), reduced vowels no mouth, a
     clause's punctuation a pause, and the sentence ended."""
     from audio.speech_kokoro import english_tokens
 
-    got = english_tokens("həlˈoʊ, ðeɪ ɑːɹ bˈɛɾɚ dʒˈʌst")
-    assert "".join(sym for sym, _ in got) == "həlˈO, ðA ɑɹ bˈɛTɚ ʤˈʌst."
+    got = english_tokens("həlˈoʊ, ðeɪ ɑːɹ bˈɛɾɚ dʒˈʌst maɪ")
+    assert "".join(sym for sym, _ in got) == "həlˈO, ðA ɑɹ bˈɛTɚ ʤˈʌst mI."
     labels = [lab for _, lab in got]
-    assert labels == ["c", "x", "c", None, "OU", "-", None, "c", "EI", None, "A", "c", None,
-                      "c", None, "E", "c", "x", None, "c", None, "A", "c", "c", "-"]  # fmt: skip
+    assert labels == ["c", "x", "c", None, "Ox", "-", None, "c", "Ex", None, "A", "c", None,
+                      "c", None, "E", "c", "x", None, "c", None, "A", "c", "c", None, "c", "AI",
+                      "-"]  # fmt: skip
 
 
 @needs_espeak
