@@ -62,7 +62,8 @@ class MfccLipSync:
     VOICE_HI = 0.75
     LIVE_WEIGHT = 0.25
     VOICE_MEDIAN = 15
-    # the live net's share in p(vowel) (`VowelNet.offline_probs`)
+    # the live net's share in p(vowel) (`VowelNet.offline_probs`; 0: the offline nets' alone,
+    # tried at 0.25 and 0.5 and not kept: docs/BENCHMARKS.md, issue 15's thirtieth round)
     LIVE_VOWEL_WEIGHT = 0.0
 
     def __init__(
