@@ -241,19 +241,26 @@ def test_validation_voices_are_neither_trained_nor_the_test():
     assert {v.speaker for v in sets["test-other-speakers"]} == {"awb", "rms"}
 
 
-def test_live_weight_in_offline_voice_probability():
-    """p(voice) offline = offline^(1 - w) * live^w: w = 0 is the offline net alone, 1/2 the
-    geometric mean (as before the weight was a setting), 1/4 between them."""
-    rng = np.random.default_rng(4)
+def _two_nets_on_a_clip(seed: int):
+    """A random live and offline net, half a second of signal, its features, and each net's
+    own (p(voice), p(vowel)) on it."""
+    rng = np.random.default_rng(seed)
     kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=(0,))
     net = VowelNet(_mlp(HOP_DIM * 2, rng), _mlp(HOP_DIM, rng), "test", **kw)
     y = _signal()[: SR // 2]
     f = mfcc_frames(y, SR, NET_SETTINGS)
+    live = net.live.predict(live_inputs(f, SR, net.cmn_init, net.live_offsets))
+    off = net.offline.predict(offline_inputs(y, SR, f, net.cmn_init, offsets=(0,)))
+    return net, y, f, live, off
+
+
+def test_live_weight_in_offline_voice_probability():
+    """p(voice) offline = offline^(1 - w) * live^w: w = 0 is the offline net alone, 1/2 the
+    geometric mean (as before the weight was a setting), 1/4 between them."""
+    net, y, f, (pl, _), (off, _) = _two_nets_on_a_clip(4)
     _, p0, _ = net.offline_probs(y, SR, f, live_weight=0.0)
     _, ph, _ = net.offline_probs(y, SR, f, live_weight=0.5)
     _, pq, _ = net.offline_probs(y, SR, f, live_weight=0.25)
-    pl, _ = net.live.predict(live_inputs(f, SR, net.cmn_init, net.live_offsets))
-    off, _ = net.offline.predict(offline_inputs(y, SR, f, net.cmn_init, offsets=(0,)))
     assert np.abs(pl - off).max() > 1e-2  # the two nets disagree somewhere
     np.testing.assert_allclose(p0, off, rtol=1e-6)
     np.testing.assert_allclose(ph, np.sqrt(off * pl), rtol=1e-6)
@@ -264,16 +271,10 @@ def test_live_vowel_weight_in_offline_vowel_probability():
     """p(vowel) offline ∝ offline^(1 - w) * live^w, each hop's five summing to one: w = 0 is
     the offline nets' alone (the live net not run where p(voice) does not ask for it either),
     1 the live net's; p(voice) stays as its own weight makes it."""
-    rng = np.random.default_rng(5)
-    kw = dict(cmn_init=np.zeros(NET_SETTINGS.n_coefs), live_offsets=(-1, 0), offline_offsets=(0,))
-    net = VowelNet(_mlp(HOP_DIM * 2, rng), _mlp(HOP_DIM, rng), "test", **kw)
-    y = _signal()[: SR // 2]
-    f = mfcc_frames(y, SR, NET_SETTINGS)
+    net, y, f, (_, plw), (_, ow) = _two_nets_on_a_clip(5)
     _, pv0, pw0 = net.offline_probs(y, SR, f, live_weight=0.0)
     _, pv3, pw3 = net.offline_probs(y, SR, f, live_weight=0.0, vowel_weight=0.3)
     _, _, pw1 = net.offline_probs(y, SR, f, live_weight=0.0, vowel_weight=1.0)
-    _, plw = net.live.predict(live_inputs(f, SR, net.cmn_init, net.live_offsets))
-    _, ow = net.offline.predict(offline_inputs(y, SR, f, net.cmn_init, offsets=(0,)))
     assert np.abs(plw - ow).max() > 1e-2  # the two nets disagree somewhere
     np.testing.assert_allclose(pw0, ow, rtol=1e-6)
     np.testing.assert_allclose(pw1, plw, rtol=1e-5)
