@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build .lip/, what lip-sync training on the lent GPU machine needs (its 16 cores; the machine
-# has no speech synthesizers): the corpus cache as FLAC and the onset signal
-# (scripts/lipsync_bundle.py pack: the base recipes' entries and the Japanese sources'; the
-# extra-* build settings' do not fit), and the few wheels the split bench imports there
-# (librosa and its helpers, soundfile), taken from the GPU bundle (scripts/build_gpu_bundle.sh)
-# without its picture packages, so that it fits the device tool's 64 MiB with the working tree.
+# has no speech synthesizers): the corpus cache as FLAC, espeak-ng's sustained vowels and the
+# onset signal (scripts/lipsync_bundle.py pack: the base recipes' entries and the Japanese
+# and Kokoro-English sources'; the extra-* build settings' do not fit), and the few wheels the
+# split bench imports there (librosa and its helpers, soundfile), taken from the GPU bundle
+# (scripts/build_gpu_bundle.sh) without its picture packages, so that it fits the device tool's
+# 64 MiB with the working tree.
 #   bash scripts/build_lipsync_bundle.sh     # then scripts/gpu_lipsync_split.sh there
 set -euo pipefail
 cd "$(dirname "$0")/.."
