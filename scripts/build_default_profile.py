@@ -293,7 +293,8 @@ def build_net(
            sung_rounds)  # fmt: skip
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
-        cache[key] = (_tracks(specs, extra_texts, sung(specs)) + _more_sung(sung(specs), sung_rounds)
+        singing = sung(specs)
+        cache[key] = (_tracks(specs, extra_texts, singing) + _more_sung(singing, sung_rounds)
                       + (_held(specs) if held_tracks else []))  # fmt: skip
     tracks = cache[key]
     mask = None

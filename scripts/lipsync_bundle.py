@@ -11,8 +11,8 @@ compressed npz) is too large as it is; as FLAC it fits. Both directions are loss
 samples and phone strings, so a build there trains on exactly the tracks it would here.
 `split` runs the split bench with the onset-lag signal (`app.bench_lipsync.onset_stream`, made
 from espeak-ng vowels) and espeak-ng's sustained vowels (the held-note sets, the `held_tracks`
-recipes' training: `audio.calibration.ESPEAK_VOWELS`) read from DIR instead of synthesized. scripts/build_lipsync_bundle.sh
-and scripts/gpu_lipsync_split.sh are the two ends.
+recipes' training: `audio.calibration.ESPEAK_VOWELS`) read from DIR instead of synthesized.
+scripts/build_lipsync_bundle.sh and scripts/gpu_lipsync_split.sh are the two ends.
 """
 
 from __future__ import annotations
