@@ -586,6 +586,10 @@ def main(argv=None) -> int:
         help="give each net scored the training means of its separated voices, worth HOPS hops, "
         "in use only (`VowelNet.front_priors`; its nets kept)",
     )  # fmt: skip
+    ap.add_argument(
+        "--keep-live", metavar="FILE",
+        help="each recipe's net takes FILE's live net and start mean (the build's --keep-live)",
+    )  # fmt: skip
     ap.add_argument("--save-dir", help="save each recipe's net here (NAME-seedN.npz)")
     ap.add_argument(
         "--build-only", action="store_true",
@@ -602,6 +606,8 @@ def main(argv=None) -> int:
 
     if args.front_priors is not None and not 1 <= args.front_priors <= CMN_TAU:
         ap.error(f"--front-priors {args.front_priors}: expected 1..{CMN_TAU} hops")
+    if args.keep_live and not (args.recipe and Path(args.keep_live).is_file()):
+        ap.error(f"--keep-live {args.keep_live}: expected a net file and at least one --recipe")
     if args.build_only and not (args.save_dir and args.recipe):
         ap.error("--build-only: expected --save-dir DIR and at least one --recipe")
     sets = {} if args.build_only else split_tracks()
@@ -625,9 +631,12 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         for name in args.recipe:
             tag = (" full" if args.full else "") + (" live-only" if base is not None else "")
+            tag += " keep-live" if args.keep_live else ""
             runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
                 seed=seed, cache=cache, base=base, **({} if args.full else LIGHT),
                 **RECIPES[name])))  # fmt: skip
+            if args.keep_live:
+                runs[-1] = (runs[-1][0], _keeping_live(runs[-1][1], mod, args.keep_live))
             saves.append(f"{name}-seed{seed}.npz")
     saves = [None] * (len(runs) - len(saves)) + saves
     for (name, make), save in zip(runs, saves, strict=True):
@@ -667,6 +676,17 @@ def main(argv=None) -> int:
             row["gate"] = gate
         _append_log(row, args.log)
     return 0
+
+
+def _keeping_live(make, mod, path: str):
+    """`make`, its net then given the live net and start mean of the file at `path`."""
+
+    def made():
+        net = make()
+        mod.keep_live(net, Path(path))
+        return net
+
+    return made
 
 
 def _report(row: dict, log: str | None) -> None:

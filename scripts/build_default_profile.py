@@ -454,6 +454,22 @@ def kept_voice(net, path: Path) -> tuple[list, int]:
     return [kept.offline, *kept.offline_more], 2 if kept.front else 1
 
 
+def keep_live(net, path: Path) -> None:
+    """`net` takes the live net and start mean of the net file at `path` (a change of the
+    offline half alone ships without a new draw of the live net); a file whose live net reads
+    other inputs is named."""
+    from audio.vowel_net import load_net
+
+    kept = load_net(path)
+    inputs = ("live_offsets", "live_front", "live_cmn_prior", "live_cmn_voiced")
+    differ = [k for k in inputs if getattr(kept, k) != getattr(net, k)]
+    if differ or kept.cmn_init.shape != net.cmn_init.shape:
+        raise ValueError(f"{path}: expected a live net reading this build's inputs "
+                         f"(it differs in {', '.join(differ) or 'cmn_init'})")  # fmt: skip
+    net.live, net.cmn_init = kept.live, kept.cmn_init
+    net.info += f"; its live net and start mean are {Path(path).name}'s"
+
+
 def _voice_mask(path: str | None, tracks: list, pools: tuple[tuple[int, int], ...] = ()):
     """The trained mask at `path`; where there is none, one trained now on the build's training
     `tracks` (scripts/train_voice_mask.py's settings, hearing `pools`), then kept at `path` if
@@ -662,12 +678,7 @@ def main() -> int:
                         keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
                         **plain)  # fmt: skip
         if args.keep_live:
-            # a change of the offline half alone ships without a new draw of the live net
-            from audio.vowel_net import load_net
-
-            kept = load_net(args.keep_live)
-            net.live, net.cmn_init = kept.live, kept.cmn_init
-            net.info += f"; its live net and start mean are {args.keep_live.name}'s"
+            keep_live(net, args.keep_live)
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0

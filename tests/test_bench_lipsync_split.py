@@ -239,3 +239,49 @@ def test_bench_columns_say_what_a_recipe_trained_on():
     assert "English" in roles["kokoro"] and roles["piper"] == " (in training)"
     roles, tests = _roles(("open-jtalk",))
     assert tests == ("flite", "kokoro") and roles["open-jtalk"] == " (in training, Japanese)"
+
+
+def _net(seed: int, info: str, **kw):
+    from audio.vowel_net import HOP_DIM, LIVE_OFFSETS, OFFLINE_OFFSETS, Mlp, VowelNet
+
+    rng = np.random.default_rng(seed)
+
+    def mlp(d):
+        w = rng.standard_normal((d, 6)).astype(np.float32) * 0.1
+        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32), [(w, np.zeros(6, np.float32))])
+
+    n_live = len(kw.get("live_offsets", LIVE_OFFSETS))
+    cmn = rng.standard_normal(HOP_DIM - 2)
+    return VowelNet(mlp(HOP_DIM * n_live), mlp(HOP_DIM * len(OFFLINE_OFFSETS)), info,
+                    cmn_init=cmn, **kw)  # fmt: skip
+
+
+def test_keep_live_gives_a_build_another_files_live_net_and_start_mean(tmp_path):
+    """`--keep-live FILE`: the build's live hop reads as FILE's (its live net and start mean),
+    its offline net stays its own; a file whose live net reads other hops is named."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.vowel_net import load_net
+
+    bdp = load_build_script()
+    _net(1, "shipped").save(tmp_path / "shipped.npz")
+    net = _net(2, "candidate")
+    offline, own = net.offline, net.live
+    bdp.keep_live(net, tmp_path / "shipped.npz")
+    shipped = load_net(tmp_path / "shipped.npz")
+    x = np.random.default_rng(3).standard_normal((50, own.layers[0][0].shape[0]))
+    assert not np.allclose(own.logits(x), shipped.live.logits(x), atol=1e-2)
+    np.testing.assert_allclose(net.live.logits(x), shipped.live.logits(x), atol=1e-6)
+    np.testing.assert_array_equal(net.cmn_init, shipped.cmn_init)
+    assert net.offline is offline and "shipped.npz's" in net.info
+    _net(4, "longer", live_offsets=(-12, -8, -6, -4, -2, -1, 0)).save(tmp_path / "longer.npz")
+    with pytest.raises(ValueError, match=r"longer\.npz: expected a live net .*live_offsets"):
+        bdp.keep_live(_net(5, "candidate"), tmp_path / "longer.npz")
+
+
+def test_keep_live_without_its_file_is_one_line_and_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--recipe", "base", "--keep-live", str(tmp_path / "none.npz"), "--build-only",
+              "--save-dir", str(tmp_path)])  # fmt: skip
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--keep-live" in err and "none.npz" in err
