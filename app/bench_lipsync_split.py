@@ -4,7 +4,7 @@
         [--recipe NAME ...] [--seeds 0 1] [--full] [--live-only] [--no-band]
         [--live-weight W] [--live-vowel-weight W] [--voice-off P] [--voice-sure P]
         [--offline-only] [--with-reverb] [--gate NAME=VALUE ...] [--front-priors HOPS]
-        [--save-dir DIR [--build-only]] [--log FILE]
+        [--keep-live FILE] [--save-dir DIR [--build-only]] [--log FILE]
 
 The shipped net never trains on flite nor on the speakers flite shares with festival (kal,
 slt). Those two speakers' *festival* voices (``kal_diphone``, ``cmu_us_slt_arctic_hts``) are
