@@ -65,9 +65,11 @@ def _build_script():
 
 
 def _roles(also: tuple[str, ...] | None = None) -> tuple[dict[str, str], tuple[str, ...]]:
-    """Each column's role for a recipe that also trains on `also` (the shipped build's `ALSO`
-    when None), and the test columns."""
-    also = _build_script().ALSO if also is None else also
+    """Each column's role for a recipe that also trains on `also` (the shipped file's: the
+    build's `ALSO` and `SHIPPED_ALSO`, when None), and the test columns."""
+    if also is None:
+        build = _build_script()
+        also = (*build.ALSO, *build.SHIPPED_ALSO)
     roles = dict(_ROLE)
     for source in also:
         column, role = _TRAINED_ROLE[source]
@@ -160,7 +162,8 @@ def corpus_report(say, cross: bool = True) -> None:
         "Balanced vowel accuracy (A I U E O, 10 ms hops, phone timings as truth) / pauses "
         f"(≥ 0.2 s) with the mouth shut; {N_TEXTS} sentences per voice (espeak-ng: 8 of its 16 "
         "voices; festival: its 4 English ones). Shipped net: trained on espeak-ng and festival "
-        "(ked and its Italian, Finnish, Czech and Catalan voices), never on flite nor the "
+        "(ked and its Italian, Finnish, Czech and Catalan voices) and, its offline nets alone, "
+        "on Kokoro's voices reading English; never on flite nor the "
         "speakers flite shares with festival (kal, slt). Training settings are chosen on "
         "festival's voices of those two speakers (`python -m app.bench_lipsync_split`), never "
         "on flite: flite is the test. Piper: its English voice of a recorded man (a neural "

@@ -5,6 +5,15 @@
         [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask] [--keep-live FILE]
         [--keep-voice FILE]
 
+The shipped ``vowel_net.npz`` (issue 15, thirty-first round in docs/BENCHMARKS.md) is the
+recipe below with Kokoro's voices reading English in training (their vowels not sung) and the
+training voices' held vowels, its live net and start mean those of the recipe's own seed-0
+build (the file shipped before it): a change of the offline half alone, the live hop unchanged.
+
+    .venv/bin/python scripts/build_default_profile.py --net-only --net /tmp/live-seed0.npz
+    .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro-en --held-tracks \
+        --also-unsung --seed 5 --keep-live /tmp/live-seed0.npz
+
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
 twenty-third round):
@@ -126,6 +135,9 @@ EXTRA_VOICES = False
 # "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer); and English
 # ones: "kokoro-en" (`kokoro_english_voices`, the same voices reading English), "piper".
 ALSO: tuple[str, ...] = ()
+# The sources the shipped file's offline nets also trained on (its two-step build, in the
+# docstring; its live net did not): what `kagura bench lipsync` takes out of its tests
+SHIPPED_ALSO: tuple[str, ...] = ("kokoro-en",)
 # A learned voice mask (`audio.voice_mask`) as an offline front-end (issue 15, twenty-fourth
 # round): "" none; "instead" of `FRONT`'s separation; "beside" it; "vowels": beside it for
 # the vowels, while p(voice) comes from offline nets that do not hear it. The build trains the

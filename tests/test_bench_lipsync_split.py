@@ -239,6 +239,9 @@ def test_bench_columns_say_what_a_recipe_trained_on():
     assert "English" in roles["kokoro"] and roles["piper"] == " (in training)"
     roles, tests = _roles(("open-jtalk",))
     assert tests == ("flite", "kokoro") and roles["open-jtalk"] == " (in training, Japanese)"
+    # the shipped file's offline nets heard Kokoro's voices reading English
+    roles, tests = _roles()
+    assert tests == ("flite", "open-jtalk") and "English" in roles["kokoro"]
 
 
 def _net(seed: int, info: str, **kw):
