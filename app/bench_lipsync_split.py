@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -683,7 +684,11 @@ def _keeping_live(make, mod, path: str):
 
     def made():
         net = make()
-        mod.keep_live(net, Path(path))
+        try:
+            mod.keep_live(net, Path(path))
+        except ValueError as exc:  # a file whose live net reads other hops: one line, exit 2
+            print(f"--keep-live {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         return net
 
     return made

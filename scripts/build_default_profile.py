@@ -668,6 +668,8 @@ def main() -> int:
         help="a voice mask trained by scripts/train_voice_mask.py (else, with MASK, trained here)",
     )  # fmt: skip
     args = ap.parse_args()
+    if args.keep_live and not args.keep_live.is_file():
+        ap.error(f"--keep-live {args.keep_live}: expected a net file")
     if not args.net_only:
         prof = build()
         if args.out.exists():
@@ -690,7 +692,11 @@ def main() -> int:
                         keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
                         **plain)  # fmt: skip
         if args.keep_live:
-            keep_live(net, args.keep_live)
+            try:
+                keep_live(net, args.keep_live)
+            except ValueError as exc:
+                print(f"--keep-live {exc}", file=sys.stderr)
+                return 2
         net.save(args.net)
         print(f"wrote {args.net} in {time.perf_counter() - t0:.0f} s: {net.info}")
     return 0

@@ -288,3 +288,32 @@ def test_keep_live_without_its_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--keep-live" in err and "none.npz" in err
+
+
+def test_the_build_refuses_a_missing_keep_live_file_before_training(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "net.npz"
+    r = subprocess.run(
+        [sys.executable, str(root / "scripts/build_default_profile.py"), "--net-only",
+         "--net", str(out), "--keep-live", str(tmp_path / "none.npz")],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )  # fmt: skip
+    assert r.returncode == 2 and not out.exists()
+    assert "--keep-live" in r.stderr.strip().splitlines()[-1] and "none.npz" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_recipe_kept_on_a_live_net_of_other_hops_is_one_line_and_exit_2(tmp_path, capsys):
+    from app.bench_lipsync_split import _keeping_live, load_build_script
+
+    _net(4, "longer", live_offsets=(-12, -8, -6, -4, -2, -1, 0)).save(tmp_path / "longer.npz")
+    made = _keeping_live(lambda: _net(5, "recipe"), load_build_script(), tmp_path / "longer.npz")
+    with pytest.raises(SystemExit) as exc:
+        made()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "longer.npz" in err[0] and "live_offsets" in err[0]
