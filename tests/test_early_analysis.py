@@ -26,7 +26,9 @@ def test_the_child_returns_the_same_track():
     assert got.scalars.keys() == want.scalars.keys()
     for name in want.scalars:
         np.testing.assert_allclose(got.scalars[name], want.scalars[name], atol=1e-6, err_msg=name)
-    np.testing.assert_allclose(got.vowels, want.vowels, atol=1e-6)
+    # the vowels come through the nets' wide float32 sums (hundreds of products a unit),
+    # whose split over threads moves a probability by up to a few 1e-6
+    np.testing.assert_allclose(got.vowels, want.vowels, atol=1e-5)
     for name in want.expressions:
         np.testing.assert_allclose(got.expressions[name], want.expressions[name], atol=1e-6)
 
