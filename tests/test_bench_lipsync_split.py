@@ -16,6 +16,7 @@ from app.bench_lipsync_split import (
     reverb_tracks,
 )
 from audio.lipsync_eval import Track
+from tests.tiny_nets import random_mlp
 
 SR = 16000
 
@@ -245,18 +246,13 @@ def test_bench_columns_say_what_a_recipe_trained_on():
 
 
 def _net(seed: int, info: str, **kw):
-    from audio.vowel_net import HOP_DIM, LIVE_OFFSETS, OFFLINE_OFFSETS, Mlp, VowelNet
+    from audio.vowel_net import HOP_DIM, LIVE_OFFSETS, OFFLINE_OFFSETS, VowelNet
 
     rng = np.random.default_rng(seed)
-
-    def mlp(d):
-        w = rng.standard_normal((d, 6)).astype(np.float32) * 0.1
-        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32), [(w, np.zeros(6, np.float32))])
-
     n_live = len(kw.get("live_offsets", LIVE_OFFSETS))
-    cmn = rng.standard_normal(HOP_DIM - 2)
-    return VowelNet(mlp(HOP_DIM * n_live), mlp(HOP_DIM * len(OFFLINE_OFFSETS)), info,
-                    cmn_init=cmn, **kw)  # fmt: skip
+    live = random_mlp(HOP_DIM * n_live, rng)
+    offline = random_mlp(HOP_DIM * len(OFFLINE_OFFSETS), rng)
+    return VowelNet(live, offline, info, cmn_init=rng.standard_normal(HOP_DIM - 2), **kw)
 
 
 def test_keep_live_gives_a_build_another_files_live_net_and_start_mean(tmp_path):

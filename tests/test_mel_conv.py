@@ -21,6 +21,7 @@ from audio.vowel_net import (
     stack,
 )
 from audio.vowel_net_train import fit_mel_conv, mel_conv_torch_logits
+from tests.tiny_nets import random_mlp
 
 SR = 16000
 OFFS = (-3, -1, 0, 1, 3)
@@ -55,8 +56,7 @@ def _tiny_net(tmp_path) -> tuple[VowelNet, VowelNet]:
     dim = len(OFFS) * 2 * HOP_DIM
 
     def mlp(d):
-        w = rng.standard_normal((d, 6)).astype(np.float32) * 0.1
-        return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32), [(w, np.zeros(6, np.float32))])
+        return random_mlp(d, rng)
 
     net = VowelNet(mlp(HOP_DIM), mlp(dim), "tiny", np.zeros(NET_SETTINGS.n_coefs),
                    front=FRONT_SEPARATION, live_offsets=(0,), offline_offsets=OFFS,

@@ -25,11 +25,11 @@ from audio.vowel_net import (
     FRONT_SEPARATION,
     HOP_DIM,
     NET_SETTINGS,
-    Mlp,
     VowelNet,
     load_net,
     offline_inputs,
 )
+from tests.tiny_nets import random_mlp
 
 SR = 16000
 
@@ -49,12 +49,6 @@ def _voice(seconds: float, seed: int) -> np.ndarray:
             + 2 * np.exp(-(((k * f0 - formants[1]) / 300) ** 2))) for k in range(1, 20))  # fmt: skip
     phrase = (np.sin(2 * np.pi * 0.4 * t + rng.uniform(0, 6)) > -0.2).astype(float)
     return (0.1 * y * phrase).astype(np.float32)
-
-
-def _random_mlp(d: int, rng: np.random.Generator) -> Mlp:
-    """A random one-layer net of `d` inputs: p(voice) and five vowels out."""
-    w = rng.standard_normal((d, 6)).astype(np.float32) * 0.1
-    return Mlp(np.zeros(d, np.float32), np.ones(d, np.float32), [(w, np.zeros(6, np.float32))])
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +115,7 @@ def test_net_file_carries_the_mask_and_the_engine_runs_it(trained, tmp_path, fro
     dim = (3 if front == FRONT_BOTH else 2) * HOP_DIM  # the mix's, then each separated voice's
 
     def mlp(d):
-        return _random_mlp(d, rng)
+        return random_mlp(d, rng)
 
     net = VowelNet(mlp(HOP_DIM * 6), mlp(dim * 11), "test", front=front, mask=mask)
     path = tmp_path / "net.npz"
@@ -183,7 +177,7 @@ def test_voice_nets_give_p_voice_from_the_blocks_before_the_mask(trained, tmp_pa
     rng = np.random.default_rng(1)
 
     def mlp(d):
-        return _random_mlp(d, rng)
+        return random_mlp(d, rng)
 
     main = mlp(3 * HOP_DIM * 11)
     voice = mlp(2 * HOP_DIM * 11)  # reads the mix's and the harmonic/percussive voice's blocks
@@ -301,7 +295,7 @@ def test_the_build_keeps_a_shipped_files_offline_nets_as_p_voice(trained, tmp_pa
     rng = np.random.default_rng(2)
 
     def mlp(d):
-        return _random_mlp(d, rng)
+        return random_mlp(d, rng)
 
     shipped = VowelNet(mlp(HOP_DIM * 6), mlp(2 * HOP_DIM * 11), "shipped", front=FRONT_SEPARATION,
                        offline_more=[mlp(2 * HOP_DIM * 11)])  # fmt: skip
