@@ -41,6 +41,7 @@ import argparse
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -633,11 +634,11 @@ def main(argv=None) -> int:
         for name in args.recipe:
             tag = (" full" if args.full else "") + (" live-only" if base is not None else "")
             tag += " keep-live" if args.keep_live else ""
-            runs.append((f"{name}{tag} seed {seed}", lambda name=name, seed=seed: mod.build_net(
-                seed=seed, cache=cache, base=base, **({} if args.full else LIGHT),
-                **RECIPES[name])))  # fmt: skip
+            make = partial(mod.build_net, seed=seed, cache=cache, base=base,
+                           **({} if args.full else LIGHT), **RECIPES[name])  # fmt: skip
             if args.keep_live:
-                runs[-1] = (runs[-1][0], _keeping_live(runs[-1][1], mod, args.keep_live))
+                make = _keeping_live(make, mod, args.keep_live)
+            runs.append((f"{name}{tag} seed {seed}", make))
             saves.append(f"{name}-seed{seed}.npz")
     saves = [None] * (len(runs) - len(saves)) + saves
     for (name, make), save in zip(runs, saves, strict=True):
