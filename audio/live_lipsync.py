@@ -218,6 +218,7 @@ class LiveLipSync:
                 self.sample_rate,
                 self.net.live_cmn_prior,
                 self.net.live_cmn_voiced,
+                self.net.live_more,
             )
 
     # ------------------------------------------------------------------------------------

@@ -17,12 +17,16 @@ apart, zero padding, ReLU, max-pool 2 along mel — give each hop's features onc
 they are stacked at the net's offsets (edges held, as `audio.vowel_net.stack`) and an MLP gives
 `Mlp`'s 6 outputs: p(voice) and A I U E O.
 
-The convolutions see neighbouring hops on both sides: offline only (the live engine keeps its
-MLP). Inference is numpy; `audio.vowel_net_train.fit_mel_conv` trains it (torch).
+Offline the convolutions see neighbouring hops on both sides. `causal`: only this hop and the
+past (time taps 2d, d and 0 hops back, offsets <= 0) — the live net of that kind, run hop by hop
+by `MelConvStepper` (issue 15, thirty-second round: the twelfth round's gain of mel and time
+convolutions offline, tried live). Inference is numpy; `audio.vowel_net_train.fit_mel_conv`
+trains it (torch).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +37,7 @@ from audio.npz_layers import dense_arrays
 __all__ = [
     "BLOCK",
     "MelConv",
+    "MelConvStepper",
     "cepstrum_to_mel",
     "load_mel_conv",
     "mel_conv_arrays",
@@ -77,6 +82,7 @@ class MelConv:
     dilation: int  # hops between a convolution's time taps
     head: object  # audio.vowel_net.Mlp over the stacked hop features (no scaling of its own)
     offsets: tuple[int, ...]
+    causal: bool = False  # time taps in the past only (a live net)
 
     def hop_features(self, hops: np.ndarray) -> np.ndarray:
         """A clip's hop vectors (n, blocks * BLOCK), in time order -> (n, features): each
@@ -85,7 +91,7 @@ class MelConv:
         h = np.ascontiguousarray(mel.transpose(0, 2, 1))  # (n, mels, c)
         n = len(h)
         for w, b in self.convs:
-            out = _conv(h, w, b, self.dilation)
+            out = _conv(h, w, b, self.dilation, self.causal)
             h = np.maximum(out[:, 0::2], out[:, 1::2])  # max-pool 2 along mel
         feats = h.transpose(0, 2, 1).reshape(n, -1)  # per hop: (channel, mel), as torch's
         return np.concatenate([feats, cues], axis=1)
@@ -118,17 +124,150 @@ class MelConv:
 
         return probs(self.logits(hops))
 
+    def predict(self, hops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`predict_hops`: the interface `audio.vowel_net.Tcn` has (a clip's hop vectors in time
+        order), which the live net's batch use calls."""
+        return self.predict_hops(hops)
+
+    def stepper(self) -> MelConvStepper:
+        if not self.causal or max(self.offsets) > 0:
+            raise ValueError("a centred (offline) MelConv cannot run hop by hop")
+        return MelConvStepper(self)
+
+
+class MelConvStepper:
+    """A causal `MelConv` hop by hop: the same numbers as `MelConv.predict` over the stream (up
+    to float32 rounding). Why it is shaped so: a live hop affords a few small matrix products,
+    and on these sizes each numpy call costs about as much as its arithmetic.
+
+    A convolution's output at hop t is the sum of its three time taps' products with the inputs
+    of hops t - 2d, t - d and t. Each hop's products with all three taps are made once, when
+    the hop arrives, and kept in a ring of 2d + 1 hops; the output adds three of them (none
+    before the first hop: the batch's zero padding). The first convolution's products are one
+    affine map of the hop's cepstra (the mel shape, its scaling and the mel windows are
+    linear). The head's first layer likewise: each hop's features times every offset's block
+    once (the cues' scaling folded in), a ring of them summed at the offsets (the first hop's
+    repeated before it: the batch's held edge). `step(x, commit=False)` changes nothing (a
+    provisional hop, `audio.live_lipsync.LiveLipSync.latch`)."""
+
+    def __init__(self, net: MelConv) -> None:
+        self.net = net
+        d = self.d = net.dilation
+        self.span = 2 * d + 1
+        nc, mels = net.to_mel.shape
+        self.nc = nc
+        # per convolution: (weights, constant or None, bias, mel windows or None, padded input)
+        self.layers = []
+        self.rings = []
+        for i, (w, b) in enumerate(net.convs):
+            km, _, c_in, c_out = w.shape
+            wcat = np.concatenate([w[:, j].reshape(km * c_in, c_out) for j in range(3)], axis=1)
+            idx = np.arange(mels)[:, None] + np.arange(km)[None, :]  # (mels, km) of the padded
+            if i == 0:
+                # cepstra (blocks * nc) -> every mel window's products with the taps, affinely:
+                # the scaled mel shape is zero in the padding, as torch's
+                lin = np.zeros((c_in, nc, mels + km - 1), np.float32)
+                lin[:, :, km // 2 : km // 2 + mels] = net.to_mel[None] / net.mel_scale[1]
+                off = np.zeros((c_in, mels + km - 1), np.float32)
+                off[:, km // 2 : km // 2 + mels] = -net.mel_scale[0] / net.mel_scale[1]
+                a = np.zeros((c_in * nc, mels, km, c_in), np.float32)
+                for c in range(c_in):
+                    a[c * nc : (c + 1) * nc, :, :, c] = lin[c][:, idx]
+                wmap = (a.reshape(c_in * nc, mels, km * c_in) @ wcat).reshape(c_in * nc, -1)
+                const = (off[:, idx].transpose(1, 2, 0).reshape(mels, km * c_in) @ wcat).reshape(
+                    mels, 3, c_out
+                )
+                const[:, 2] += b  # the bias rides on this hop's own tap
+                self.layers.append((wmap.astype(np.float32), const.reshape(-1), None, None, None))
+            else:
+                padded = np.zeros((mels + km - 1, c_in), np.float32)  # the padding stays zero
+                self.layers.append((wcat, None, b.astype(np.float32), idx, padded))
+            self.rings.append(np.zeros((self.span, mels, 3, c_out), np.float32))
+            mels //= 2
+        w0, b0 = net.head.layers[0]
+        n_off = len(net.offsets)
+        k = len(w0) // n_off
+        n_cues = len(net.cue_mean)
+        # (features, offsets * hidden): each offset's block of the head's first layer side by
+        # side, the cues' rows divided by their spread and their mean's share in the bias
+        blocks = [w0[i * k : (i + 1) * k].astype(np.float32) for i in range(n_off)]
+        b0 = b0.astype(np.float32).copy()
+        for blk in blocks:
+            b0 -= (net.cue_mean / net.cue_std) @ blk[k - n_cues :]
+            blk[k - n_cues :] /= net.cue_std[:, None]
+        self.head0 = np.concatenate(blocks, axis=1)
+        self.head_b0 = b0
+        self.hidden = len(b0)
+        self.f = np.empty(k, np.float32)  # this hop's features: (channel, mel), then the cues
+        self.n_conv = k - n_cues
+        self.back = -min(net.offsets) + 1
+        offs = np.asarray(net.offsets)
+        self.now = int(np.flatnonzero(offs == 0)[0]) if 0 in net.offsets else -1
+        past = np.flatnonzero(offs < 0)
+        # for each slot of the newest hop, the ring rows (and offset blocks) of the past offsets
+        self.past_rows = [(s + offs[past]) % self.back for s in range(self.back)]
+        self.past_cols = past
+        self.gring = np.zeros((self.back, n_off, self.hidden), np.float32)
+        self.count = 0
+
+    def step(self, x: np.ndarray, commit: bool = True) -> tuple[float, np.ndarray]:
+        hop = np.asarray(x, np.float32).reshape(-1, BLOCK)
+        c, d, span = self.count, self.d, self.span
+        h = None
+        for (w, const, b, idx, padded), ring in zip(self.layers, self.rings, strict=True):
+            if const is not None:
+                p = hop[:, : self.nc].reshape(-1) @ w
+                p += const
+                p = p.reshape(ring.shape[1:])
+                a = p[:, 2] + ring[(c - d) % span, :, 1] if c >= d else p[:, 2].copy()
+            else:
+                padded[idx[0, -1] // 2 : idx[0, -1] // 2 + len(h)] = h
+                p = (padded[idx].reshape(len(h), -1) @ w).reshape(ring.shape[1:])
+                a = p[:, 2] + b
+                if c >= d:
+                    a += ring[(c - d) % span, :, 1]
+            if c >= 2 * d:
+                a += ring[(c - 2 * d) % span, :, 0]
+            if commit:
+                ring[c % span] = p
+            np.maximum(a, 0.0, out=a)
+            h = np.maximum(a[0::2], a[1::2])  # max-pool 2 along mel
+        f = self.f
+        f[: self.n_conv].reshape(h.shape[1], h.shape[0])[:] = h.T  # (channel, mel)
+        f[self.n_conv :] = hop[:, self.nc :].reshape(-1)
+        g = (f @ self.head0).reshape(len(self.gring[0]), self.hidden)
+        ring = self.gring
+        if c == 0:
+            ring = np.broadcast_to(g, ring.shape)  # the held edge
+        z = ring[self.past_rows[c % self.back], self.past_cols].sum(axis=0)
+        z += self.head_b0
+        if self.now >= 0:
+            z += g[self.now]
+        if commit:
+            self.gring[c % self.back if c else slice(None)] = g
+            self.count += 1
+        for w, b in self.net.head.layers[1:]:
+            np.maximum(z, 0.0, out=z)
+            z = z @ w + b
+        z = z.tolist()
+        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
+        top = max(z[1:])
+        e = [math.exp(v - top) for v in z[1:]]
+        tot = sum(e)
+        return pv, np.array([v / tot for v in e])
+
 
 CHUNK = 2048  # hops per matrix product: bounds the unrolled windows' memory on long songs
 
 
-def _conv(h: np.ndarray, w: np.ndarray, b: np.ndarray, d: int) -> np.ndarray:
+def _conv(h: np.ndarray, w: np.ndarray, b: np.ndarray, d: int, causal: bool = False) -> np.ndarray:
     """ReLU of the convolution of h (n, mels, c_in) with w (k_mel, 3, c_in, c_out): mel taps
-    centred, time taps d hops apart, zero padding (torch's conv2d, channels last). Per time tap
-    one matrix product over the mel windows, a chunk of hops at a time."""
+    centred, time taps d hops apart (centred, or `causal`: this hop and two before), zero
+    padding (torch's conv2d, channels last). Per time tap one matrix product over the mel
+    windows, a chunk of hops at a time."""
     km, kt, c_in, c_out = w.shape
     n, mels = h.shape[:2]
-    pad = np.pad(h, ((d, d), (km // 2, km // 2), (0, 0)))
+    pad = np.pad(h, ((2 * d, 0) if causal else (d, d), (km // 2, km // 2), (0, 0)))
     taps = [w[:, j].reshape(km * c_in, c_out) for j in range(kt)]
     out = np.empty((n, mels, c_out), np.float32)
     for s in range(0, n, CHUNK):
@@ -151,7 +290,9 @@ def mel_conv_arrays(name: str, m: MelConv) -> dict[str, np.ndarray]:
         f"{name}_cue_mean": m.cue_mean.astype(np.float32),
         f"{name}_cue_std": m.cue_std.astype(np.float32),
         f"{name}_dilation": np.asarray(m.dilation, np.int64),
-        f"{name}_offsets": np.asarray(m.offsets, np.int64),
+        # not `name`_offsets: for the live net that is the VowelNet's own "live_offsets"
+        f"{name}_head_offsets": np.asarray(m.offsets, np.int64),
+        f"{name}_causal": np.asarray(m.causal),
     }
     for i, (w, b) in enumerate(m.convs):
         a[f"{name}_c{i}_w"] = w.astype(np.float16)
@@ -180,7 +321,10 @@ def load_mel_conv(z, name: str, path) -> MelConv:
         layers.append((arr(f"w{i}"), arr(f"b{i}")))
     to_mel = arr("to_mel")
     dilation = int(arr("dilation"))
-    offsets = tuple(int(o) for o in arr("offsets"))
+    # files written before the live net could be one: `name`_offsets
+    offsets = tuple(
+        int(o) for o in arr("head_offsets" if f"{name}_head_offsets" in z else "offsets")
+    )
     ok = bool(convs) and bool(layers) and dilation >= 1
     c_in = convs[0][0].shape[2] if convs and convs[0][0].ndim == 4 else -1
     for w, b in convs:
@@ -200,5 +344,10 @@ def load_mel_conv(z, name: str, path) -> MelConv:
             f"{len(offsets)} offsets give {want}"
         )
     head = Mlp(np.zeros(want, np.float32), np.ones(want, np.float32), layers)
+    causal = bool(z[f"{name}_causal"]) if f"{name}_causal" in z else False
+    if causal and max(offsets) > 0:
+        raise ValueError(
+            f"{path}: {name}_head_offsets: a causal net reads no future hop (got {offsets})"
+        )
     return MelConv(to_mel, arr("mel_scale"), arr("cue_mean"), arr("cue_std"), convs, dilation,
-                   head, offsets)  # fmt: skip
+                   head, offsets, causal)  # fmt: skip

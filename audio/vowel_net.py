@@ -530,7 +530,7 @@ class TcnStepper:
 
 @dataclass
 class VowelNet:
-    live: Mlp | Tcn
+    live: Mlp | Tcn | MelConv  # a MelConv live net is causal (`audio.mel_conv.MelConvStepper`)
     offline: Mlp | Tcn | MelConv
     info: str = ""
     cmn_init: np.ndarray = field(default_factory=lambda: np.zeros(NET_SETTINGS.n_coefs))
@@ -562,6 +562,10 @@ class VowelNet:
     # None for one voice: that voice's alone
     front_priors: list[tuple[np.ndarray, np.ndarray] | None] = field(default_factory=list)
     front_prior_hops: int = CMN_PRIOR  # the hops the priors are worth
+    # more live nets on the live hop vectors (causal: a MelConv, its own offsets): their
+    # p(vowel) is averaged with the live net's; p(voice), and so the gate's timing, is the live
+    # net's alone (issue 15, thirty-second round: the mel net opened later, read vowels better)
+    live_more: list[Mlp | Tcn | MelConv] = field(default_factory=list)
 
     @property
     def needs_power(self) -> bool:
@@ -587,6 +591,17 @@ class VowelNet:
             pv2, pw2 = m.predict_hops(v) if isinstance(m, MelConv) else m.predict(x)
             pv, pw = pv + pv2, pw + pw2
         return pv / len(nets), pw / len(nets)
+
+    def live_probs(self, hops: np.ndarray, vowels: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(p(voice) (n,), p(vowel) (n, 5)) of the live nets over a clip's live hop vectors
+        (`live_inputs` at offsets (0,)), as `LiveNet` gives them hop by hop. `vowels` False:
+        p(vowel) is the live net's alone (`live_more` not run: only p(voice) is wanted)."""
+        pv, pw = self.live.predict(stack(hops, self.live_offsets))
+        if not vowels or not self.live_more:
+            return pv, pw
+        for m in self.live_more:
+            pw = pw + m.predict(hops)[1]
+        return pv, pw / (1 + len(self.live_more))
 
     def offline_probs(
         self,
@@ -625,11 +640,12 @@ class VowelNet:
         voiced = np.r_[False, pv[:-1] > VOICED_P] if self.live_cmn_voiced else None
         if hasattr(live_front, "result"):  # a Future, or chunks being made
             live_front = live_front.result()
-        pl, plw = self.live.predict(
+        pl, plw = self.live_probs(
             live_inputs(
-                f, sr, self.cmn_init, self.live_offsets, self.live_front, self.live_cmn_prior,
-                voiced, front_cols=live_front,
-            )
+                f, sr, self.cmn_init, (0,), self.live_front, self.live_cmn_prior, voiced,
+                front_cols=live_front,
+            ),
+            vowels=vowel_weight > 0,
         )  # fmt: skip
         if vowel_weight > 0:
             # the live net hears 80 ms of the past and no future, yet reads unheard
@@ -662,6 +678,7 @@ class VowelNet:
         if self.front_priors:
             arrays["front_prior_hops"] = np.asarray(self.front_prior_hops, np.int64)
         more = [(f"offline{i + 1}", m) for i, m in enumerate(self.offline_more)]
+        more += [(f"live{i + 1}", m) for i, m in enumerate(self.live_more)]
         more += [(f"voice{i}", m) for i, m in enumerate(self.offline_voice)]
         if self.offline_voice:
             arrays["voice_blocks"] = np.asarray(self.voice_blocks, np.int64)
@@ -703,14 +720,15 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         n_off = len(names)
         while any(f"voice{len(names) - n_off}_{k}" in z for k in ("mean", "kind")):
             names.append(f"voice{len(names) - n_off}")
+        n_voice = len(names)
+        while any(f"live{len(names) - n_voice + 1}_{k}" in z for k in ("mean", "kind")):
+            names.append(f"live{len(names) - n_voice + 1}")
         for name in names:
             kind = str(z[f"{name}_kind"]) if f"{name}_kind" in z else "mlp"
             if kind == "tcn":
                 nets.append(_load_tcn(z, name, path))
                 continue
             if kind == "melconv":
-                if name == "live":
-                    raise ValueError(f"{path}: live_kind: a mel-convolution net runs offline only")
                 nets.append(load_mel_conv(z, name, path))
                 continue
             if kind != "mlp":
@@ -727,8 +745,12 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         cmn = z["cmn_init"].astype(np.float64)
         if max(offs) != 0:
             raise ValueError(f"{path}: the live net's offsets must end at 0 (got {offs})")
-        if isinstance(nets[0], Tcn) and (offs != (0,) or not nets[0].causal):
+        if isinstance(nets[0], Tcn | MelConv) and (offs != (0,) or not nets[0].causal):
             raise ValueError(f"{path}: a convolutional live net must be causal, offsets (0,)")
+        for name, m in zip(names[n_voice:], nets[n_voice:], strict=True):
+            if not (isinstance(m, MelConv | Tcn) and m.causal):
+                raise ValueError(f"{path}: {name}_kind: expected a causal convolutional net "
+                                 "(more live nets read the hop vectors, not stacked rows)")  # fmt: skip
         lf = str(z["live_front"]) if "live_front" in z else ""
         if lf not in ("", LIVE_FRONT_STEADY, LIVE_FRONT_PITCH):
             raise ValueError(
@@ -765,12 +787,13 @@ def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:
         if not 1 <= prior_hops <= CMN_TAU:
             raise ValueError(f"{path}: front_prior_hops must be 1..{CMN_TAU} (got {prior_hops})")
         blocks = int(z["voice_blocks"]) if "voice_blocks" in z else 0
-        if len(nets) > n_off and not 1 <= blocks <= 3:
+        if n_voice > n_off and not 1 <= blocks <= 3:
             raise ValueError(f"{path}: voice_blocks must be 1..3 hop-vector blocks (got {blocks})")
         return VowelNet(nets[0], nets[1], str(z["info"]), cmn, front=front, live_offsets=offs,
                         live_front=lf, offline_offsets=oo, live_cmn_prior=prior,
                         live_cmn_voiced=voiced, offline_more=nets[2:n_off],
-                        offline_cvn=cvn, mask=mask, offline_voice=nets[n_off:],
+                        offline_cvn=cvn, mask=mask, offline_voice=nets[n_off:n_voice],
+                        live_more=nets[n_voice:],
                         voice_blocks=blocks, front_priors=front_priors,
                         front_prior_hops=prior_hops)  # fmt: skip
 
@@ -850,19 +873,21 @@ class LiveNet:
 
     def __init__(
         self,
-        mlp: Mlp,
+        mlp: Mlp | Tcn | MelConv,
         cmn_init: np.ndarray,
         offsets: tuple[int, ...] = LIVE_OFFSETS,
         front: str = "",
         sample_rate: int = 16000,
         cmn_prior: int = CMN_PRIOR,
         cmn_voiced: bool = False,
+        more: list = (),
     ) -> None:
         self.mlp = mlp
         # a convolutional net keeps its own history (its rings); it reads this hop's vector
-        self.tcn = mlp.stepper() if isinstance(mlp, Tcn) else None
+        self.tcn = mlp.stepper() if isinstance(mlp, Tcn | MelConv) else None
         if self.tcn is not None and tuple(offsets) != (0,):
             raise ValueError(f"a convolutional live net takes offsets (0,), got {offsets}")
+        self.more = [m.stepper() for m in more]  # `VowelNet.live_more`: their vowels averaged
         self.cmn = RunningCmn(cmn_init, cmn_prior)
         self.cmn_voiced = cmn_voiced
         self.voiced = False  # the last committed hop's p(voice) > VOICED_P
@@ -923,6 +948,10 @@ class LiveNet:
             pv, pw = self.tcn.step(v, commit)
         else:
             pv, pw = self.mlp.predict_one(ring[self._idx])
+        if self.more:
+            for m in self.more:
+                pw = pw + m.step(v, commit)[1]
+            pw = pw / (1 + len(self.more))
         if commit:
             self.voiced = pv > VOICED_P
         return pv, pw

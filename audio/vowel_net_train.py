@@ -620,9 +620,10 @@ MEL_HIDDEN = (128,)
 MEL_RUN, MEL_MARGIN = 192, 16  # training runs (hops) and the hops at each end left unscored
 
 
-def _mel_forward(convs, head, mel, cues, offsets, dilation, drop=None):
+def _mel_forward(convs, head, mel, cues, offsets, dilation, drop=None, causal=False):
     """The net in torch on runs of hops: mel (b, t, blocks, mels), cues (b, t, n) (both as
-    `audio.mel_conv.scaled_inputs` gives them) -> (b, t, 6).
+    `audio.mel_conv.scaled_inputs` gives them) -> (b, t, 6); `causal`: the time taps this hop
+    and two before (zero padding before the run), as `audio.mel_conv.MelConv.causal`.
     `convs`, `head`: (weight, bias) pairs in torch's layout. Training and the tests run this one
     definition; the stacking holds each run's edges, as `audio.vowel_net.stack` a clip's."""
     import torch
@@ -631,7 +632,9 @@ def _mel_forward(convs, head, mel, cues, offsets, dilation, drop=None):
     b, t = mel.shape[:2]
     h = mel.permute(0, 2, 3, 1)  # (b, blocks, mels, t)
     for w, bias in convs:
-        pad = (w.shape[2] // 2, dilation)
+        pad = (w.shape[2] // 2, 0 if causal else dilation)
+        if causal:
+            h = F.pad(h, (2 * dilation, 0))
         h = F.max_pool2d(F.relu(F.conv2d(h, w, bias, padding=pad, dilation=(1, dilation))), (2, 1))
     h = torch.cat([h.permute(0, 3, 1, 2).reshape(b, t, -1), cues], dim=2)  # (channel, mel)
     idx = (torch.arange(t)[:, None] + torch.as_tensor(offsets)[None]).clamp(0, t - 1)
@@ -663,7 +666,7 @@ def mel_conv_torch_logits(m: MelConv, hops: np.ndarray) -> np.ndarray:
     convs, head = _mel_torch_weights(m)
     with torch.no_grad():
         z = _mel_forward(convs, head, torch.from_numpy(mel)[None], torch.from_numpy(cues)[None],
-                         m.offsets, m.dilation)  # fmt: skip
+                         m.offsets, m.dilation, causal=m.causal)  # fmt: skip
     return z[0].numpy()
 
 
@@ -680,11 +683,13 @@ def fit_mel_conv(
     run: int = MEL_RUN,
     channels: tuple[int, ...] = MEL_CHANNELS,
     hidden: tuple[int, ...] = MEL_HIDDEN,
+    causal: bool = False,
 ) -> MelConv:
     """A `audio.mel_conv.MelConv` on the hop vectors `hops` (n, blocks * BLOCK) of the tracks
     `lengths` (in order), trained on runs of `run` hops inside one track, drawn at random
     places (tracks shorter than a run are left out), each run's `MEL_MARGIN` hops at either end
-    unscored (their context is cut). The losses, class weights, optimiser and schedule of `_fit`."""
+    unscored (their context is cut). The losses, class weights, optimiser and schedule of `_fit`.
+    `causal`: the live net of that kind (time taps in the past; `offsets` <= 0)."""
     import torch
 
     torch.manual_seed(seed)
@@ -733,7 +738,7 @@ def fit_mel_conv(
         for i in range(0, per_epoch, batch):
             idx = torch.from_numpy(st[i : i + batch])[:, None] + span[None]  # (b, run)
             z = _mel_forward(pairs(convs), pairs(head), mel_t[idx], cue_t[idx], offsets,
-                             dilation, drop)[:, inner].reshape(-1, 6)  # fmt: skip
+                             dilation, drop, causal)[:, inner].reshape(-1, 6)  # fmt: skip
             step(z, vt[idx][:, inner].reshape(-1), wt[idx][:, inner].reshape(-1))
 
     def np_(a):
@@ -743,7 +748,7 @@ def fit_mel_conv(
     layers = [(np_(lin.weight).T.copy(), np_(lin.bias)) for lin in head]
     mlp = Mlp(np.zeros(n_feat, np.float32), np.ones(n_feat, np.float32), layers)
     return MelConv(to_mel, mel_scale, cue_mean.astype(np.float32), cue_std.astype(np.float32),
-                   conv_w, int(dilation), mlp, tuple(offsets))  # fmt: skip
+                   conv_w, int(dilation), mlp, tuple(offsets), causal)  # fmt: skip
 
 
 LIVE_HIDDEN = (64, 32)

@@ -1,6 +1,7 @@
-"""The offline vowel net of mel and time convolutions (`audio.mel_conv.MelConv`): trained,
-saved and loaded through the real file path; numpy gives what torch trained; the engine's
-offline path runs it beside an MLP; bad files say which key is wrong."""
+"""The vowel net of mel and time convolutions (`audio.mel_conv.MelConv`): trained, saved and
+loaded through the real file path; numpy gives what torch trained; the engine's offline path
+runs it beside an MLP; the causal one runs live hop by hop as over the whole clip; bad files
+say which key is wrong."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import pytest
 
 from audio import augment
 from audio.mel_conv import MelConv, cepstrum_to_mel
-from audio.mfcc import _plan, mfcc_frames
+from audio.mfcc import MfccStream, _plan, mfcc_frames
 from audio.vowel_net import (
     FRONT_SEPARATION,
     HOP_DIM,
+    LIVE_FRONT_STEADY,
     NET_SETTINGS,
+    SEP_DIM,
+    LiveNet,
     Mlp,
     VowelNet,
+    live_inputs,
     load_net,
     offline_inputs,
     stack,
@@ -132,10 +137,114 @@ def test_bad_mel_conv_files_name_the_key(tmp_path):
     np.savez(bad, **{**arrays, "offline1_c1_w": arrays["offline1_c1_w"][:, :, :-1]})
     with pytest.raises(ValueError, match=r"bad\.npz: offline1_c\*_w: expected convolutions"):
         load_net(bad)
-    np.savez(bad, **{**arrays, "offline1_offsets": np.asarray([0, 1], np.int64)})
+    np.savez(bad, **{**arrays, "offline1_head_offsets": np.asarray([0, 1], np.int64)})
     with pytest.raises(ValueError, match=r"bad\.npz: offline1_w0: takes \d+ inputs"):
         load_net(bad)
+    # the centred net as the live one: it would read the future
     live = {k.replace("offline1_", "live_"): a for k, a in arrays.items() if "offline1_" in k}
     np.savez(bad, **{**arrays, **live})
-    with pytest.raises(ValueError, match=r"bad\.npz: live_kind: a mel-convolution net runs"):
+    with pytest.raises(ValueError, match=r"bad\.npz: a convolutional live net must be causal"):
         load_net(bad)
+    np.savez(bad, **{**arrays, **live, "live_causal": np.asarray(True)})
+    with pytest.raises(ValueError, match=r"bad\.npz: live_head_offsets: a causal net reads no"):
+        load_net(bad)
+
+
+LIVE_OFFS = (-4, -2, 0)
+
+
+def _live_net(tmp_path) -> tuple[MelConv, VowelNet]:
+    """(as trained, the file loaded back): a causal mel-convolution live net (the mix's block
+    and the live front-end's) beside a random offline MLP."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1200, HOP_DIM + SEP_DIM)).astype(np.float32)
+    voice = (x[:, 0] > 0).astype(np.float32)
+    vowel = np.where(voice > 0, (x[:, 1] > 0).astype(np.int64), -1)
+    live = fit_mel_conv(x, voice, vowel, np.array([500, 700]), LIVE_OFFS, epochs=1, run=64,
+                        channels=(4, 8), hidden=(16,), causal=True)  # fmt: skip
+    net = VowelNet(live, random_mlp(HOP_DIM, rng), "tiny", np.zeros(NET_SETTINGS.n_coefs),
+                   live_offsets=(0,), live_front=LIVE_FRONT_STEADY, offline_offsets=(0,),
+                   live_cmn_prior=10)  # fmt: skip
+    path = tmp_path / "live.npz"
+    net.save(path)
+    return live, load_net(path)
+
+
+def test_a_causal_net_reads_the_past_alone(tmp_path):
+    trained, net = _live_net(tmp_path)
+    m = net.live
+    assert isinstance(m, MelConv) and m.causal and m.offsets == LIVE_OFFS
+    x = np.random.default_rng(4).standard_normal((100, HOP_DIM + SEP_DIM)).astype(np.float32)
+    want = mel_conv_torch_logits(trained, x)
+    assert want[:, 0].std() > 1e-3
+    np.testing.assert_allclose(trained.logits(x), want, atol=1e-4)
+    x2 = x.copy()
+    x2[50] += 3.0  # one hop changed: it and the hops within the taps and offsets after it
+    moved = np.flatnonzero(np.abs(m.logits(x) - m.logits(x2)).max(axis=1) > 1e-5)
+    reach = 2 * len(m.convs) * m.dilation - min(LIVE_OFFS)
+    assert (moved.min(), moved.max()) == (50, 50 + reach)
+    with pytest.raises(ValueError, match="centred"):
+        _tiny_net(tmp_path)[1].offline_more[0].stepper()
+
+
+def test_the_causal_net_hop_by_hop_is_the_clips(tmp_path):
+    _, net = _live_net(tmp_path)
+    y = _signal()
+    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    want, want_w = net.live.predict(live_inputs(f, SR, net.cmn_init, (0,), LIVE_FRONT_STEADY, 10))
+    assert want.std() > 1e-3  # the net's output moves with the sound: the check can fail
+    live = LiveNet(net.live, net.cmn_init, (0,), LIVE_FRONT_STEADY, SR, cmn_prior=10)
+    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
+    got, got_w = [], []
+    for i in range(0, len(y), 80):  # 5 ms blocks
+        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
+            live.step(ncep, lev, per, flat, False, power * 3)  # a look that must change nothing
+            pv, pw = live.step(ncep, lev, per, flat, True, power)
+            got.append(pv)
+            got_w.append(pw)
+    assert len(got) == len(want)
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    np.testing.assert_allclose(np.array(got_w), want_w, atol=1e-4)
+
+
+def test_a_mel_net_beside_the_live_mlp_gives_vowels_alone(tmp_path):
+    """`VowelNet.live_more`: the causal mel net's vowels averaged with the live MLP's, p(voice)
+    (the gate's timing) the MLP's alone; through the file, hop by hop as over the clip."""
+    mel, _ = _live_net(tmp_path)
+    rng = np.random.default_rng(6)
+    offs = (-2, -1, 0)
+    mlp = random_mlp(len(offs) * (HOP_DIM + SEP_DIM), rng)
+    alone = VowelNet(mlp, random_mlp(HOP_DIM, rng), "tiny", np.zeros(NET_SETTINGS.n_coefs),
+                     live_offsets=offs, live_front=LIVE_FRONT_STEADY, offline_offsets=(0,),
+                     live_cmn_prior=10)  # fmt: skip
+    beside = VowelNet(**{**alone.__dict__, "live_more": [mel]})
+    beside.save(tmp_path / "beside.npz")
+    net = load_net(tmp_path / "beside.npz")
+    assert isinstance(net.live, Mlp) and [type(m) for m in net.live_more] == [MelConv]
+    y = _signal()
+    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
+    hops = live_inputs(f, SR, net.cmn_init, (0,), LIVE_FRONT_STEADY, 10)
+    pv, pw = net.live_probs(hops)
+    mlp_v, mlp_w = alone.live_probs(hops)
+    np.testing.assert_allclose(pv, mlp_v, atol=1e-2)  # float16 in the file
+    np.testing.assert_allclose(pw, (mlp_w + mel.predict(hops)[1]) / 2, atol=1e-2)
+    assert np.abs(pw - mlp_w).max() > 0.05  # the mel net's vowels count
+    live = LiveNet(net.live, net.cmn_init, offs, LIVE_FRONT_STEADY, SR, cmn_prior=10,
+                   more=net.live_more)  # fmt: skip
+    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
+    got = []
+    for i in range(0, len(y), 80):
+        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
+            live.step(ncep, lev, per, flat, False, power * 3)
+            got.append(live.step(ncep, lev, per, flat, True, power))
+    np.testing.assert_allclose([g[0] for g in got], pv, atol=1e-4)
+    np.testing.assert_allclose(np.array([g[1] for g in got]), pw, atol=1e-4)
+    # a more-live net that reads stacked rows (an MLP) is named
+    with np.load(tmp_path / "beside.npz") as z:
+        arrays = dict(z)
+    mlp_keys = {k.replace("live_", "live1_", 1): a for k, a in arrays.items()
+                if k.startswith("live_") and k[5:6] in "wbms"}  # fmt: skip
+    rest = {k: a for k, a in arrays.items() if not k.startswith("live1_")}
+    np.savez(tmp_path / "bad.npz", **rest, **mlp_keys)
+    with pytest.raises(ValueError, match=r"bad\.npz: live1_kind: expected a causal"):
+        load_net(tmp_path / "bad.npz")
