@@ -89,6 +89,21 @@ RECIPES = {
     # convolutional nets over the hop vectors (issue 15, eighth round): live causal, 260 ms of
     # past; offline centred, +-310 ms
     "tcn-live": {"live_tcn": {"channels": 32, "dilations": (1, 3, 9)}},
+    # the live net as causal convolutions along mel and time (issue 15, thirty-second round)
+    "mel-live": {"live_mel": "instead"},
+    "mel-live-small": {
+        "live_mel": "instead",
+        "live_mel_fit": {"channels": (8, 16), "hidden": (64,)},
+    },
+    # beside the live MLP: its vowels averaged, p(voice) the MLP's; with --live-only the
+    # shipped live MLP is kept and the mel net alone trained
+    "mel-live-beside": {"live_mel": "beside"},
+    "kokoro-en+held-unsung+mel-live-beside": {
+        "also": ("kokoro-en",),
+        "held_tracks": True,
+        "also_sung": False,
+        "live_mel": "beside",
+    },
     "tcn-offline": {"offline_tcn": {"channels": 32, "dilations": (1, 2, 4, 8, 16)}},
     "tcn": {
         "live_tcn": {"channels": 32, "dilations": (1, 3, 9)},

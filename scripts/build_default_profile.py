@@ -104,6 +104,14 @@ OFFLINE_CVN = False
 # (`audio.vowel_net_train.fit_tcn`: channels, dilations)
 LIVE_TCN: dict = {}
 OFFLINE_TCN: dict = {}
+# Causal convolutions along mel and time for the live engine (`audio.mel_conv.MelConv` with
+# `causal`, run hop by hop; issue 15, thirty-second round): "" none; "instead" of the live MLP
+# (it opened later); "beside" it, its p(vowel) averaged with the MLP's while p(voice), and so
+# the gate, stays the MLP's (`VowelNet.live_more`). With a `base` (--live-only), "beside"
+# keeps the base's live MLP and trains the mel net alone. `LIVE_MEL_FIT`: `fit_mel_conv`'s
+# settings beyond its defaults ("offsets": the head's, `LIVE_OFFSETS` otherwise).
+LIVE_MEL = ""
+LIVE_MEL_FIT: dict = {}
 # Convolutions along mel and time (`audio.mel_conv.MelConv`, issue 15's twelfth round): ""
 # none; "instead" of each offline MLP; "beside" the offline MLPs, one more averaged in. Both
 # beat the MLPs alone on the validation voices by 3-4 points and tie with each other there
@@ -206,6 +214,8 @@ def build_net(
     more_seeds: int | None = None,
     live_tcn: dict | None = None,
     offline_tcn: dict | None = None,
+    live_mel: str | None = None,
+    live_mel_fit: dict | None = None,
     cache: dict | None = None,
     offline_mel: str | None = None,
     mel: dict | None = None,
@@ -235,7 +245,9 @@ def build_net(
     None). `more_seeds`: offline nets of other training
     seeds averaged in (`MORE_SEEDS` when None). `live_tcn` / `offline_tcn`: that half is a
     convolutional net (`audio.vowel_net.Tcn`, `fit_tcn`'s settings: channels, dilations) over
-    the hop vectors instead of an MLP over stacked hops. `cache`: a dict that keeps the
+    the hop vectors instead of an MLP over stacked hops. `live_mel`, `live_mel_fit`: `LIVE_MEL`,
+    `LIVE_MEL_FIT` when None.
+    `cache`: a dict that keeps the
     examples between calls of the same data settings (recipes that differ in their nets
     alone train on the very same examples). `offline_mel`, `mel`: `OFFLINE_MEL`, `MEL` when
     None. `live_fit`: the live MLP's training (`audio.vowel_net_train.fit_live`: hidden, nets,
@@ -270,6 +282,13 @@ def build_net(
     if offline_mel not in ("", "instead", "beside"):
         raise ValueError(f"offline_mel: expected '', 'instead' or 'beside', got {offline_mel!r}")
     live_tcn = LIVE_TCN if live_tcn is None else live_tcn
+    live_mel = LIVE_MEL if live_mel is None else live_mel
+    if live_mel not in ("", "instead", "beside"):
+        raise ValueError(f"live_mel: expected '', 'instead' or 'beside', got {live_mel!r}")
+    if live_mel and live_tcn:
+        raise ValueError("live_mel: not with live_tcn (the live MLP's place)")
+    mel_fit = dict(LIVE_MEL_FIT if live_mel_fit is None else live_mel_fit)
+    mel_fit.setdefault("offsets", tuple(live_offsets))
     offline_tcn = OFFLINE_TCN if offline_tcn is None else offline_tcn
     more_seeds = MORE_SEEDS if more_seeds is None else more_seeds
     aug = {**AUG, **(aug or {})}
@@ -333,7 +352,7 @@ def build_net(
         else:
             priors = front_prior_stats(tracks, front, mask) if front and priors_mode else []
     trained_priors = priors if priors_mode == "train" and base is None else None
-    if live_tcn:
+    if live_tcn or live_mel == "instead":
         live_offsets = (0,)
     if offline_tcn:
         offline_offsets = (0,)
@@ -369,6 +388,16 @@ def build_net(
     if live_tcn:
         live_net = fit_tcn(hop.live, hop.voice, hop.vowel, hop.lengths, causal=True,
                            epochs=epochs, seed=seed, **live_tcn)  # fmt: skip
+    live_more = []
+    if live_mel:
+        mel_net = fit_mel_conv(hop.live, hop.voice, hop.vowel, hop.lengths, epochs=epochs,
+                               seed=seed, causal=True, **mel_fit)  # fmt: skip
+        if live_mel == "instead":
+            live_net = mel_net
+        else:
+            live_more = [mel_net]
+            if base is not None:  # its live MLP kept: the gate as it was
+                live_net, live_offsets = base.live, base.live_offsets
     kept_off = None if base is None else base.offline
     if base is None and (offline_tcn or offline_mel == "instead"):
         kept_off = offline_net(hop, seed + 1, conv=offline_mel == "instead")
@@ -383,6 +412,12 @@ def build_net(
         + (f"; seed {seed}" if seed else "")
         + ("; live half retrained (--live-only)" if base is not None else "")
         + (f"; live net convolutional {live_tcn}" if live_tcn else "")
+        + (
+            f"; live vowels from causal mel and time convolutions ({live_mel} the MLP"
+            f"{', kept' if live_more and base is not None else ''}) {mel_fit}"
+            if live_mel
+            else ""
+        )
         + (f"; offline net convolutional {offline_tcn}" if offline_tcn else "")
         + ("; offline nets of mel and time convolutions" if offline_mel == "instead" else "")
         + ("; with the extra training sentences" if extra_texts else "")
@@ -430,6 +465,7 @@ def build_net(
     )  # fmt: skip
     del ex
     net.offline_more = base.offline_more if base is not None else more
+    net.live_more = live_more
     net.mask = mask
     if keep_voice is not None:  # before a `base`'s: it is asked for by name
         net.offline_voice, net.voice_blocks = kept_voice(net, keep_voice)
@@ -478,7 +514,7 @@ def keep_live(net, path: Path) -> None:
     if differ or kept.cmn_init.shape != net.cmn_init.shape:
         raise ValueError(f"{path}: expected a live net reading this build's inputs "
                          f"(it differs in {', '.join(differ) or 'cmn_init'})")  # fmt: skip
-    net.live, net.cmn_init = kept.live, kept.cmn_init
+    net.live, net.cmn_init, net.live_more = kept.live, kept.cmn_init, kept.live_more
     net.info += f"; its live net and start mean are {Path(path).name}'s"
 
 
@@ -638,6 +674,12 @@ def main() -> int:
     )
     ap.add_argument("--net-only", action="store_true", help="build the --net file only")
     ap.add_argument(
+        "--live-mel",
+        choices=("instead", "beside"),
+        default=None,
+        help="causal mel and time convolutions for the live vowels (LIVE_MEL)",
+    )
+    ap.add_argument(
         "--also", nargs="+", default=None, metavar="SOURCE", help="sources ALSO trained on"
     )
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
@@ -689,6 +731,7 @@ def main() -> int:
         held = True if args.held_tracks else None
         sung = False if args.also_unsung else None
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
+                        live_mel=args.live_mel,
                         keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
                         **plain)  # fmt: skip
         if args.keep_live:

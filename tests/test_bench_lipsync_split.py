@@ -313,3 +313,40 @@ def test_a_recipe_kept_on_a_live_net_of_other_hops_is_one_line_and_exit_2(tmp_pa
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "longer.npz" in err[0] and "live_offsets" in err[0]
+
+
+def test_live_only_beside_keeps_the_live_mlp_and_trains_a_mel_net(monkeypatch):
+    """`--live-only --live-mel beside` (issue 15, thirty-second round): the base file's live MLP,
+    start mean and offline nets are kept — the gate is the base's — and a causal net of mel and
+    time convolutions is trained on the recipe's tracks beside the MLP (`VowelNet.live_more`)."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.mel_conv import MelConv
+    from audio.vowel_net import (
+        FRONT_SEPARATION,
+        HOP_DIM,
+        LIVE_FRONT_STEADY,
+        LIVE_OFFSETS,
+        OFFLINE_OFFSETS,
+        SEP_DIM,
+        VowelNet,
+    )
+
+    mod = load_build_script()
+    monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
+    rng = np.random.default_rng(7)
+    base = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
+                    random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "base",
+                    cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
+                    live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    base.offline_more = [random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng)]
+    net = mod.build_net(base=base, cache={}, mask="", n_aug=1, epochs=1, live_mel="beside",
+                        live_mel_fit={"run": 64, "channels": (4, 8), "hidden": (8,)})  # fmt: skip
+    assert net.live is base.live and net.live_offsets == base.live_offsets
+    assert net.offline is base.offline and net.offline_more == base.offline_more
+    np.testing.assert_array_equal(net.cmn_init, base.cmn_init)
+    [mel] = net.live_more
+    assert isinstance(mel, MelConv) and mel.causal and mel.offsets == LIVE_OFFSETS
+    assert mel.convs[0][0].shape[2] == 2  # the mix's block and the live front-end's
+    assert "beside the MLP, kept" in net.info
+    with pytest.raises(ValueError, match="live_mel: expected"):
+        mod.build_net(base=base, cache={}, mask="", live_mel="after")
