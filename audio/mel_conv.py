@@ -142,10 +142,9 @@ class MelConvStepper:
 
     A convolution's output at hop t is the sum of its three time taps' products with the inputs
     of hops t - 2d, t - d and t. Each hop's products with all three taps are made once, when
-    the hop arrives, and kept in a ring of 2d + 1 hops; the output adds three of them (none
-    before the first hop: the batch's zero padding). The first convolution's products are one
-    affine map of the hop's cepstra (the mel shape, its scaling and the mel windows are
-    linear). The head's first layer likewise: each hop's features times every offset's block
+    the hop arrives (one matrix product over its mel windows), and kept in a ring of 2d + 1
+    hops; the output adds three of them (none before the first hop: the batch's zero padding).
+    The head's first layer likewise: each hop's features times every offset's block
     once (the cues' scaling folded in), a ring of them summed at the offsets (the first hop's
     repeated before it: the batch's held edge). `step(x, commit=False)` changes nothing (a
     provisional hop, `audio.live_lipsync.LiveLipSync.latch`)."""
@@ -156,32 +155,19 @@ class MelConvStepper:
         self.span = 2 * d + 1
         nc, mels = net.to_mel.shape
         self.nc = nc
-        # per convolution: (weights, constant or None, bias, mel windows or None, padded input)
+        # the hop's cepstra -> its scaled mel shapes, as `scaled_inputs`
+        self.to_mel = (net.to_mel / net.mel_scale[1]).astype(np.float32)
+        self.mel_off = np.float32(net.mel_scale[0] / net.mel_scale[1])
+        # per convolution: the taps' weights side by side (k_mel * c_in, 3 * c_out), its bias,
+        # the mel windows of its zero-padded input, that input (the padding stays zero)
         self.layers = []
         self.rings = []
-        for i, (w, b) in enumerate(net.convs):
+        for w, b in net.convs:
             km, _, c_in, c_out = w.shape
             wcat = np.concatenate([w[:, j].reshape(km * c_in, c_out) for j in range(3)], axis=1)
-            idx = np.arange(mels)[:, None] + np.arange(km)[None, :]  # (mels, km) of the padded
-            if i == 0:
-                # cepstra (blocks * nc) -> every mel window's products with the taps, affinely:
-                # the scaled mel shape is zero in the padding, as torch's
-                lin = np.zeros((c_in, nc, mels + km - 1), np.float32)
-                lin[:, :, km // 2 : km // 2 + mels] = net.to_mel[None] / net.mel_scale[1]
-                off = np.zeros((c_in, mels + km - 1), np.float32)
-                off[:, km // 2 : km // 2 + mels] = -net.mel_scale[0] / net.mel_scale[1]
-                a = np.zeros((c_in * nc, mels, km, c_in), np.float32)
-                for c in range(c_in):
-                    a[c * nc : (c + 1) * nc, :, :, c] = lin[c][:, idx]
-                wmap = (a.reshape(c_in * nc, mels, km * c_in) @ wcat).reshape(c_in * nc, -1)
-                const = (off[:, idx].transpose(1, 2, 0).reshape(mels, km * c_in) @ wcat).reshape(
-                    mels, 3, c_out
-                )
-                const[:, 2] += b  # the bias rides on this hop's own tap
-                self.layers.append((wmap.astype(np.float32), const.reshape(-1), None, None, None))
-            else:
-                padded = np.zeros((mels + km - 1, c_in), np.float32)  # the padding stays zero
-                self.layers.append((wcat, None, b.astype(np.float32), idx, padded))
+            idx = np.arange(mels)[:, None] + np.arange(km)[None, :]
+            padded = np.zeros((mels + km - 1, c_in), np.float32)
+            self.layers.append((wcat.astype(np.float32), b.astype(np.float32), idx, padded))
             self.rings.append(np.zeros((self.span, mels, 3, c_out), np.float32))
             mels //= 2
         w0, b0 = net.head.layers[0]
@@ -213,19 +199,16 @@ class MelConvStepper:
     def step(self, x: np.ndarray, commit: bool = True) -> tuple[float, np.ndarray]:
         hop = np.asarray(x, np.float32).reshape(-1, BLOCK)
         c, d, span = self.count, self.d, self.span
-        h = None
-        for (w, const, b, idx, padded), ring in zip(self.layers, self.rings, strict=True):
-            if const is not None:
-                p = hop[:, : self.nc].reshape(-1) @ w
-                p += const
-                p = p.reshape(ring.shape[1:])
-                a = p[:, 2] + ring[(c - d) % span, :, 1] if c >= d else p[:, 2].copy()
-            else:
-                padded[idx[0, -1] // 2 : idx[0, -1] // 2 + len(h)] = h
-                p = (padded[idx].reshape(len(h), -1) @ w).reshape(ring.shape[1:])
-                a = p[:, 2] + b
-                if c >= d:
-                    a += ring[(c - d) % span, :, 1]
+        mel = hop[:, : self.nc] @ self.to_mel  # (blocks, mels)
+        mel -= self.mel_off
+        h = mel.T  # (mels, channels)
+        for (w, b, idx, padded), ring in zip(self.layers, self.rings, strict=True):
+            pad = idx[0, -1] // 2
+            padded[pad : pad + len(h)] = h
+            p = (padded[idx].reshape(len(h), -1) @ w).reshape(ring.shape[1:])
+            a = p[:, 2] + b
+            if c >= d:
+                a += ring[(c - d) % span, :, 1]
             if c >= 2 * d:
                 a += ring[(c - 2 * d) % span, :, 0]
             if commit:
