@@ -26,7 +26,6 @@ trains it (torch).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,6 +149,9 @@ class MelConvStepper:
     provisional hop, `audio.live_lipsync.LiveLipSync.latch`)."""
 
     def __init__(self, net: MelConv) -> None:
+        from audio.vowel_net import probs_one  # (audio.vowel_net imports this module)
+
+        self._probs_one = probs_one
         self.net = net
         d = self.d = net.dilation
         self.span = 2 * d + 1
@@ -232,12 +234,7 @@ class MelConvStepper:
         for w, b in self.net.head.layers[1:]:
             np.maximum(z, 0.0, out=z)
             z = z @ w + b
-        z = z.tolist()
-        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
-        top = max(z[1:])
-        e = [math.exp(v - top) for v in z[1:]]
-        tot = sum(e)
-        return pv, np.array([v / tot for v in e])
+        return self._probs_one(z)
 
 
 CHUNK = 2048  # hops per matrix product: bounds the unrolled windows' memory on long songs

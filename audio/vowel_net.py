@@ -382,6 +382,17 @@ def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
     return v[idx].reshape(n, -1)
 
 
+def probs_one(z: np.ndarray) -> tuple[float, np.ndarray]:
+    """`probs` of one hop's 6 logits, on Python floats: on 6 numbers numpy's calls cost more
+    than their arithmetic (the live hop's nets end here)."""
+    z = z.tolist()
+    pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
+    top = max(z[1:])
+    e = [math.exp(v - top) for v in z[1:]]
+    tot = sum(e)
+    return pv, np.array([v / tot for v in e])
+
+
 def probs(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 6 logits of each row (n, 6) -> (p(voice) (n,), p(A I U E O) (n, 5))."""
     pv = 1.0 / (1.0 + np.exp(-np.minimum(np.maximum(z[:, 0], -30), 30)))  # np.clip's
@@ -417,12 +428,7 @@ class Mlp:
         for w, b in self.layers[1:]:
             np.maximum(h, 0.0, out=h)
             h = h @ w + b
-        z = h.tolist()
-        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
-        top = max(z[1:])
-        e = [math.exp(v - top) for v in z[1:]]
-        tot = sum(e)
-        return pv, np.array([v / tot for v in e])
+        return probs_one(h)
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """-> (p(voice) (n,), p(A I U E O) (n, 5))."""
@@ -520,12 +526,7 @@ class TcnStepper:
             h = out + h if i > 0 else out
         if commit:
             self.count += 1
-        z = (h @ self.head[0] + self.head[1]).tolist()
-        pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
-        top = max(z[1:])
-        e = [math.exp(v - top) for v in z[1:]]
-        tot = sum(e)
-        return pv, np.array([v / tot for v in e])
+        return probs_one(h @ self.head[0] + self.head[1])
 
 
 @dataclass

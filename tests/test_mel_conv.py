@@ -10,7 +10,7 @@ import pytest
 
 from audio import augment
 from audio.mel_conv import MelConv, cepstrum_to_mel
-from audio.mfcc import MfccStream, _plan, mfcc_frames
+from audio.mfcc import _plan, mfcc_frames
 from audio.vowel_net import (
     FRONT_SEPARATION,
     HOP_DIM,
@@ -26,7 +26,7 @@ from audio.vowel_net import (
     stack,
 )
 from audio.vowel_net_train import fit_mel_conv, mel_conv_torch_logits
-from tests.tiny_nets import random_mlp
+from tests.tiny_nets import assert_conv_live_net_streams_as_the_clip, random_mlp, stream_live
 
 SR = 16000
 OFFS = (-3, -1, 0, 1, 3)
@@ -190,21 +190,7 @@ def test_a_causal_net_reads_the_past_alone(tmp_path):
 def test_the_causal_net_hop_by_hop_is_the_clips(tmp_path):
     _, net = _live_net(tmp_path)
     y = _signal()
-    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
-    want, want_w = net.live.predict(live_inputs(f, SR, net.cmn_init, (0,), LIVE_FRONT_STEADY, 10))
-    assert want.std() > 1e-3  # the net's output moves with the sound: the check can fail
-    live = LiveNet(net.live, net.cmn_init, (0,), LIVE_FRONT_STEADY, SR, cmn_prior=10)
-    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
-    got, got_w = [], []
-    for i in range(0, len(y), 80):  # 5 ms blocks
-        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
-            live.step(ncep, lev, per, flat, False, power * 3)  # a look that must change nothing
-            pv, pw = live.step(ncep, lev, per, flat, True, power)
-            got.append(pv)
-            got_w.append(pw)
-    assert len(got) == len(want)
-    np.testing.assert_allclose(got, want, atol=1e-4)
-    np.testing.assert_allclose(np.array(got_w), want_w, atol=1e-4)
+    assert_conv_live_net_streams_as_the_clip(net, y, SR)
 
 
 def test_a_mel_net_beside_the_live_mlp_gives_vowels_alone(tmp_path):
@@ -231,14 +217,9 @@ def test_a_mel_net_beside_the_live_mlp_gives_vowels_alone(tmp_path):
     assert np.abs(pw - mlp_w).max() > 0.05  # the mel net's vowels count
     live = LiveNet(net.live, net.cmn_init, offs, LIVE_FRONT_STEADY, SR, cmn_prior=10,
                    more=net.live_more)  # fmt: skip
-    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
-    got = []
-    for i in range(0, len(y), 80):
-        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
-            live.step(ncep, lev, per, flat, False, power * 3)
-            got.append(live.step(ncep, lev, per, flat, True, power))
-    np.testing.assert_allclose([g[0] for g in got], pv, atol=1e-4)
-    np.testing.assert_allclose(np.array([g[1] for g in got]), pw, atol=1e-4)
+    got, got_w = stream_live(live, y, SR)
+    np.testing.assert_allclose(got, pv, atol=1e-4)
+    np.testing.assert_allclose(got_w, pw, atol=1e-4)
     # a more-live net that reads stacked rows (an MLP) is named
     with np.load(tmp_path / "beside.npz") as z:
         arrays = dict(z)

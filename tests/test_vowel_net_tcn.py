@@ -7,21 +7,19 @@ import numpy as np
 import pytest
 
 from audio import augment
-from audio.mfcc import MfccStream, mfcc_frames
 from audio.vowel_net import (
     FRONT_SEPARATION,
     HOP_DIM,
     LIVE_FRONT_STEADY,
     NET_SETTINGS,
     SEP_DIM,
-    LiveNet,
     Tcn,
     VowelNet,
-    live_inputs,
     load_net,
     stack,
 )
 from audio.vowel_net_train import _runs, fit_tcn, stack_runs
+from tests.tiny_nets import assert_conv_live_net_streams_as_the_clip
 
 SR = 16000
 
@@ -59,21 +57,7 @@ def test_tcn_survives_the_file_and_runs_hop_by_hop(tmp_path):
     assert (net.live.causal, net.offline.causal) == (True, False)
     assert (net.live.dilations, net.offline.dilations) == ((1, 3), (1, 2, 4))
     y = _signal()
-    f = mfcc_frames(y, SR, NET_SETTINGS, keep_power=True)
-    want, want_w = net.live.predict(live_inputs(f, SR, net.cmn_init, (0,), LIVE_FRONT_STEADY, 10))
-    assert want.std() > 1e-3  # the net's output moves with the sound: the check can fail
-    live = LiveNet(net.live, net.cmn_init, (0,), LIVE_FRONT_STEADY, SR, cmn_prior=10)
-    stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=False)
-    got, got_w = [], []
-    for i in range(0, len(y), 80):  # 5 ms blocks
-        for _end, _cep, lev, flat, per, ncep, power in stream.push(y[i : i + 80]):
-            live.step(ncep, lev, per, flat, False, power * 3)  # a look that must change nothing
-            pv, pw = live.step(ncep, lev, per, flat, True, power)
-            got.append(pv)
-            got_w.append(pw)
-    assert len(got) == len(want)
-    np.testing.assert_allclose(got, want, atol=1e-4)
-    np.testing.assert_allclose(np.array(got_w), want_w, atol=1e-4)
+    assert_conv_live_net_streams_as_the_clip(net, y, SR)
     # offline: the centred net sees the future too — a change late in the clip reaches back
     end, pv, _ = net.offline_probs(y, SR, live_weight=0.0)
     end2, pv2, _ = net.offline_probs(np.r_[y[: len(y) // 2], y[len(y) // 2 :] * 0.0], SR,
