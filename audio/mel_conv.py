@@ -136,8 +136,9 @@ class MelConv:
 
 class MelConvStepper:
     """A causal `MelConv` hop by hop: the same numbers as `MelConv.predict` over the stream (up
-    to float32 rounding). Why it is shaped so: a live hop affords a few small matrix products,
-    and on these sizes each numpy call costs about as much as its arithmetic.
+    to float32 rounding). Why it is shaped so: a live hop affords a few small matrix products;
+    the loops around them are compiled (`audio.mel_conv_kernels`), in numpy their calls cost
+    more than their arithmetic.
 
     A convolution's output at hop t is the sum of its three time taps' products with the inputs
     of hops t - 2d, t - d and t. Each hop's products with all three taps are made once, when
@@ -149,9 +150,10 @@ class MelConvStepper:
     provisional hop, `audio.live_lipsync.LiveLipSync.latch`)."""
 
     def __init__(self, net: MelConv) -> None:
+        from audio.mel_conv_kernels import conv_hop, head_hop
         from audio.vowel_net import probs_one  # (audio.vowel_net imports this module)
 
-        self._probs_one = probs_one
+        self._conv_hop, self._head_hop, self._probs_one = conv_hop, head_hop, probs_one
         self.net = net
         d = self.d = net.dilation
         self.span = 2 * d + 1
@@ -160,17 +162,19 @@ class MelConvStepper:
         # the hop's cepstra -> its scaled mel shapes, as `scaled_inputs`
         self.to_mel = (net.to_mel / net.mel_scale[1]).astype(np.float32)
         self.mel_off = np.float32(net.mel_scale[0] / net.mel_scale[1])
-        # per convolution: the taps' weights side by side (k_mel * c_in, 3 * c_out), its bias,
-        # the mel windows of its zero-padded input, that input (the padding stays zero)
+        # per convolution (`audio.mel_conv_kernels.conv_hop`'s arrays): its zero-padded input,
+        # the padding's rows on each side, the taps' weights side by side (k_mel * c_in,
+        # 3 * c_out), its bias, the ring of the last hops' products, its pooled output
         self.layers = []
-        self.rings = []
         for w, b in net.convs:
             km, _, c_in, c_out = w.shape
             wcat = np.concatenate([w[:, j].reshape(km * c_in, c_out) for j in range(3)], axis=1)
-            idx = np.arange(mels)[:, None] + np.arange(km)[None, :]
-            padded = np.zeros((mels + km - 1, c_in), np.float32)
-            self.layers.append((wcat.astype(np.float32), b.astype(np.float32), idx, padded))
-            self.rings.append(np.zeros((self.span, mels, 3, c_out), np.float32))
+            self.layers.append((
+                np.zeros((mels + km - 1, c_in), np.float32), km // 2,
+                np.ascontiguousarray(wcat, np.float32), b.astype(np.float32),
+                np.zeros((self.span, mels, 3 * c_out), np.float32),
+                np.zeros((mels // 2, c_out), np.float32),
+            ))  # fmt: skip
             mels //= 2
         w0, b0 = net.head.layers[0]
         n_off = len(net.offsets)
@@ -183,7 +187,7 @@ class MelConvStepper:
         for blk in blocks:
             b0 -= (net.cue_mean / net.cue_std) @ blk[k - n_cues :]
             blk[k - n_cues :] /= net.cue_std[:, None]
-        self.head0 = np.concatenate(blocks, axis=1)
+        self.head0 = np.ascontiguousarray(np.concatenate(blocks, axis=1))
         self.head_b0 = b0
         self.hidden = len(b0)
         self.f = np.empty(k, np.float32)  # this hop's features: (channel, mel), then the cues
@@ -193,43 +197,28 @@ class MelConvStepper:
         self.now = int(np.flatnonzero(offs == 0)[0]) if 0 in net.offsets else -1
         past = np.flatnonzero(offs < 0)
         # for each slot of the newest hop, the ring rows (and offset blocks) of the past offsets
-        self.past_rows = [(s + offs[past]) % self.back for s in range(self.back)]
-        self.past_cols = past
+        self.past_rows = [((s + offs[past]) % self.back).astype(np.int64) for s in range(self.back)]
+        self.past_cols = past.astype(np.int64)
         self.gring = np.zeros((self.back, n_off, self.hidden), np.float32)
         self.count = 0
+        # compiled now (or loaded from numba's cache), not on the first live hop
+        self.step(np.zeros(net.convs[0][0].shape[2] * BLOCK, np.float32), commit=False)
 
     def step(self, x: np.ndarray, commit: bool = True) -> tuple[float, np.ndarray]:
         hop = np.asarray(x, np.float32).reshape(-1, BLOCK)
-        c, d, span = self.count, self.d, self.span
+        c = self.count
         mel = hop[:, : self.nc] @ self.to_mel  # (blocks, mels)
         mel -= self.mel_off
-        h = mel.T  # (mels, channels)
-        for (w, b, idx, padded), ring in zip(self.layers, self.rings, strict=True):
-            pad = idx[0, -1] // 2
-            padded[pad : pad + len(h)] = h
-            p = (padded[idx].reshape(len(h), -1) @ w).reshape(ring.shape[1:])
-            a = p[:, 2] + b
-            if c >= d:
-                a += ring[(c - d) % span, :, 1]
-            if c >= 2 * d:
-                a += ring[(c - 2 * d) % span, :, 0]
-            if commit:
-                ring[c % span] = p
-            np.maximum(a, 0.0, out=a)
-            h = np.maximum(a[0::2], a[1::2])  # max-pool 2 along mel
+        h = np.ascontiguousarray(mel.T)  # (mels, channels)
+        for padded, pad, w, b, ring, out in self.layers:
+            self._conv_hop(h, padded, pad, w, b, ring, c, self.d, commit, out)
+            h = out
         f = self.f
         f[: self.n_conv].reshape(h.shape[1], h.shape[0])[:] = h.T  # (channel, mel)
         f[self.n_conv :] = hop[:, self.nc :].reshape(-1)
-        g = (f @ self.head0).reshape(len(self.gring[0]), self.hidden)
-        ring = self.gring
-        if c == 0:
-            ring = np.broadcast_to(g, ring.shape)  # the held edge
-        z = ring[self.past_rows[c % self.back], self.past_cols].sum(axis=0)
-        z += self.head_b0
-        if self.now >= 0:
-            z += g[self.now]
+        z = self._head_hop(f, self.head0, self.head_b0, self.gring, self.past_rows[c % self.back],
+                     self.past_cols, self.now, c, commit)  # fmt: skip
         if commit:
-            self.gring[c % self.back if c else slice(None)] = g
             self.count += 1
         for w, b in self.net.head.layers[1:]:
             np.maximum(z, 0.0, out=z)

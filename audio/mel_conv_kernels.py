@@ -1,0 +1,90 @@
+"""Compiled pieces of the causal mel-convolution net's live hop (`audio.mel_conv.MelConvStepper`).
+
+Why compiled: a hop's arithmetic is small (a few hundred thousand multiply-adds) and in numpy
+it took some 45 calls whose dispatch cost more than their work — more than the live hop's
+budget (issue 15, thirty-second round of docs/BENCHMARKS.md). numba (installed with librosa)
+compiles these loops once per machine (`cache=True`: later processes read them back); the
+matrix products inside call the same BLAS as numpy's. Imported by `MelConvStepper` alone, so
+numba's import stays off every other path. The first stepper on a machine compiles them (about
+10 s on the 2-core CPU; later processes under a second): a shipped live mel net would have
+scripts/setup.sh do it at install, as it does the toon pass.
+
+The numbers are those of `audio.mel_conv.MelConv.predict` over the stream up to float32
+rounding (tests/test_mel_conv.py checks both against the clip's batch).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from audio.features import NUMBA_CACHE_ENV, numba_cache_dir
+
+# numba reads its cache folder when imported: Kagura's user cache, as librosa's functions and
+# the toon pass (pipeline/stylize/toon_cpu.py) — writable for every user, unlike site-packages
+_reload = "numba" in sys.modules
+os.environ.setdefault(NUMBA_CACHE_ENV, numba_cache_dir())
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+if _reload:
+    numba.config.reload_config()
+
+
+@numba.njit(cache=True)
+def conv_hop(h, padded, pad, w, b, ring, c, d, commit, out):  # pragma: no cover - compiled
+    """One causal convolution at hop `c`, then ReLU and a max-pool of 2 along mel.
+
+    h (mels, c_in): this hop's input; padded (mels + k_mel - 1, c_in): its zero-padded copy (the
+    padding rows stay zero); w (k_mel * c_in, 3 * c_out): the three time taps' weights side by
+    side; ring (2d + 1, mels, 3 * c_out): each of the last hops' products with the taps, hop t at
+    t mod (2d + 1); out (mels // 2, c_out): the pooled output. This hop's products with tap 2,
+    hop c - d's with tap 1 and hop c - 2d's with tap 0 are summed (none before the first hop:
+    the batch's zero padding); `commit`: this hop's products are kept in the ring."""
+    mels, c_in = h.shape
+    k_in = w.shape[0]
+    km = k_in // c_in
+    c_out = w.shape[1] // 3
+    span = ring.shape[0]
+    padded[pad : pad + mels, :] = h
+    windows = np.empty((mels, k_in), np.float32)
+    for m in range(mels):
+        for j in range(km):
+            windows[m, j * c_in : (j + 1) * c_in] = padded[m + j]
+    p = np.dot(windows, w)  # (mels, 3 * c_out)
+    a = p[:, 2 * c_out :] + b
+    if c >= d:
+        a += ring[(c - d) % span, :, c_out : 2 * c_out]
+    if c >= 2 * d:
+        a += ring[(c - 2 * d) % span, :, :c_out]
+    if commit:
+        ring[c % span] = p
+    for m in range(mels // 2):
+        for o in range(c_out):
+            v = max(a[2 * m, o], a[2 * m + 1, o])
+            out[m, o] = v if v > 0.0 else 0.0
+
+
+@numba.njit(cache=True)
+def head_hop(f, head0, b0, gring, past_rows, past_cols, now, c, commit):  # pragma: no cover
+    """The head's first layer at hop `c`, before its ReLU: (hidden,).
+
+    f (features,): this hop's features; head0 (features, offsets * hidden): each offset's block
+    of the layer side by side; gring (back, offsets, hidden): each of the last hops' products
+    with every block, hop t at t mod back; past_rows / past_cols: for this hop's slot, the ring
+    rows and blocks of the offsets before 0; `now`: the block of offset 0 (-1: none). Before the
+    first hop the first hop's products stand in (the batch's held edge)."""
+    n_off, hidden = gring.shape[1], gring.shape[2]
+    g = np.dot(f, head0).reshape(n_off, hidden)
+    z = b0.copy()
+    for i in range(len(past_cols)):
+        z += g[past_cols[i]] if c == 0 else gring[past_rows[i], past_cols[i]]
+    if now >= 0:
+        z += g[now]
+    if commit:
+        if c == 0:
+            for r in range(gring.shape[0]):
+                gring[r] = g
+        else:
+            gring[c % gring.shape[0]] = g
+    return z
