@@ -566,7 +566,7 @@ class VowelNet:
     # more live nets on the live hop vectors (causal: a MelConv, its own offsets): their
     # p(vowel) is averaged with the live net's; p(voice), and so the gate's timing, is the live
     # net's alone (issue 15, thirty-second round: the mel net opened later, read vowels better)
-    live_more: list[Mlp | Tcn | MelConv] = field(default_factory=list)
+    live_more: list[Tcn | MelConv] = field(default_factory=list)
 
     @property
     def needs_power(self) -> bool:
