@@ -162,15 +162,14 @@ class MelConvStepper:
         # the hop's cepstra -> its scaled mel shapes, as `scaled_inputs`
         self.to_mel = (net.to_mel / net.mel_scale[1]).astype(np.float32)
         self.mel_off = np.float32(net.mel_scale[0] / net.mel_scale[1])
-        # per convolution (`audio.mel_conv_kernels.conv_hop`'s arrays): its zero-padded input,
-        # the padding's rows on each side, the taps' weights side by side (k_mel * c_in,
-        # 3 * c_out), its bias, the ring of the last hops' products, its pooled output
+        # per convolution (`audio.mel_conv_kernels.conv_hop`'s arrays): the taps' weights side
+        # by side (k_mel * c_in, 3 * c_out), its bias, the ring of the last hops' products, its
+        # pooled output
         self.layers = []
         for w, b in net.convs:
             km, _, c_in, c_out = w.shape
             wcat = np.concatenate([w[:, j].reshape(km * c_in, c_out) for j in range(3)], axis=1)
             self.layers.append((
-                np.zeros((mels + km - 1, c_in), np.float32), km // 2,
                 np.ascontiguousarray(wcat, np.float32), b.astype(np.float32),
                 np.zeros((self.span, mels, 3 * c_out), np.float32),
                 np.zeros((mels // 2, c_out), np.float32),
@@ -210,8 +209,8 @@ class MelConvStepper:
         mel = hop[:, : self.nc] @ self.to_mel  # (blocks, mels)
         mel -= self.mel_off
         h = np.ascontiguousarray(mel.T)  # (mels, channels)
-        for padded, pad, w, b, ring, out in self.layers:
-            self._conv_hop(h, padded, pad, w, b, ring, c, self.d, commit, out)
+        for w, b, ring, out in self.layers:
+            self._conv_hop(h, w, b, ring, c, self.d, commit, out)
             h = out
         f = self.f
         f[: self.n_conv].reshape(h.shape[1], h.shape[0])[:] = h.T  # (channel, mel)

@@ -32,12 +32,12 @@ if _reload:
 
 
 @numba.njit(cache=True)
-def conv_hop(h, padded, pad, w, b, ring, c, d, commit, out):  # pragma: no cover - compiled
+def conv_hop(h, w, b, ring, c, d, commit, out):  # pragma: no cover - compiled
     """One causal convolution at hop `c`, then ReLU and a max-pool of 2 along mel.
 
-    h (mels, c_in): this hop's input; padded (mels + k_mel - 1, c_in): its zero-padded copy (the
-    padding rows stay zero); w (k_mel * c_in, 3 * c_out): the three time taps' weights side by
-    side; ring (2d + 1, mels, 3 * c_out): each of the last hops' products with the taps, hop t at
+    h (mels, c_in): this hop's input; w (k_mel * c_in, 3 * c_out): the three time taps' weights
+    side by side, each over a window of k_mel mel bands (centred, zero beyond the edges);
+    ring (2d + 1, mels, 3 * c_out): each of the last hops' products with the taps, hop t at
     t mod (2d + 1); out (mels // 2, c_out): the pooled output. This hop's products with tap 2,
     hop c - d's with tap 1 and hop c - 2d's with tap 0 are summed (none before the first hop:
     the batch's zero padding); `commit`: this hop's products are kept in the ring."""
@@ -46,11 +46,12 @@ def conv_hop(h, padded, pad, w, b, ring, c, d, commit, out):  # pragma: no cover
     km = k_in // c_in
     c_out = w.shape[1] // 3
     span = ring.shape[0]
-    padded[pad : pad + mels, :] = h
-    windows = np.empty((mels, k_in), np.float32)
+    windows = np.zeros((mels, k_in), np.float32)
     for m in range(mels):
         for j in range(km):
-            windows[m, j * c_in : (j + 1) * c_in] = padded[m + j]
+            src = m + j - km // 2
+            if 0 <= src < mels:
+                windows[m, j * c_in : (j + 1) * c_in] = h[src]
     p = np.dot(windows, w)  # (mels, 3 * c_out)
     a = p[:, 2 * c_out :] + b
     if c >= d:

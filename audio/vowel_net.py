@@ -885,8 +885,8 @@ class LiveNet:
     ) -> None:
         self.mlp = mlp
         # a convolutional net keeps its own history (its rings); it reads this hop's vector
-        self.tcn = mlp.stepper() if isinstance(mlp, Tcn | MelConv) else None
-        if self.tcn is not None and tuple(offsets) != (0,):
+        self.conv = mlp.stepper() if isinstance(mlp, Tcn | MelConv) else None
+        if self.conv is not None and tuple(offsets) != (0,):
             raise ValueError(f"a convolutional live net takes offsets (0,), got {offsets}")
         self.more = [m.stepper() for m in more]  # `VowelNet.live_more`: their vowels averaged
         self.cmn = RunningCmn(cmn_init, cmn_prior)
@@ -945,8 +945,8 @@ class LiveNet:
         if commit:
             self.ring = ring
             self.count += 1
-        if self.tcn is not None:
-            pv, pw = self.tcn.step(v, commit)
+        if self.conv is not None:
+            pv, pw = self.conv.step(v, commit)
         else:
             pv, pw = self.mlp.predict_one(ring[self._idx])
         if self.more:
