@@ -131,14 +131,16 @@ class MelConv:
     def stepper(self) -> MelConvStepper:
         if not self.causal or max(self.offsets) > 0:
             raise ValueError("a centred (offline) MelConv cannot run hop by hop")
+        if len(self.head.layers) < 2:
+            raise ValueError("a MelConv without a hidden layer cannot run hop by hop")
         return MelConvStepper(self)
 
 
 class MelConvStepper:
     """A causal `MelConv` hop by hop: the same numbers as `MelConv.predict` over the stream (up
     to float32 rounding). Why it is shaped so: a live hop affords a few small matrix products;
-    the loops around them are compiled (`audio.mel_conv_kernels`), in numpy their calls cost
-    more than their arithmetic.
+    the whole hop is one compiled call (`audio.mel_conv_kernels.hop_probs`), in numpy its calls
+    cost more than their arithmetic.
 
     A convolution's output at hop t is the sum of its three time taps' products with the inputs
     of hops t - 2d, t - d and t. Each hop's products with all three taps are made once, when
@@ -150,31 +152,28 @@ class MelConvStepper:
     provisional hop, `audio.live_lipsync.LiveLipSync.latch`)."""
 
     def __init__(self, net: MelConv) -> None:
-        from audio.mel_conv_kernels import conv_hop, head_hop
-        from audio.vowel_net import probs_one  # (audio.vowel_net imports this module)
+        from audio.mel_conv_kernels import hop_probs
 
-        self._conv_hop, self._head_hop, self._probs_one = conv_hop, head_hop, probs_one
+        self._hop_probs = hop_probs
         self.net = net
         d = self.d = net.dilation
-        self.span = 2 * d + 1
-        nc, mels = net.to_mel.shape
-        self.nc = nc
+        span = 2 * d + 1
+        mels = net.to_mel.shape[1]
         # the hop's cepstra -> its scaled mel shapes, as `scaled_inputs`
         self.to_mel = (net.to_mel / net.mel_scale[1]).astype(np.float32)
         self.mel_off = np.float32(net.mel_scale[0] / net.mel_scale[1])
         # per convolution (`audio.mel_conv_kernels.conv_hop`'s arrays): the taps' weights side
-        # by side (k_mel * c_in, 3 * c_out), its bias, the ring of the last hops' products, its
-        # pooled output
-        self.layers = []
+        # by side (k_mel * c_in, 3 * c_out) and its bias; the ring of the last hops' products;
+        # its pooled output (tuples: the compiled call unpacks them faster than typed lists)
+        convs, rings, outs = [], [], []
         for w, b in net.convs:
             km, _, c_in, c_out = w.shape
             wcat = np.concatenate([w[:, j].reshape(km * c_in, c_out) for j in range(3)], axis=1)
-            self.layers.append((
-                np.ascontiguousarray(wcat, np.float32), b.astype(np.float32),
-                np.zeros((self.span, mels, 3 * c_out), np.float32),
-                np.zeros((mels // 2, c_out), np.float32),
-            ))  # fmt: skip
+            convs.append((np.ascontiguousarray(wcat, np.float32), b.astype(np.float32)))
+            rings.append(np.zeros((span, mels, 3 * c_out), np.float32))
+            outs.append(np.zeros((mels // 2, c_out), np.float32))
             mels //= 2
+        self.convs, self.rings, self.outs = tuple(convs), tuple(rings), tuple(outs)
         w0, b0 = net.head.layers[0]
         n_off = len(net.offsets)
         k = len(w0) // n_off
@@ -188,41 +187,33 @@ class MelConvStepper:
             blk[k - n_cues :] /= net.cue_std[:, None]
         self.head0 = np.ascontiguousarray(np.concatenate(blocks, axis=1))
         self.head_b0 = b0
-        self.hidden = len(b0)
+        self.dense = tuple(
+            (np.ascontiguousarray(w, np.float32), b.astype(np.float32))
+            for w, b in net.head.layers[1:]
+        )
         self.f = np.empty(k, np.float32)  # this hop's features: (channel, mel), then the cues
-        self.n_conv = k - n_cues
-        self.back = -min(net.offsets) + 1
+        back = -min(net.offsets) + 1
         offs = np.asarray(net.offsets)
         self.now = int(np.flatnonzero(offs == 0)[0]) if 0 in net.offsets else -1
         past = np.flatnonzero(offs < 0)
         # for each slot of the newest hop, the ring rows (and offset blocks) of the past offsets
-        self.past_rows = [((s + offs[past]) % self.back).astype(np.int64) for s in range(self.back)]
+        self.past_rows = np.stack([(s + offs[past]) % back for s in range(back)]).astype(np.int64)
         self.past_cols = past.astype(np.int64)
-        self.gring = np.zeros((self.back, n_off, self.hidden), np.float32)
+        self.gring = np.zeros((back, n_off, len(b0)), np.float32)
+        self.probs = np.zeros(6)
         self.count = 0
         # compiled now (or loaded from numba's cache), not on the first live hop
         self.step(np.zeros(net.convs[0][0].shape[2] * BLOCK, np.float32), commit=False)
 
     def step(self, x: np.ndarray, commit: bool = True) -> tuple[float, np.ndarray]:
         hop = np.asarray(x, np.float32).reshape(-1, BLOCK)
-        c = self.count
-        mel = hop[:, : self.nc] @ self.to_mel  # (blocks, mels)
-        mel -= self.mel_off
-        h = np.ascontiguousarray(mel.T)  # (mels, channels)
-        for w, b, ring, out in self.layers:
-            self._conv_hop(h, w, b, ring, c, self.d, commit, out)
-            h = out
-        f = self.f
-        f[: self.n_conv].reshape(h.shape[1], h.shape[0])[:] = h.T  # (channel, mel)
-        f[self.n_conv :] = hop[:, self.nc :].reshape(-1)
-        z = self._head_hop(f, self.head0, self.head_b0, self.gring, self.past_rows[c % self.back],
-                     self.past_cols, self.now, c, commit)  # fmt: skip
+        self._hop_probs(hop, self.to_mel, self.mel_off, self.convs, self.rings, self.outs,
+                        self.d, self.count, commit, self.head0, self.head_b0, self.gring,
+                        self.past_rows, self.past_cols, self.now, self.dense, self.f,
+                        self.probs)  # fmt: skip
         if commit:
             self.count += 1
-        for w, b in self.net.head.layers[1:]:
-            np.maximum(z, 0.0, out=z)
-            z = z @ w + b
-        return self._probs_one(z)
+        return float(self.probs[0]), self.probs[1:].copy()
 
 
 CHUNK = 2048  # hops per matrix product: bounds the unrolled windows' memory on long songs
@@ -316,6 +307,10 @@ def load_mel_conv(z, name: str, path) -> MelConv:
     if causal and max(offsets) > 0:
         raise ValueError(
             f"{path}: {name}_head_offsets: a causal net reads no future hop (got {offsets})"
+        )
+    if causal and len(layers) < 2:
+        raise ValueError(
+            f"{path}: {name}_w1: missing (a causal net runs hop by hop with a hidden layer)"
         )
     return MelConv(to_mel, arr("mel_scale"), arr("cue_mean"), arr("cue_std"), convs, dilation,
                    head, offsets, causal)  # fmt: skip

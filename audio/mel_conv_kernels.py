@@ -2,8 +2,9 @@
 
 Why compiled: a hop's arithmetic is small (a few hundred thousand multiply-adds) and in numpy
 it took some 45 calls whose dispatch cost more than their work — more than the live hop's
-budget (issue 15, thirty-second round of docs/BENCHMARKS.md). numba (installed with librosa)
-compiles these loops once per machine (`cache=True`: later processes read them back); the
+budget (issue 15, thirty-second round of docs/BENCHMARKS.md); each call into numba costs
+microseconds too, so the stepper makes one a hop (`hop_probs`). numba (installed with librosa)
+compiles the hop once per machine (`cache=True`: later processes read them back); the
 matrix products inside call the same BLAS as numpy's. Imported by `MelConvStepper` alone, so
 numba's import stays off every other path. The first stepper on a machine compiles them (about
 10 s on the 2-core CPU; later processes under a second): a shipped live mel net would have
@@ -89,3 +90,38 @@ def head_hop(f, head0, b0, gring, past_rows, past_cols, now, c, commit):  # prag
         else:
             gring[c % gring.shape[0]] = g
     return z
+
+
+@numba.njit(cache=True)
+def hop_probs(hop, to_mel, mel_off, convs, rings, outs, d, c, commit, head0, head_b0, gring,
+              past_rows, past_cols, now, dense, f, probs):  # pragma: no cover - compiled  # fmt: skip
+    """A whole hop of the stepper in one call (each numba call from Python costs microseconds).
+
+    hop (blocks, BLOCK): this hop's vector; to_mel (n_coefs, mels) and mel_off: its cepstra to
+    scaled mel shapes; convs: per convolution (weights, bias) as `conv_hop` takes them, with
+    its ring and pooled output in rings / outs; head0 ... now: `head_hop`'s; dense: the head's
+    later layers (weights, bias), a ReLU before each; f: room for this hop's features. Writes
+    p(voice) and p(A I U E O) to probs (6,)."""
+    nc = to_mel.shape[0]
+    mel = np.dot(np.ascontiguousarray(hop[:, :nc]), to_mel) - mel_off  # (blocks, mels)
+    h = np.ascontiguousarray(mel.T)  # (mels, channels)
+    for i in range(len(convs)):
+        conv_hop(h, convs[i][0], convs[i][1], rings[i], c, d, commit, outs[i])
+        h = outs[i]
+    mels, chans = h.shape
+    for ch in range(chans):  # the features: (channel, mel), then the cues
+        for m in range(mels):
+            f[ch * mels + m] = h[m, ch]
+    k = chans * mels
+    for bl in range(hop.shape[0]):
+        for j in range(nc, hop.shape[1]):
+            f[k] = hop[bl, j]
+            k += 1
+    z = head_hop(f, head0, head_b0, gring, past_rows[c % past_rows.shape[0]], past_cols, now,
+                 c, commit)  # fmt: skip
+    for i in range(len(dense)):
+        z = np.dot(np.maximum(z, np.float32(0.0)), dense[i][0]) + dense[i][1]
+    probs[0] = 1.0 / (1.0 + np.exp(-min(max(z[0], -30.0), 30.0)))
+    top = z[1:].max()
+    e = np.exp(z[1:] - top)
+    probs[1:] = e / e.sum()

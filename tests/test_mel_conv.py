@@ -229,3 +229,8 @@ def test_a_mel_net_beside_the_live_mlp_gives_vowels_alone(tmp_path):
     np.savez(tmp_path / "bad.npz", **rest, **mlp_keys)
     with pytest.raises(ValueError, match=r"bad\.npz: live1_kind: expected a causal"):
         load_net(tmp_path / "bad.npz")
+    # the compiled hop runs a hidden layer: a causal head of one layer is named on load
+    one_layer = {k: a for k, a in arrays.items() if k not in ("live1_w1", "live1_b1")}
+    np.savez(tmp_path / "bad.npz", **one_layer)
+    with pytest.raises(ValueError, match=r"bad\.npz: live1_w1: missing"):
+        load_net(tmp_path / "bad.npz")
