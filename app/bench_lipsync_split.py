@@ -89,20 +89,32 @@ RECIPES = {
     # convolutional nets over the hop vectors (issue 15, eighth round): live causal, 260 ms of
     # past; offline centred, +-310 ms
     "tcn-live": {"live_tcn": {"channels": 32, "dilations": (1, 3, 9)}},
-    # the live net as causal convolutions along mel and time (issue 15, thirty-second round)
-    "mel-live": {"live_mel": "instead"},
+    # the live net as causal convolutions along mel and time (issue 15, thirty-second round;
+    # `live_mel_fit` {}: `fit_mel_conv`'s full size, as measured then — the build's default is
+    # smaller since the thirty-third)
+    "mel-live": {"live_mel": "instead", "live_mel_fit": {}},
     "mel-live-small": {
         "live_mel": "instead",
         "live_mel_fit": {"channels": (8, 16), "hidden": (64,)},
     },
     # beside the live MLP: its vowels averaged, p(voice) the MLP's; with --live-only the
-    # shipped live MLP is kept and the mel net alone trained
-    "mel-live-beside": {"live_mel": "beside"},
+    # shipped live MLP is kept and the mel net alone trained (full size, as above)
+    "mel-live-beside": {"live_mel": "beside", "live_mel_fit": {}},
     "kokoro-en+held-unsung+mel-live-beside": {
         "also": ("kokoro-en",),
         "held_tracks": True,
         "also_sung": False,
         "live_mel": "beside",
+        "live_mel_fit": {},
+    },
+    # the same at the size the live hop's budget affords (the build's `LIVE_MEL_FIT`; issue
+    # 15, thirty-third round)
+    "kokoro-en+held-unsung+mel-live-beside-small": {
+        "also": ("kokoro-en",),
+        "held_tracks": True,
+        "also_sung": False,
+        "live_mel": "beside",
+        "live_mel_fit": {"channels": (8, 16), "hidden": (64,)},
     },
     "tcn-offline": {"offline_tcn": {"channels": 32, "dilations": (1, 2, 4, 8, 16)}},
     "tcn": {
