@@ -6,9 +6,9 @@ budget (issue 15, thirty-second round of docs/BENCHMARKS.md); each call into num
 microseconds too, so the stepper makes one a hop (`hop_probs`). numba (installed with librosa)
 compiles the hop once per machine (`cache=True`: later processes read them back); the
 matrix products inside call the same BLAS as numpy's. Imported by `MelConvStepper` alone, so
-numba's import stays off every other path. The first stepper on a machine compiles them (about
-10 s on the 2-core CPU; later processes under a second): a shipped live mel net would have
-scripts/setup.sh do it at install, as it does the toon pass.
+numba's import stays off every other path. The first stepper on a machine compiles the hop
+(some 15 s on the 2-core CPU; later processes read it back in about a second): scripts/setup.sh
+does it for the shipped net, as it does the toon pass.
 
 The numbers are those of `audio.mel_conv.MelConv.predict` over the stream up to float32
 rounding (tests/test_mel_conv.py checks both against the clip's batch).

@@ -7,12 +7,16 @@
 
 The shipped ``vowel_net.npz`` (issue 15, thirty-first round in docs/BENCHMARKS.md) is the
 recipe below with Kokoro's voices reading English in training (their vowels not sung) and the
-training voices' held vowels, its live net and start mean those of the recipe's own seed-0
+training voices' held vowels, its live MLP and start mean those of the recipe's own seed-0
 build (the file shipped before it): a change of the offline half alone, the live hop unchanged.
+Since the thirty-third round a causal mel net (`LIVE_MEL` "beside", `LIVE_MEL_FIT`'s size) trained
+on that recipe's tracks reads the live vowels beside the kept live MLP (the third step):
 
     .venv/bin/python scripts/build_default_profile.py --net-only --net /tmp/live-seed0.npz
     .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro-en --held-tracks \
         --also-unsung --seed 5 --keep-live /tmp/live-seed0.npz
+    .venv/bin/python scripts/build_default_profile.py --net-only --live-only --live-mel beside \
+        --also kokoro-en --held-tracks --also-unsung --seed 0
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
@@ -109,9 +113,10 @@ OFFLINE_TCN: dict = {}
 # (it opened later); "beside" it, its p(vowel) averaged with the MLP's while p(voice), and so
 # the gate, stays the MLP's (`VowelNet.live_more`). With a `base` (--live-only), "beside"
 # keeps the base's live MLP and trains the mel net alone. `LIVE_MEL_FIT`: `fit_mel_conv`'s
-# settings beyond its defaults ("offsets": the head's, `LIVE_OFFSETS` otherwise).
+# settings beyond its defaults ("offsets": the head's, `LIVE_OFFSETS` otherwise): half
+# its channels and half its head, the size the live hop's budget affords (thirty-third round)
 LIVE_MEL = ""
-LIVE_MEL_FIT: dict = {}
+LIVE_MEL_FIT: dict = {"channels": (8, 16), "hidden": (64,)}
 # Convolutions along mel and time (`audio.mel_conv.MelConv`, issue 15's twelfth round): ""
 # none; "instead" of each offline MLP; "beside" the offline MLPs, one more averaged in. Both
 # beat the MLPs alone on the validation voices by 3-4 points and tie with each other there
@@ -143,8 +148,9 @@ EXTRA_VOICES = False
 # "kokoro" (`kokoro_voices`, four women and a man through a neural synthesizer); and English
 # ones: "kokoro-en" (`kokoro_english_voices`, the same voices reading English), "piper".
 ALSO: tuple[str, ...] = ()
-# The sources the shipped file's offline nets also trained on (its two-step build, in the
-# docstring; its live net did not): what `kagura bench lipsync` takes out of its tests
+# The sources the shipped file's offline nets and live mel net also trained on (its three-step
+# build, in the docstring; its live MLP did not): what `kagura bench lipsync` takes out of its
+# tests
 SHIPPED_ALSO: tuple[str, ...] = ("kokoro-en",)
 # A learned voice mask (`audio.voice_mask`) as an offline front-end (issue 15, twenty-fourth
 # round): "" none; "instead" of `FRONT`'s separation; "beside" it; "vowels": beside it for

