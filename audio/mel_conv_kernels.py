@@ -4,10 +4,10 @@ Why compiled: a hop's arithmetic is small (a few hundred thousand multiply-adds)
 it took some 45 calls whose dispatch cost more than their work — more than the live hop's
 budget (issue 15, thirty-second round of docs/BENCHMARKS.md); each call into numba costs
 microseconds too, so the stepper makes one a hop (`hop_probs`). numba (installed with librosa)
-compiles the hop once per machine (`cache=True`: later processes read them back); the
+compiles the hop once per machine (`cache=True`: later processes read it back); the
 matrix products inside call the same BLAS as numpy's. Imported by `MelConvStepper` alone, so
 numba's import stays off every other path. The first stepper on a machine compiles the hop
-(some 15 s on the 2-core CPU; later processes read it back in about a second): scripts/setup.sh
+(about 17 s on the 2-core CPU; later processes read it back in about a second): scripts/setup.sh
 does it for the shipped net, as it does the toon pass.
 
 The numbers are those of `audio.mel_conv.MelConv.predict` over the stream up to float32
