@@ -78,6 +78,9 @@ def stalls():
         for old, now in ((tone(3.0), silence), (silence(3.0), tone)):
             start = len(seen)
             hops = session.hops
+            # `analysed_up_to` may return a hop before the last one is handed on: a mouth of
+            # the audio before this write (the previous present) can land after `start`
+            before = samples_to_ns(src.ring.written - 1, RATE)
             present_from = samples_to_ns(src.ring.written + old.shape[0], RATE)
             src.ring.write(np.concatenate([old, now(0.15)]))
             analysed_up_to(session, src, seen)
@@ -86,7 +89,7 @@ def stalls():
                 analysed_up_to(session, src, seen)
             runs.append(
                 {
-                    "seen": seen[start:],
+                    "seen": [(p, m) for p, m in seen[start:] if p > before],
                     "hops": session.hops - hops,
                     "present_from": present_from,
                     "newest": samples_to_ns(src.ring.written - 1, RATE),
