@@ -20,7 +20,7 @@ they are stacked at the net's offsets (edges held, as `audio.vowel_net.stack`) a
 Offline the convolutions see neighbouring hops on both sides. `causal`: only this hop and the
 past (time taps 2d, d and 0 hops back, offsets <= 0) — the live net of that kind, run hop by hop
 by `MelConvStepper` (issue 15, thirty-second round: the twelfth round's gain of mel and time
-convolutions offline, tried live). Inference is numpy (the stepper's loops compiled,
+convolutions offline, tried live). Inference is numpy (the stepper's hop compiled,
 `audio.mel_conv_kernels`); `audio.vowel_net_train.fit_mel_conv` trains it (torch).
 """
 
@@ -155,7 +155,6 @@ class MelConvStepper:
         from audio.mel_conv_kernels import hop_probs
 
         self._hop_probs = hop_probs
-        self.net = net
         d = self.d = net.dilation
         span = 2 * d + 1
         mels = net.to_mel.shape[1]

@@ -384,7 +384,8 @@ def stack(v: np.ndarray, offsets: tuple[int, ...]) -> np.ndarray:
 
 def probs_one(z: np.ndarray) -> tuple[float, np.ndarray]:
     """`probs` of one hop's 6 logits, on Python floats: on 6 numbers numpy's calls cost more
-    than their arithmetic (the live hop's nets end here)."""
+    than their arithmetic (the live MLP's and Tcn's hop end here; the mel net's compiled hop
+    does the same sums, `audio.mel_conv_kernels.hop_probs`)."""
     z = z.tolist()
     pv = 1.0 / (1.0 + math.exp(-min(max(z[0], -30.0), 30.0)))
     top = max(z[1:])
