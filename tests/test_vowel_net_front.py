@@ -70,9 +70,15 @@ def test_live_net_stream_matches_training_features():
     want, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY, cmn_prior=10))
     heavy, _ = mlp.predict(live_inputs(f, SR, cmn, OFFS, LIVE_FRONT_STEADY))
     assert np.abs(want - heavy).max() > 1e-3  # the start weight reaches the net's input
-    # also_cepstrum=False: the net computes the mix's cepstrum with the cleaned one's
-    for voiced, also_cep in ((False, True), (True, True), (False, False)):
-        net = LiveNet(mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR, cmn_prior=10, cmn_voiced=voiced)
+    # also_cepstrum=False: the net computes the mix's cepstrum with the cleaned one's; the
+    # compiled hop (audio.live_net_kernels) and the numpy one both give the batch's numbers
+    cases = ((False, True, True), (True, True, True), (False, False, True), (True, False, False))
+    for voiced, also_cep, compiled in cases:
+        net = LiveNet(
+            mlp, cmn, OFFS, LIVE_FRONT_STEADY, SR, cmn_prior=10, cmn_voiced=voiced,
+            compiled=compiled,
+        )  # fmt: skip
+        assert (net.compiled is not None) == compiled
         stream = MfccStream(SR, NET_SETTINGS, NET_SETTINGS, also_cepstrum=also_cep)
         got = []
         for i in range(0, len(y), 80):  # 5 ms blocks, as a device gives them
