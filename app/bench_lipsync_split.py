@@ -484,6 +484,8 @@ def score_net(
                 e.VOICE_SURE = voice_sure
             for k, v in (gate or {}).items():
                 setattr(e, k, v)
+            if gate:
+                e.reset()  # the engine's parts are built from its constants (MEL_VOICE)
             return e
 
         eng["live"] = _memo(live_engine(make))

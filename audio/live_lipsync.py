@@ -113,6 +113,9 @@ class LiveLipSync:
     VOICE_OFF_S = 0.02
     VOICE_SURE = 0.85
     VOWEL_ALPHA = 0.6
+    # MEL_VOICE > 0: the gate's p(voice) is the live MLP's and the mel nets' beside it
+    # (`VowelNet.live_more`) mixed, this the mel nets' share (0: the MLP's alone)
+    MEL_VOICE = 0.0
     # a voice's fading end (issue 15, eighteenth round; chosen on the validation rooms): with
     # FADE_HOPS > 0 an open gate also closes where the level fell on each of the last FADE_HOPS
     # hops (none rising by more than FADE_SLACK dB) by FADE_DB in all, while p(voice) is under
@@ -219,6 +222,7 @@ class LiveLipSync:
                 self.net.live_cmn_prior,
                 self.net.live_cmn_voiced,
                 self.net.live_more,
+                more_voice=self.MEL_VOICE,
             )
 
     # ------------------------------------------------------------------------------------

@@ -888,6 +888,7 @@ class LiveNet:
         cmn_voiced: bool = False,
         more: list = (),
         compiled: bool = True,
+        more_voice: float = 0.0,
     ) -> None:
         self.mlp = mlp
         # a convolutional net keeps its own history (its rings); it reads this hop's vector
@@ -895,6 +896,7 @@ class LiveNet:
         if self.conv is not None and tuple(offsets) != (0,):
             raise ValueError(f"a convolutional live net takes offsets (0,), got {offsets}")
         self.more = [m.stepper() for m in more]  # `VowelNet.live_more`: their vowels averaged
+        self.more_voice = float(more_voice) if self.more else 0.0  # their p(voice)'s share
         self.cmn = RunningCmn(cmn_init, cmn_prior)
         self.cmn_voiced = cmn_voiced
         self.voiced = False  # the last committed hop's p(voice) > VOICED_P
@@ -937,9 +939,14 @@ class LiveNet:
         else:
             pv, pw, v = self._step_numpy(cep, level_db, per, flat, commit, power, may_move)
         if self.more:
+            more_pv = 0.0
             for m in self.more:
-                pw = pw + m.step(v, commit)[1]
+                mv, mw = m.step(v, commit)
+                pw = pw + mw
+                more_pv += mv
             pw = pw / (1 + len(self.more))
+            if self.more_voice > 0.0:
+                pv += self.more_voice * (more_pv / len(self.more) - pv)
         if commit:
             self.voiced = pv > VOICED_P
         return pv, pw

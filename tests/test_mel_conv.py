@@ -220,6 +220,15 @@ def test_a_mel_net_beside_the_live_mlp_gives_vowels_alone(tmp_path):
     got, got_w = stream_live(live, y, SR)
     np.testing.assert_allclose(got, pv, atol=1e-4)
     np.testing.assert_allclose(got_w, pw, atol=1e-4)
+    # LiveLipSync.MEL_VOICE: the gate's p(voice) mixes the mel net's in at that share
+    mel_v = mel.predict(hops)[0]
+    assert np.abs(mel_v - mlp_v).max() > 0.05
+    for share in (0.5, 1.0):
+        mixed = LiveNet(net.live, net.cmn_init, offs, LIVE_FRONT_STEADY, SR, cmn_prior=10,
+                        more=net.live_more, more_voice=share)  # fmt: skip
+        got_mixed, got_mixed_w = stream_live(mixed, y, SR)
+        np.testing.assert_allclose(got_mixed, (1 - share) * pv + share * mel_v, atol=1e-2)
+        np.testing.assert_allclose(got_mixed_w, pw, atol=1e-4)
     # a more-live net that reads stacked rows (an MLP) is named
     with np.load(tmp_path / "beside.npz") as z:
         arrays = dict(z)
