@@ -83,6 +83,8 @@ RECIPES = {
     # a share of the training U phones fronted (`audio.vowel_fronting`; issue 15, 28th round)
     "front-u": {"aug": {"front_u": 0.5}},
     "front-u-all": {"aug": {"front_u": 1.0}},
+    # a share of the augmented copies re-made by an LPC vocoder (`audio.vocoder`; 34th round)
+    "vocoded": {"aug": {"vocode_share": 0.35}},
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },

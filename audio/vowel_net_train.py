@@ -23,6 +23,7 @@ from audio.lipsync_eval import Track
 from audio.mel_conv import MelConv, cepstrum_to_mel, scaled_inputs, split_blocks
 from audio.mfcc import mfcc_frames
 from audio.speech_corpus import SR, labels_at
+from audio.vocoder import lpc_vocode
 from audio.voice_mask import VoiceMask
 from audio.vowel_fronting import F2_SHARE_RANGE, front_spans
 from audio.vowel_net import (
@@ -64,6 +65,7 @@ SPEED_RANGE = (0.85, 1.5)  # played faster or slower (pitch, formants and tempo 
 WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
 FRONT_U_STREAM = 0xF0  # the fronted-U draws' own random stream (beside the seed)
+VOCODE_STREAM = 0xF1  # the vocoded copies' own random stream (beside the seed)
 
 
 @dataclass
@@ -298,6 +300,7 @@ def examples(
     front_priors: list | None = None,
     front_prior_hops: int = CMN_PRIOR,
     front_u: float = 0.0,
+    vocode_share: float = 0.0,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -315,9 +318,13 @@ def examples(
     `front_priors`: where the separated voices' clip statistics start (`front_priors`), worth
     `front_prior_hops` hops, as in use. `front_u`: the share of U phones of the augmented copies
     spoken fronted (`audio.vowel_fronting`: F2 raised toward F3, as American English /u/ after
-    coronals), drawn apart so a recipe without it keeps every other draw."""
+    coronals), drawn apart so a recipe without it keeps every other draw. `vocode_share`: the
+    share of the augmented copies re-made by a pulse-and-noise LPC vocoder
+    (`audio.vocoder.lpc_vocode`: parametric synthesizers' sound) before their room, band and
+    noise, drawn apart likewise."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     front_rng = np.random.default_rng([seed, FRONT_U_STREAM])
+    vocode_rng = np.random.default_rng([seed, VOCODE_STREAM])
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
     rng = np.random.default_rng(seed)
@@ -350,6 +357,8 @@ def examples(
             )
             voice = _fronted_u(tr, front_u, front_rng) if front_u > 0 else tr.voice
             y = augment.speed(voice, s)
+            if vocode_share > 0 and vocode_rng.uniform() < vocode_share:
+                y = lpc_vocode(y, vocode_rng)
             ph = [(a / s, b / s, c) for a, b, c in tr.phones]
             y = y * float(np.exp(rng.uniform(np.log(0.05), 0.0)))  # any level
             roomed = rng.uniform() < room_share
