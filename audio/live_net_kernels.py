@@ -22,6 +22,7 @@ import audio.mel_conv_kernels  # noqa: F401  (points numba's cache at Kagura's b
 import numba
 
 # isort: on
+from audio.mfcc_kernels import flatness
 
 # the state's slots: ints (steady ring's next row, its rows filled, the mean's weight, the
 # vector ring's newest row, hops committed) and floats (the mean's decaying peak level)
@@ -84,14 +85,7 @@ def _cepstrum(power, mel_lo, mel_w, dct_t, logmel, out, at):  # pragma: no cover
 def _band_cues(power, cleaned, lo, hi, out, at):  # pragma: no cover - compiled
     """`audio.vowel_net._sep_vector_hop`'s two cues of the cleaned spectrum: its flatness over
     the flatness band [lo, hi) and the share of the power it kept."""
-    logs = 0.0
-    tot = 0.0
-    for i in range(lo, hi):
-        b = cleaned[i] + 1e-20
-        logs += math.log(b)
-        tot += b
-    nb = hi - lo
-    flat = math.exp(logs / nb) / (tot / nb)
+    flat = flatness(cleaned, lo, hi)
     kept_c = 0.0
     kept_p = 0.0
     for i in range(len(power)):

@@ -53,6 +53,13 @@ def hop_power(spec, lo, hi, power):  # pragma: no cover - compiled
     spectral flatness over bins [lo, hi) (geometric over arithmetic mean)."""
     for k in range(len(spec)):
         power[k] = spec[k].real * spec[k].real + spec[k].imag * spec[k].imag
+    return flatness(power, lo, hi)
+
+
+@numba.njit(cache=True)
+def flatness(power, lo, hi):  # pragma: no cover - compiled
+    """The spectral flatness of power (bins,) over bins [lo, hi): geometric over arithmetic
+    mean, each bin floored at 1e-20 (`audio.mfcc`'s)."""
     logs = 0.0
     tot = 0.0
     for k in range(lo, hi):
