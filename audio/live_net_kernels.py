@@ -115,12 +115,9 @@ def live_hop(power, cep, have_cep, level_db, per, flat, commit, may_move, steady
     hops = steady_ring.shape[0]
     # --- the steady floor: the minimum over the last hops, this one included ---------------
     steady = scratch[0]
-    if ints[_FILLED] == 0:
-        for i in range(n):
-            steady[i] = power[i]
-    else:
-        for i in range(n):
-            steady[i] = power[i]
+    for i in range(n):
+        steady[i] = power[i]
+    if ints[_FILLED]:  # before the first hop the ring is this hop's rows
         for r in range(hops):
             if r != ints[_POS]:  # the oldest row, which this hop replaces
                 for i in range(n):
@@ -236,10 +233,9 @@ class CompiledLiveHop:
         span = -min(offsets) + 1
         self.vring = np.zeros((span, dim), np.float32)
         self.offsets = np.asarray(offsets, np.int64)
-        w, b = mlp.layers[0]
-        s = (1.0 / mlp.std).astype(np.float32)
-        self.w0 = np.ascontiguousarray(w * s[:, None], np.float32)
-        self.b0 = (b - (mlp.mean * s) @ w).astype(np.float32)
+        w0, b0 = mlp.folded_first_layer()
+        self.w0 = np.ascontiguousarray(w0, np.float32)
+        self.b0 = np.asarray(b0, np.float32)
         self.dense = tuple(
             (np.ascontiguousarray(w, np.float32), np.asarray(b, np.float32))
             for w, b in mlp.layers[1:]

@@ -416,15 +416,20 @@ class Mlp:
                 np.maximum(h, 0.0, out=h)
         return h
 
-    def predict_one(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """`predict` of one row (the live hop): the input scaling folded into the first layer
-        and the sigmoid and softmax on Python floats — on 6 outputs numpy's calls cost more
-        than their arithmetic. The same numbers up to float32 rounding."""
+    def folded_first_layer(self) -> tuple[np.ndarray, np.ndarray]:
+        """(weights, bias) of the first layer with the input scaling folded in (kept): the live
+        hop's, numpy's `predict_one` and the compiled `audio.live_net_kernels`'."""
         if self._folded is None:
             w, b = self.layers[0]
             s = (1.0 / self.std).astype(np.float32)
             self._folded = (w * s[:, None], (b - (self.mean * s) @ w).astype(np.float32))
-        w0, b0 = self._folded
+        return self._folded
+
+    def predict_one(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """`predict` of one row (the live hop): the input scaling folded into the first layer
+        and the sigmoid and softmax on Python floats — on 6 outputs numpy's calls cost more
+        than their arithmetic. The same numbers up to float32 rounding."""
+        w0, b0 = self.folded_first_layer()
         h = np.asarray(x, np.float32).reshape(-1) @ w0 + b0
         for w, b in self.layers[1:]:
             np.maximum(h, 0.0, out=h)
