@@ -85,6 +85,8 @@ RECIPES = {
     "front-u-all": {"aug": {"front_u": 1.0}},
     # a share of the augmented copies re-made by an LPC vocoder (`audio.vocoder`; 34th round)
     "vocoded": {"aug": {"vocode_share": 0.35}},
+    # half the banded copies over recorded music (`audio.recorded_backings`' training pool)
+    "recorded": {"aug": {"recorded_share": 0.5}},
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },
@@ -454,6 +456,7 @@ def score_net(
     voice_sure: float | None = None,
     reverb: bool = False,
     gate: dict | None = None,
+    music: bool = False,
 ) -> dict[str, str]:
     """`live_weight`: the live net's share in the offline p(voice) (`MfccLipSync.LIVE_WEIGHT`
     when None); `vowel_weight`: its share in the offline p(vowel) (`LIVE_VOWEL_WEIGHT` when
@@ -462,7 +465,9 @@ def score_net(
     `VOICE_SURE` when None); `reverb`: also the clean tracks in rooms (`reverb_tracks`), and
     the close time after each voice (`close_after_voice`, median / P99 ms) there and clean, and
     the live engine in each room apart (pauses shut as counts; close time median / mean ms);
-    `gate`: `LiveLipSync` constants set on the live engine (`parse_gate`)."""
+    `gate`: `LiveLipSync` constants set on the live engine (`parse_gate`); `music`: also the
+    validation sets over the validation pool's recorded music and the test over the test
+    pool's (`audio.recorded_backings`), at 0 dB."""
     from audio.calibration import default_profile_path, load_profile
     from audio.lipsync_eval import evaluate, live_engine, offline_engine, open_on_vowels
     from audio.live_lipsync import LiveLipSync
@@ -497,6 +502,8 @@ def score_net(
         if band and sname != "test-other-speakers":
             conds.append(("band 0 dB", _banded(trs, 0.0)))
             conds.append((f"{VALID_STYLE} 0 dB", _styled(trs, 0.0)))
+        if music and sname in MUSIC_POOL:
+            conds.append(("music 0 dB", _recorded(trs, 0.0, MUSIC_POOL[sname])))
         if reverb and sname != "test-other-speakers":
             conds.append(("reverb", reverb_tracks(trs)))
         for cname, tr in conds:
@@ -523,6 +530,17 @@ def score_net(
                             f"{np.median(cl):.0f} / {np.mean(cl):.0f}"
                         )
     return out
+
+
+# the sets scored over recorded music (`--music`), and the pool each hears
+MUSIC_POOL = {"valid": "valid", "valid-far": "valid", "test": "test"}
+
+
+def _recorded(tracks, vbr: float, pool: str):
+    """Recorded music of `pool` under each track (seeds as `_banded`'s)."""
+    from audio.lipsync_eval import with_recorded
+
+    return [with_recorded(t, vbr, pool, seed=9000 + i) for i, t in enumerate(tracks)]
 
 
 def _give_front_priors(net, hops: int) -> None:
@@ -602,6 +620,11 @@ def main(argv=None) -> int:
         help="the live gate's p(voice) to open on without a level rise (LiveLipSync.VOICE_SURE)",
     )
     ap.add_argument("--offline-only", action="store_true", help="score the offline engine alone")
+    ap.add_argument(
+        "--music", action="store_true",
+        help="also score the validation sets over recorded music never trained on, and the test "
+        "over another (audio.recorded_backings; their Debian packages installed)",
+    )  # fmt: skip
     ap.add_argument(
         "--with-reverb",
         action="store_true",
@@ -688,7 +711,7 @@ def main(argv=None) -> int:
             net, sets, band=not args.no_band, live_weight=args.live_weight,
             vowel_weight=args.live_vowel_weight,
             live=not args.offline_only, voice_off=args.voice_off, voice_sure=args.voice_sure,
-            reverb=args.with_reverb, gate=gate,
+            reverb=args.with_reverb, gate=gate, music=args.music,
         )  # fmt: skip
         row = {
             "recipe": name,

@@ -153,6 +153,16 @@ def with_backing(track: Track, vbr_db: float, style: str, seed: int = 0) -> Trac
     return Track(f"{track.name} +{style} {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
 
 
+def with_recorded(track: Track, vbr_db: float, pool: str, seed: int = 0) -> Track:
+    """`with_band` with recorded music of one pool of `audio.recorded_backings`."""
+    from audio.recorded_backings import recorded_backing
+
+    music = recorded_backing(len(track.voice) / SR + 0.1, seed, pool)
+    y = augment.mix_at(track.voice, music, vbr_db)
+    name = f"{track.name} +{pool} music {vbr_db:+g} dB"
+    return Track(name, track.spec, track.voice, track.phones, y)
+
+
 # --- engines ----------------------------------------------------------------------------------
 
 

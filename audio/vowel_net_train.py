@@ -22,6 +22,7 @@ from audio.backings import backing as styled_backing
 from audio.lipsync_eval import Track
 from audio.mel_conv import MelConv, cepstrum_to_mel, scaled_inputs, split_blocks
 from audio.mfcc import mfcc_frames
+from audio.recorded_backings import recorded_backing
 from audio.speech_corpus import SR, labels_at
 from audio.vocoder import lpc_vocode
 from audio.voice_mask import VoiceMask
@@ -66,6 +67,7 @@ WARP_RANGE = (0.85, 1.2)  # formant shift alone, on top of the speed change's
 VBR_RANGE = (-4.0, 12.0)  # vocal-to-backing ratio of the band underneath (dB)
 FRONT_U_STREAM = 0xF0  # the fronted-U draws' own random stream (beside the seed)
 VOCODE_STREAM = 0xF1  # the vocoded copies' own random stream (beside the seed)
+RECORDED_STREAM = 0xF2  # the recorded backings' own random stream (beside the seed)
 
 
 @dataclass
@@ -301,6 +303,7 @@ def examples(
     front_prior_hops: int = CMN_PRIOR,
     front_u: float = 0.0,
     vocode_share: float = 0.0,
+    recorded_share: float = 0.0,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -321,10 +324,13 @@ def examples(
     coronals), drawn apart so a recipe without it keeps every other draw. `vocode_share`: the
     share of the augmented copies re-made by a pulse-and-noise LPC vocoder
     (`audio.vocoder.lpc_vocode`: parametric synthesizers' sound) before their room, band and
-    noise, drawn apart likewise."""
+    noise, drawn apart likewise. `recorded_share`: the share of the banded copies whose backing
+    is recorded music (`audio.recorded_backings`, its training pool) instead of a synthesized
+    one, drawn apart likewise."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     front_rng = np.random.default_rng([seed, FRONT_U_STREAM])
     vocode_rng = np.random.default_rng([seed, VOCODE_STREAM])
+    recorded_rng = np.random.default_rng([seed, RECORDED_STREAM])
     cvn = offline_cvn
     ramp = np.linspace(0.0, 1.0, NET_SETTINGS.n_coefs)
     rng = np.random.default_rng(seed)
@@ -367,7 +373,10 @@ def examples(
             banded = rng.uniform() < band_share
             if banded:
                 bseed = int(rng.integers(1 << 30))
-                if backings:
+                if recorded_share > 0 and recorded_rng.uniform() < recorded_share:
+                    rseed = int(recorded_rng.integers(1 << 30))
+                    backing = recorded_backing(len(y) / SR + 0.1, rseed, "train")
+                elif backings:
                     backing = styled_backing(len(y) / SR + 0.1, bseed, styles=tuple(backings))
                 else:
                     backing = augment.band(len(y) / SR + 0.1, bseed)
