@@ -87,6 +87,8 @@ RECIPES = {
     "vocoded": {"aug": {"vocode_share": 0.35}},
     # half the banded copies over recorded music (`audio.recorded_backings`' training pool)
     "recorded": {"aug": {"recorded_share": 0.5}},
+    # recorded music added, the synthesized backings' share of the copies about as before
+    "recorded-added": {"band_share": 0.85, "aug": {"recorded_share": 0.35}},
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },
@@ -666,6 +668,14 @@ def main(argv=None) -> int:
         ap.error(f"--keep-live {args.keep_live}: expected a net file and at least one --recipe")
     if args.build_only and not (args.save_dir and args.recipe):
         ap.error("--build-only: expected --save-dir DIR and at least one --recipe")
+    if args.music and not args.build_only:
+        from audio.recorded_backings import pool_tracks
+
+        try:
+            for pool in sorted(set(MUSIC_POOL.values())):
+                pool_tracks(pool)
+        except FileNotFoundError as exc:
+            ap.error(f"--music: {exc}")
     sets = {} if args.build_only else split_tracks()
     runs = []
     if args.shipped:

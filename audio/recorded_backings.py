@@ -9,7 +9,8 @@ The pools are split by package, as the voices are by synthesizer: the training d
 `TRAIN`, the validation (where settings are chosen) from `VALID`, and `TEST` is only reported.
 A package that is not installed is left out of its pool (`scripts/setup.sh` does not install
 them: only a build or bench that asks for recorded backings needs them, and says which
-packages to install when a pool is empty).
+packages to install when a pool is empty; `apt-get install $(python -m audio.recorded_backings)`
+installs them all).
 
 Decoded once (16 kHz mono float32) into the cache folder.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["POOLS", "TEST", "TRAIN", "VALID", "pool_tracks", "recorded_backing"]
+__all__ = ["POOLS", "TEST", "TRAIN", "VALID", "packages", "pool_tracks", "recorded_backing"]
 
 SR = 16000
 CACHE_VERSION = 1
@@ -113,3 +114,12 @@ def recorded_backing(seconds: float, seed: int, pool: str = "train") -> np.ndarr
     y = np.concatenate(out)
     peak = float(np.max(np.abs(y))) if len(y) else 0.0
     return (y * (0.5 / peak) if peak > 0 else y).astype(np.float32)
+
+
+def packages() -> list[str]:
+    """The Debian packages of every pool (`apt-get install $(python -m audio.recorded_backings)`)."""
+    return [s.package for pool in POOLS.values() for s in pool]
+
+
+if __name__ == "__main__":
+    print(" ".join(packages()))

@@ -704,6 +704,15 @@ def main() -> int:
         help="no learned voice mask, nor the separated voice's start mean (MASK '', FRONT_PRIORS '')",
     )  # fmt: skip
     ap.add_argument(
+        "--band-share", type=float, default=None, metavar="SHARE",
+        help=f"the share of the augmented training copies with a backing (BAND_SHARE {BAND_SHARE})",
+    )  # fmt: skip
+    ap.add_argument(
+        "--recorded-share", type=float, default=None, metavar="SHARE",
+        help="that share of the banded training copies over recorded music "
+        "(audio.recorded_backings; its training pool's Debian packages installed)",
+    )  # fmt: skip
+    ap.add_argument(
         "--keep-live", type=Path, default=None, metavar="FILE",
         help="keep FILE's live net (and start mean) instead of this build's",
     )  # fmt: skip
@@ -718,6 +727,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.keep_live and not args.keep_live.is_file():
         ap.error(f"--keep-live {args.keep_live}: expected a net file")
+    for flag, share in (
+        ("--band-share", args.band_share),
+        ("--recorded-share", args.recorded_share),
+    ):
+        if share is not None and not 0.0 <= share <= 1.0:
+            ap.error(f"{flag} {share}: expected a share from 0 to 1")
     if not args.net_only:
         prof = build()
         if args.out.exists():
@@ -736,10 +751,12 @@ def main() -> int:
         plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
         held = True if args.held_tracks else None
         sung = False if args.also_unsung else None
+        aug = None if args.recorded_share is None else {"recorded_share": args.recorded_share}
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
                         live_mel=args.live_mel,
                         keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
-                        **plain)  # fmt: skip
+                        aug=aug, **plain,
+                        **({} if args.band_share is None else {"band_share": args.band_share}))  # fmt: skip
         if args.keep_live:
             try:
                 keep_live(net, args.keep_live)
