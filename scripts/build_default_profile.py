@@ -415,6 +415,11 @@ def build_net(
         + (", moved by voiced hops only" if live_cmn_voiced else "")
         + ("; offline cepstra normalised by the clip's spread" if cvn is not None else "")
         + (f"; augmentation {aug}" if aug else "")
+        + (
+            f"; backings under {band_share:g} of the augmented copies"
+            if band_share != BAND_SHARE
+            else ""
+        )
         + (f"; seed {seed}" if seed else "")
         + ("; live half retrained (--live-only)" if base is not None else "")
         + (f"; live net convolutional {live_tcn}" if live_tcn else "")
