@@ -89,6 +89,11 @@ RECIPES = {
     "recorded": {"aug": {"recorded_share": 0.5}},
     # recorded music added, the synthesized backings' share of the copies about as before
     "recorded-added": {"band_share": 0.85, "aug": {"recorded_share": 0.35}},
+    # those copies teach where a voice sounds only, not its vowels
+    "recorded-voice": {
+        "band_share": 0.85,
+        "aug": {"recorded_share": 0.35, "recorded_vowels": False},
+    },
     "pitch-free": {
         "aug": {"speed_range": (0.75, 1.7), "formant_follow": 0.0, "warp_range": (0.8, 1.25)}
     },

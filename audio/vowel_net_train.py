@@ -304,6 +304,7 @@ def examples(
     front_u: float = 0.0,
     vocode_share: float = 0.0,
     recorded_share: float = 0.0,
+    recorded_vowels: bool = True,
 ) -> Examples:
     """The tracks as heard clean (if `clean`) and `n_aug` times augmented (the offline net's
     inputs left empty when not `offline`: a live-only training skips the costly separation).
@@ -326,7 +327,8 @@ def examples(
     (`audio.vocoder.lpc_vocode`: parametric synthesizers' sound) before their room, band and
     noise, drawn apart likewise. `recorded_share`: the share of the banded copies whose backing
     is recorded music (`audio.recorded_backings`, its training pool) instead of a synthesized
-    one, drawn apart likewise."""
+    one, drawn apart likewise; not `recorded_vowels`: those copies teach where a voice sounds
+    only (their vowel targets left out)."""
     more = (live_cmn_prior, offline, live_cmn_voiced)
     front_rng = np.random.default_rng([seed, FRONT_U_STREAM])
     vocode_rng = np.random.default_rng([seed, VOCODE_STREAM])
@@ -371,11 +373,13 @@ def examples(
             if roomed:
                 y = augment.reverb(y, rng.uniform(0.2, 0.8), rng, rng.uniform(0.2, 0.6))
             banded = rng.uniform() < band_share
+            recorded = False
             if banded:
                 bseed = int(rng.integers(1 << 30))
                 if recorded_share > 0 and recorded_rng.uniform() < recorded_share:
                     rseed = int(recorded_rng.integers(1 << 30))
                     backing = recorded_backing(len(y) / SR + 0.1, rseed, "train")
+                    recorded = True
                 elif backings:
                     backing = styled_backing(len(y) / SR + 0.1, bseed, styles=tuple(backings))
                 else:
@@ -385,12 +389,13 @@ def examples(
                 y = augment.add_noise(y, rng.uniform(10, 35), rng, pink=rng.uniform() < 0.5)
             # drawn last, so a recipe without it keeps every other draw
             gain = np.exp(rng.uniform(-lifter, lifter) * ramp) if lifter > 0 else None
-            parts.append(
-                _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
-                     *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
-                     roomed=roomed, mask=mask, front_priors=front_priors,
-                     front_prior_hops=front_prior_hops)
-            )  # fmt: skip
+            part = _one(y, ph, warp, cmn_init, front, live_offsets, live_front, offline_offsets,
+                        *more, gain=gain, cvn=cvn, warp_front=warp_front, banded=banded,
+                        roomed=roomed, mask=mask, front_priors=front_priors,
+                        front_prior_hops=front_prior_hops)  # fmt: skip
+            if recorded and not recorded_vowels:
+                part.vowel = np.full_like(part.vowel, -1)
+            parts.append(part)
     return Examples.concat(parts)
 
 

@@ -82,7 +82,7 @@ def test_an_empty_pool_names_the_packages_to_install(pools):
 def _tone_track() -> Track:
     t = np.arange(SR) / SR
     y = (0.1 * np.sin(2 * np.pi * 150 * t) * ((t > 0.2) & (t < 0.8))).astype(np.float32)
-    return Track("tone", None, y, [(0.0, 0.2, "-"), (0.2, 0.8, "a"), (0.8, 1.0, "-")], y)
+    return Track("tone", None, y, [(0.0, 0.2, "-"), (0.2, 0.8, "A"), (0.8, 1.0, "-")], y)
 
 
 def test_examples_take_recorded_music_only_where_asked(pools):
@@ -102,3 +102,18 @@ def test_examples_take_recorded_music_only_where_asked(pools):
     starts = np.r_[0, np.cumsum(before.lengths)]
     for a, b in itertools.pairwise(starts[1:]):
         assert not np.allclose(every.live[a:b], before.live[a:b])
+
+
+def test_recorded_copies_can_teach_the_voice_alone(pools):
+    """`recorded_vowels=False`: the copies over recorded music keep their voice targets and
+    lose their vowel targets (-1: none); the clean copy keeps both."""
+    init = np.zeros(NET_SETTINGS.n_coefs)
+    kw = {"n_aug": 3, "seed": 4, "offline": False, "band_share": 1.0, "live_offsets": (0,)}
+    taught = examples([_tone_track()], init, recorded_share=1.0, **kw)
+    voice_only = examples([_tone_track()], init, recorded_share=1.0, recorded_vowels=False, **kw)
+    n = taught.lengths[0]
+    np.testing.assert_array_equal(voice_only.live, taught.live)
+    np.testing.assert_array_equal(voice_only.voice, taught.voice)
+    np.testing.assert_array_equal(voice_only.vowel[:n], taught.vowel[:n])
+    assert (taught.vowel[n:] >= 0).any()
+    assert (voice_only.vowel[n:] == -1).all()
