@@ -139,18 +139,22 @@ def held_vowel_clips(held: list) -> list[Track]:
             for i, (name, x, ph) in enumerate(held)]  # fmt: skip
 
 
-def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:
-    backing = augment.band(len(track.voice) / SR + 0.1, seed)
+def _over(track: Track, backing: np.ndarray, vbr_db: float, what: str) -> Track:
+    """`track`'s voice over `backing` at `vbr_db` (`augment.mix_at`), named for `what`."""
     y = augment.mix_at(track.voice, backing, vbr_db)
-    return Track(f"{track.name} +band {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
+    return Track(f"{track.name} +{what} {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
+
+
+def with_band(track: Track, vbr_db: float, seed: int = 0) -> Track:
+    """`track` over the synthesized band of `augment.band`."""
+    return _over(track, augment.band(len(track.voice) / SR + 0.1, seed), vbr_db, "band")
 
 
 def with_backing(track: Track, vbr_db: float, style: str, seed: int = 0) -> Track:
     """`with_band` with a backing of one `audio.backings` style."""
     from audio.backings import backing
 
-    y = augment.mix_at(track.voice, backing(len(track.voice) / SR + 0.1, seed, style), vbr_db)
-    return Track(f"{track.name} +{style} {vbr_db:+g} dB", track.spec, track.voice, track.phones, y)
+    return _over(track, backing(len(track.voice) / SR + 0.1, seed, style), vbr_db, style)
 
 
 def with_recorded(track: Track, vbr_db: float, pool: str, seed: int = 0) -> Track:
@@ -158,9 +162,7 @@ def with_recorded(track: Track, vbr_db: float, pool: str, seed: int = 0) -> Trac
     from audio.recorded_backings import recorded_backing
 
     music = recorded_backing(len(track.voice) / SR + 0.1, seed, pool)
-    y = augment.mix_at(track.voice, music, vbr_db)
-    name = f"{track.name} +{pool} music {vbr_db:+g} dB"
-    return Track(name, track.spec, track.voice, track.phones, y)
+    return _over(track, music, vbr_db, f"{pool} music")
 
 
 # --- engines ----------------------------------------------------------------------------------

@@ -375,7 +375,7 @@ def examples(
             banded = rng.uniform() < band_share
             recorded = False
             if banded:
-                bseed = int(rng.integers(1 << 30))
+                bseed = int(rng.integers(1 << 30))  # drawn either way: the later draws stay
                 if recorded_share > 0 and recorded_rng.uniform() < recorded_share:
                     rseed = int(recorded_rng.integers(1 << 30))
                     backing = recorded_backing(len(y) / SR + 0.1, rseed, "train")

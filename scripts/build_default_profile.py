@@ -709,7 +709,7 @@ def main() -> int:
         help="no learned voice mask, nor the separated voice's start mean (MASK '', FRONT_PRIORS '')",
     )  # fmt: skip
     ap.add_argument(
-        "--band-share", type=float, default=None, metavar="SHARE",
+        "--band-share", type=float, default=BAND_SHARE, metavar="SHARE",
         help=f"the share of the augmented training copies with a backing (BAND_SHARE {BAND_SHARE})",
     )  # fmt: skip
     ap.add_argument(
@@ -760,8 +760,7 @@ def main() -> int:
         net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
                         live_mel=args.live_mel,
                         keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
-                        aug=aug, **plain,
-                        **({} if args.band_share is None else {"band_share": args.band_share}))  # fmt: skip
+                        band_share=args.band_share, aug=aug, **plain)  # fmt: skip
         if args.keep_live:
             try:
                 keep_live(net, args.keep_live)
