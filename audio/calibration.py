@@ -32,6 +32,7 @@ import numpy as np
 
 from audio.errors import AudioError
 from audio.mfcc import MfccSettings, mfcc_frames
+from core.atomic_write import replacing
 from core.avatar import VOWELS
 
 __all__ = [
@@ -201,16 +202,10 @@ def save_profile(profile: Profile, path: str | os.PathLike) -> Path | None:
         backup = _backup_path(p)
         shutil.copy2(p, backup)
     text = _dumps(profile.to_json())
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(p) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     return backup
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.atomic_write import replacing
+
 __all__ = ["POOLS", "TEST", "TRAIN", "VALID", "packages", "pool_tracks", "recorded_backing"]
 
 SR = 16000
@@ -74,9 +76,8 @@ def _cached(path: str) -> np.ndarray:
         return np.load(f)
     y = _decode(path)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{name}.{os.getpid()}.tmp.npy"
-    np.save(tmp, y)
-    os.replace(tmp, f)  # two processes filling the same entry each write their own file
+    with replacing(f) as tmp:  # two processes filling the same entry each write a whole file
+        np.save(tmp, y)
     return y
 
 

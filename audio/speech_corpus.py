@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -45,6 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from audio.features import resample_mono
+from core.atomic_write import replacing
 
 __all__ = [
     "EXTRA_TEXTS",
@@ -803,13 +803,11 @@ def synthesize(
             u = Utterance(spec, texts[i], y, phones)
             arr = np.array([(a, b, c) for a, b, c in phones], dtype=object)
             f = folder / (_key(spec, texts[i]) + ".npz")
-            # one temporary name per process: two processes filling the same cache entry
-            # each replace it with a whole file, never with the other's half-written one
-            tmpf = f.with_name(f"{f.stem}.{os.getpid()}.tmp.npz")
-            np.savez_compressed(
-                tmpf, audio=np.round(y * 32767).astype(np.int16), phones=arr.astype(str)
-            )
-            os.replace(tmpf, f)
+            # two processes filling the same cache entry each replace it with a whole file
+            with replacing(f) as tmpf:
+                np.savez_compressed(
+                    tmpf, audio=np.round(y * 32767).astype(np.int16), phones=arr.astype(str)
+                )
             out[i] = u
     return [u for u in out if u is not None]
 

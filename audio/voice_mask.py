@@ -17,14 +17,13 @@ it (torch).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from audio.mfcc import FrameFeatures, MfccSettings, _plan
 from audio.npz_layers import dense_arrays, read_dense
+from core.atomic_write import replacing
 
 __all__ = [
     "MASK_OFFSETS",
@@ -187,10 +186,8 @@ def load_mask(z, prefix: str, path) -> VoiceMask:
 def save_mask_file(path, m: VoiceMask, info: str = "") -> None:
     """`m` alone in an npz (a mask trained once, read by the vowel net's build); written
     whole or not at all."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp.npz")
-    np.savez_compressed(tmp, info=np.array(info), **mask_arrays("mask", m))
-    os.replace(tmp, p)
+    with replacing(path) as tmp:
+        np.savez_compressed(tmp, info=np.array(info), **mask_arrays("mask", m))
 
 
 def load_mask_file(path) -> VoiceMask:

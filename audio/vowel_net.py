@@ -25,6 +25,7 @@ from audio.mel_conv import MelConv, load_mel_conv, mel_conv_arrays
 from audio.mfcc import FrameFeatures, MfccSettings, _plan, mfcc_frames
 from audio.npz_layers import dense_arrays, read_dense
 from audio.voice_mask import VoiceMask, load_mask, mask_arrays, masked_features
+from core.atomic_write import replacing
 
 if TYPE_CHECKING:
     from audio.time_chunks import ChunkedRows
@@ -706,10 +707,8 @@ class VowelNet:
                 arrays[f"{name}_head_b"] = m.head[1].astype(np.float16)
                 continue
             arrays.update(dense_arrays(name, m.layers))
-        p = Path(path)
-        tmp = p.with_name(p.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, p)
+        with replacing(path) as tmp:
+            np.savez_compressed(tmp, **arrays)
 
 
 def load_net(path: str | os.PathLike = DEFAULT_NET) -> VowelNet:

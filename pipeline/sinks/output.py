@@ -22,9 +22,10 @@ import contextlib
 import fcntl
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from core.atomic_write import replacing
 
 
 class OutputError(ValueError):
@@ -216,21 +217,8 @@ def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> 
     """Write `text` to `path` through a temp file in the same folder, fsynced, then renamed:
     a reader (or a crash) sees the old file or the new one, never half of one."""
     path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:  # name the file the user asked for, not the temp file
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path, mode) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     return path
