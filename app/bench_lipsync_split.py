@@ -540,14 +540,20 @@ def score_net(
 
 
 # the sets scored over recorded music (`--music`), and the pool each hears
-MUSIC_POOL = {"valid": "valid", "valid-far": "valid", "test": "test"}
+MUSIC_POOL = {"valid": "valid", "valid-far": "valid", "valid-sung": "valid", "test": "test"}
+# excerpts of the pool under each track: one set holds a few dozen scored pauses, and one
+# excerpt's pauses-shut share swung by up to 27 points between two seeds of a recipe (issue 15,
+# thirty-fifth round)
+MUSIC_EXCERPTS = 3
 
 
-def _recorded(tracks, vbr: float, pool: str):
-    """Recorded music of `pool` under each track (seeds as `_banded`'s)."""
+def _recorded(tracks, vbr: float, pool: str, excerpts: int = MUSIC_EXCERPTS):
+    """`excerpts` pieces of recorded music of `pool` under each track, a copy each (the first's
+    seeds as `_banded`'s)."""
     from audio.lipsync_eval import with_recorded
 
-    return [with_recorded(t, vbr, pool, seed=9000 + i) for i, t in enumerate(tracks)]
+    return [with_recorded(t, vbr, pool, seed=9000 + 100 * k + i)
+            for k in range(excerpts) for i, t in enumerate(tracks)]  # fmt: skip
 
 
 def _give_front_priors(net, hops: int) -> None:

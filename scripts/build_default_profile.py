@@ -2,8 +2,13 @@
 
     .venv/bin/python scripts/build_default_profile.py [--out audio/profiles/default.json]
         [--net audio/profiles/vowel_net.npz] [--templates-only | --live-only | --net-only]
-        [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask] [--keep-live FILE]
-        [--keep-voice FILE]
+        [--voice-only] [--also SOURCE ...] [--seed N] [--mask FILE | --no-mask]
+        [--keep-live FILE] [--keep-voice FILE] [--held-tracks [--held-steps STEP ...]]
+        [--band-share SHARE] [--recorded-share SHARE]
+
+`--voice-only` trains the recipe's offline nets as p(voice) nets of the --net file alone
+(`VowelNet.offline_voice`): its live net and vowel nets stay as they are (issue 15,
+thirty-sixth round: p(voice) nets trained over recorded music, beside the shipped vowels).
 
 The shipped ``vowel_net.npz`` (issue 15, thirty-first round in docs/BENCHMARKS.md) is the
 recipe below with Kokoro's voices reading English in training (their vowels not sung) and the
@@ -178,6 +183,8 @@ MASK_HELD = False
 # 15, twenty-ninth round: more speech in training shut the mouth on held notes; tried with
 # "kokoro-en", not shipped: docs/BENCHMARKS.md)
 HELD_TRACKS = False
+# The held vowels' pitches: each voice's own, moved by these espeak-ng pitch steps (`_held`)
+HELD_STEPS = (0,)
 # The `ALSO` sources' vowels are sung in the training's sung tracks too (`_sung`); False: only
 # the other training voices' are (twenty-ninth round: Kokoro's English cost the far voice's
 # sung vowels)
@@ -240,6 +247,8 @@ def build_net(
     held_tracks: bool | None = None,
     also_sung: bool | None = None,
     sung_rounds: int | None = None,
+    held_steps: tuple[int, ...] | None = None,
+    voice_for: VowelNet | None = None,
 ):
     """The net of the recipe; with `base` (a VowelNet of the same recipe) only its live half is
     retrained (same tracks, same augmentation draws) and its offline nets are kept.
@@ -273,13 +282,31 @@ def build_net(
     `keep_voice`: a net file whose offline nets give p(voice) instead (`kept_voice`).
     `held_tracks`: the training tracks also hold `_held`'s vowels (`HELD_TRACKS` when None);
     `also_sung`: the `also` voices' vowels are sung too (`ALSO_SUNG` when None); `sung_rounds`:
-    more rounds of sung notes (`SUNG_ROUNDS` when None)."""
+    more rounds of sung notes (`SUNG_ROUNDS` when None); `held_steps`: the held vowels' pitch
+    steps (`HELD_STEPS` when None). `voice_for`: the recipe's offline nets are trained as the
+    p(voice) nets of that net (its `offline_voice`; no live net is trained) and that net, its
+    live and vowel nets as they were, is returned."""
     extra_texts = EXTRA_TEXTS if extra_texts is None else bool(extra_texts)
     extra_voices = EXTRA_VOICES if extra_voices is None else bool(extra_voices)
     also = tuple(ALSO if also is None else also)
     held_tracks = HELD_TRACKS if held_tracks is None else bool(held_tracks)
     also_sung = ALSO_SUNG if also_sung is None else bool(also_sung)
     sung_rounds = SUNG_ROUNDS if sung_rounds is None else int(sung_rounds)
+    held_steps = tuple(HELD_STEPS if held_steps is None else held_steps)
+    if voice_for is not None and base is not None:
+        raise ValueError("voice_for: not with base (one keeps the offline nets, one the live)")
+    if voice_for is not None:  # before any training: its offline nets must read our inputs
+        cvn_on = bool(OFFLINE_CVN if offline_cvn is None else offline_cvn)
+        same = {
+            "front": voice_for.front == front,
+            "offline_offsets": voice_for.offline_offsets == tuple(offline_offsets),
+            "mask": voice_for.mask is None and not (MASK if mask is None else mask),
+            "offline_cvn": (voice_for.offline_cvn is not None) == cvn_on,
+        }
+        differ = [k for k, ok in same.items() if not ok]
+        if differ:
+            raise ValueError(f"expected a net whose offline nets read this build's inputs "
+                             f"(it differs in {', '.join(differ)})")  # fmt: skip
     live_fit = dict(LIVE_FIT if live_fit is None else live_fit)
     teacher_t = float(live_fit.pop("teacher_t", 1.0))
     distil = live_fit.get("soft_weight", 0.0) > 0
@@ -327,12 +354,12 @@ def build_net(
         return _tracks(sub, extra_texts, sung(sub))
 
     key = ("tracks", held_out, extra_texts, extra_voices, also, held_tracks, also_sung,
-           sung_rounds)  # fmt: skip
+           sung_rounds, held_steps)  # fmt: skip
     if key not in cache:
         cache.clear()  # one corpus at a time: the examples are large
         singing = sung(specs)
         cache[key] = (_tracks(specs, extra_texts, singing) + _more_sung(singing, sung_rounds)
-                      + (_held(specs) if held_tracks else []))  # fmt: skip
+                      + (_held(specs, held_steps) if held_tracks else []))  # fmt: skip
     tracks = cache[key]
     mask = None
     if mask_place and base is None:  # trained on this build's training tracks
@@ -390,7 +417,10 @@ def build_net(
 
     hop = hop_examples(tracks, n_aug)
     ex = _stacked(hop, live_offsets, offline_offsets)
-    live_net = None
+    live_net = None if voice_for is None else voice_for.live  # kept: not trained
+    if voice_for is not None:
+        live_tcn = live_mel = None
+        distil = False
     if live_tcn:
         live_net = fit_tcn(hop.live, hop.voice, hop.vowel, hop.lengths, causal=True,
                            epochs=epochs, seed=seed, **live_tcn)  # fmt: skip
@@ -436,6 +466,7 @@ def build_net(
         + (f"; with the voices of {', '.join(also)}" if also else "")
         + (" (their vowels not sung)" if also and not also_sung else "")
         + ("; with the training espeak-ng voices' held vowels" if held_tracks else "")
+        + (f" at pitch steps {list(held_steps)}" if held_tracks and held_steps != (0,) else "")
         + (f"; with {sung_rounds} more round(s) of sung notes" if sung_rounds else "")
     )
     more, more_info = [], ""
@@ -478,6 +509,8 @@ def build_net(
     net.offline_more = base.offline_more if base is not None else more
     net.live_more = live_more
     net.mask = mask
+    if voice_for is not None:
+        return _as_voice_nets(net, voice_for, more_info)
     if keep_voice is not None:  # before a `base`'s: it is asked for by name
         net.offline_voice, net.voice_blocks = kept_voice(net, keep_voice)
         net.info += f"; p(voice) from {Path(keep_voice).name}'s offline nets"
@@ -495,6 +528,18 @@ def build_net(
         net.info += (f"; {which} clip statistics start from their training means "
                      f"({prior_hops} hops, {'in training and ' * (priors_mode == 'train')}in use)")  # fmt: skip
     return net
+
+
+def _as_voice_nets(trained: VowelNet, net: VowelNet, more_info: str) -> VowelNet:
+    """`net` with `trained`'s offline nets as its p(voice) nets (`VowelNet.offline_voice`),
+    its live and vowel nets as they were (`build_net` checked that they read the same inputs)."""
+    out = dataclasses.replace(net)
+    out.offline_voice = [trained.offline, *trained.offline_more]
+    out.voice_blocks = 2 if net.front else 1
+    recipe = trained.info.split(": ", 1)[1].split("; live half")[0]
+    out.info = (net.info.split("; p(voice) from ")[0]
+                + f"; p(voice) from offline nets of their own ({recipe}{more_info})")  # fmt: skip
+    return out
 
 
 def kept_voice(net, path: Path) -> tuple[list, int]:
@@ -629,9 +674,10 @@ def mask_tracks(specs, tracks: list, sung: int | None = None, held: bool | None 
     return tracks + _more_sung(specs, sung) + (_held(specs) if held else [])
 
 
-def _held(specs) -> list:
+def _held(specs, steps: tuple[int, ...] = (0,)) -> list:
     """The five vowels of each espeak-ng voice of `specs` (English and Japanese; not
-    `audio.calibration.HELDOUT_VOICES`' voices) sustained at its pitch, one track per voice."""
+    `audio.calibration.HELDOUT_VOICES`' voices) sustained at its pitch moved by each of
+    `steps`, one track per voice."""
     from audio.calibration import HELDOUT_VOICES
     from audio.lipsync_eval import held_vowel_track, held_vowels
 
@@ -640,7 +686,7 @@ def _held(specs) -> list:
     for i, v in enumerate(specs):
         if v.source == "espeak-ng" and v.voice.split("+")[0] in ("en", "en-us", "ja") \
                 and v.voice not in held_out:  # fmt: skip
-            parts = held_vowels([(v.voice, int(v.pitch))])
+            parts = held_vowels([(v.voice, int(v.pitch) + d) for d in steps])
             out.append(held_vowel_track(parts, f"held vowels ({v.name})", seed=500 + i))
     return out
 
@@ -685,6 +731,10 @@ def main() -> int:
     )
     ap.add_argument("--net-only", action="store_true", help="build the --net file only")
     ap.add_argument(
+        "--voice-only", action="store_true",
+        help="retrain only the p(voice) nets of the --net file (its live and vowel nets kept)",
+    )  # fmt: skip
+    ap.add_argument(
         "--live-mel",
         choices=("instead", "beside"),
         default=None,
@@ -699,6 +749,10 @@ def main() -> int:
         action="store_true",
         help="the nets also train on held vowels (HELD_TRACKS)",
     )
+    ap.add_argument(
+        "--held-steps", type=int, nargs="+", default=None, metavar="STEP",
+        help="with --held-tracks: the held vowels' espeak-ng pitch steps (HELD_STEPS)",
+    )  # fmt: skip
     ap.add_argument(
         "--also-unsung",
         action="store_true",
@@ -730,6 +784,8 @@ def main() -> int:
         help="a voice mask trained by scripts/train_voice_mask.py (else, with MASK, trained here)",
     )  # fmt: skip
     args = ap.parse_args()
+    if args.live_only and args.voice_only:
+        ap.error("--live-only, --voice-only: one half of the --net file at a time")
     if args.keep_live and not args.keep_live.is_file():
         ap.error(f"--keep-live {args.keep_live}: expected a net file")
     for flag, share in (
@@ -747,20 +803,34 @@ def main() -> int:
         print(f"wrote {args.out}: {n} templates")
     if not args.templates_only:
         t0 = time.perf_counter()
-        base = None
-        if args.live_only:
+        base = voice_for = None
+        if args.live_only or args.voice_only:
             from audio.vowel_net import load_net
 
-            base = load_net(args.net)
+            if not args.net.is_file():
+                print(f"--net {args.net}: expected a net file to retrain", file=sys.stderr)
+                return 2
+            if args.live_only:
+                base = load_net(args.net)
+            else:
+                voice_for = load_net(args.net)
         also = None if args.also is None else tuple(args.also)
         plain = {"mask": "", "front_priors": ""} if args.no_mask else {}
         held = True if args.held_tracks else None
         sung = False if args.also_unsung else None
         aug = None if args.recorded_share is None else {"recorded_share": args.recorded_share}
-        net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
-                        live_mel=args.live_mel,
-                        keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
-                        band_share=args.band_share, aug=aug, **plain)  # fmt: skip
+        try:
+            net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
+                            live_mel=args.live_mel,
+                            keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
+                            band_share=args.band_share, aug=aug, voice_for=voice_for,
+                            held_steps=None if args.held_steps is None else tuple(args.held_steps),
+                            **plain)  # fmt: skip
+        except ValueError as exc:
+            if voice_for is None:
+                raise
+            print(f"--voice-only --net {args.net}: {exc}", file=sys.stderr)
+            return 2
         if args.keep_live:
             try:
                 keep_live(net, args.keep_live)

@@ -144,6 +144,26 @@ def test_the_masks_held_vowels_are_the_training_voices_never_the_held_out_ones()
     assert all(0.8 < b - a < 3.0 for a, b, lab in track.phones if lab != "-")
 
 
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
+def test_held_training_vowels_at_more_pitches_are_that_voices_notes_moved():
+    """`HELD_STEPS` (`--held-steps`): each training voice's five vowels held at its pitch and
+    at the pitches the steps move it to, in one track, each note its own."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.calibration import synth_vowel
+    from audio.speech_corpus import VoiceSpec
+
+    bdp = load_build_script()
+    spec = VoiceSpec("espeak-ng", "en-us+f2", "b", "en", 55)
+    (one,) = bdp._held([spec])
+    (three,) = bdp._held([spec], (-15, 0, 15))
+    assert [p[2] for p in three.phones if p[2] != "-"] == list("AIUEO") * 3
+    # the first five notes are the lower pitch's: an octave of steps apart from the voice's own
+    low = synth_vowel("en-us+f2", 40, "A", SR)
+    own = synth_vowel("en-us+f2", 55, "A", SR)
+    assert not np.array_equal(low, own)
+    assert len(three.audio) > 2.5 * len(one.audio)
+
+
 def test_the_held_set_sings_each_held_out_voice_at_three_pitches():
     from app.bench_lipsync_split import HELD_PITCH_STEP, held_voices
     from audio.calibration import HELDOUT_VOICES
@@ -215,7 +235,7 @@ def test_held_tracks_join_the_vowel_nets_training_tracks(monkeypatch):
         return [more_sung] * rounds
 
     monkeypatch.setattr(mod, "_tracks", tracks)
-    monkeypatch.setattr(mod, "_held", lambda specs: [held])
+    monkeypatch.setattr(mod, "_held", lambda specs, steps=(0,): [held])
     monkeypatch.setattr(mod, "_more_sung", more)
     names = ("kokoro-en", "kokoro-en+held", "kokoro-en+held-unsung", "kokoro-en+held-unsung+sung")
     got = {n: seen for n, (seen, _) in _first_examples(monkeypatch, mod, names).items()}
@@ -350,3 +370,82 @@ def test_live_only_beside_keeps_the_live_mlp_and_trains_a_mel_net(monkeypatch):
     assert "beside the MLP, kept" in net.info
     with pytest.raises(ValueError, match="live_mel: expected"):
         mod.build_net(base=base, cache={}, mask="", live_mel="after")
+
+
+def test_voice_only_trains_the_p_voice_nets_and_keeps_the_live_and_vowel_nets(monkeypatch):
+    """`--voice-only` (`build_net(voice_for=...)`, issue 15, thirty-sixth round): the recipe's
+    offline nets become the given net's p(voice) nets; its live net, start mean and vowel nets
+    stay, and no live net is trained."""
+    import audio.vowel_net_train as vnt
+    from app.bench_lipsync_split import load_build_script
+    from audio.vowel_net import (
+        FRONT_SEPARATION,
+        HOP_DIM,
+        LIVE_FRONT_STEADY,
+        LIVE_OFFSETS,
+        OFFLINE_OFFSETS,
+        SEP_DIM,
+        VowelNet,
+        stack,
+    )
+
+    mod = load_build_script()
+    monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
+    monkeypatch.setattr(vnt, "fit_live", lambda *a, **k: pytest.fail("a live net was trained"))
+    rng = np.random.default_rng(8)
+    shipped = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
+                       random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "shipped",
+                       cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
+                       live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    shipped.offline_more = [random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng)]
+    net = mod.build_net(voice_for=shipped, cache={}, mask="", n_aug=1, epochs=1,
+                        more_without=(), offline_mel="")  # fmt: skip
+    assert net.live is shipped.live and net.offline is shipped.offline
+    assert net.offline_more == shipped.offline_more and not shipped.offline_voice
+    np.testing.assert_array_equal(net.cmn_init, shipped.cmn_init)
+    [voice] = net.offline_voice
+    assert voice is not shipped.offline and net.voice_blocks == 2
+    assert net.info.startswith("shipped; p(voice) from offline nets of their own (")
+    v = np.random.default_rng(9).standard_normal((40, 2 * HOP_DIM)).astype(np.float32)
+    pv, pw = net.offline_hop_probs(v)
+    want_pv, _ = voice.predict(stack(v, OFFLINE_OFFSETS))
+    np.testing.assert_allclose(pv, want_pv, rtol=1e-5)
+    _, want_pw = shipped.offline_hop_probs(v)
+    np.testing.assert_allclose(pw, want_pw, rtol=1e-6)
+    with pytest.raises(ValueError, match="voice_for: not with base"):
+        mod.build_net(voice_for=shipped, base=shipped, cache={}, mask="")
+
+
+def test_voice_only_without_its_net_file_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from app.bench_lipsync_split import load_build_script
+
+    mod = load_build_script()
+    missing = tmp_path / "none.npz"
+    monkeypatch.setattr("sys.argv", ["build", "--net-only", "--voice-only", "--net", str(missing)])
+    assert mod.main() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"--net {missing}: expected a net file to retrain"]
+
+
+def test_voice_only_on_a_net_of_other_inputs_is_one_line_and_exit_2(tmp_path, monkeypatch,
+                                                                     capsys):  # fmt: skip
+    """A --net file whose offline nets read other inputs (no separated voice) is named before
+    anything is trained."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.vowel_net import HOP_DIM, LIVE_OFFSETS, OFFLINE_OFFSETS, VowelNet
+
+    mod = load_build_script()
+    rng = np.random.default_rng(10)
+    plain = VowelNet(random_mlp(HOP_DIM * len(LIVE_OFFSETS), rng),
+                     random_mlp(HOP_DIM * len(OFFLINE_OFFSETS), rng), "plain",
+                     cmn_init=rng.standard_normal(HOP_DIM - 2))  # fmt: skip
+    path = tmp_path / "plain.npz"
+    plain.save(path)
+    before = path.read_bytes()
+    monkeypatch.setattr(mod, "_tracks", lambda *a, **k: pytest.fail("tracks were made"))
+    monkeypatch.setattr("sys.argv", ["build", "--net-only", "--voice-only", "--net", str(path)])
+    assert mod.main() == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"--voice-only --net {path}: expected a net whose offline nets read this "
+                   "build's inputs (it differs in front)"]  # fmt: skip
+    assert path.read_bytes() == before
