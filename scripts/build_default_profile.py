@@ -15,13 +15,21 @@ recipe below with Kokoro's voices reading English in training (their vowels not 
 training voices' held vowels, its live MLP and start mean those of the recipe's own seed-0
 build (the file shipped before it): a change of the offline half alone, the live hop unchanged.
 Since the thirty-third round a causal mel net (`LIVE_MEL` "beside", `LIVE_MEL_FIT`'s size) trained
-on that recipe's tracks reads the live vowels beside the kept live MLP (the third step):
+on that recipe's tracks reads the live vowels beside the kept live MLP (the third step).
+Since the thirty-sixth round the offline p(voice) comes from nets of its own (the fourth step,
+`--voice-only`): the recipe's offline nets trained with recorded music under 54 % of the copies
+(`audio.recorded_backings`' training pool: `apt-get install $(python -m
+audio.recorded_backings)` first) and the held vowels at three pitches, two training seeds
+averaged; the vowels and the live nets stay the third step's:
 
     .venv/bin/python scripts/build_default_profile.py --net-only --net /tmp/live-seed0.npz
     .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro-en --held-tracks \
         --also-unsung --seed 5 --keep-live /tmp/live-seed0.npz
     .venv/bin/python scripts/build_default_profile.py --net-only --live-only --live-mel beside \
         --also kokoro-en --held-tracks --also-unsung --seed 0
+    .venv/bin/python scripts/build_default_profile.py --net-only --voice-only --also kokoro-en \
+        --held-tracks --held-steps -15 0 15 --also-unsung --voice-seeds 5 6 --band-share 0.9 \
+        --recorded-share 0.6
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
@@ -745,6 +753,10 @@ def main() -> int:
     )
     ap.add_argument("--seed", type=int, default=0, help="training seed (0: the shipped build)")
     ap.add_argument(
+        "--voice-seeds", type=int, nargs="+", default=None, metavar="SEED",
+        help="with --voice-only: the p(voice) nets of each of these training seeds, averaged",
+    )  # fmt: skip
+    ap.add_argument(
         "--held-tracks",
         action="store_true",
         help="the nets also train on held vowels (HELD_TRACKS)",
@@ -786,6 +798,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.live_only and args.voice_only:
         ap.error("--live-only, --voice-only: one half of the --net file at a time")
+    if args.voice_seeds and not args.voice_only:
+        ap.error("--voice-seeds: only with --voice-only")
     if args.keep_live and not args.keep_live.is_file():
         ap.error(f"--keep-live {args.keep_live}: expected a net file")
     for flag, share in (
@@ -819,18 +833,25 @@ def main() -> int:
         held = True if args.held_tracks else None
         sung = False if args.also_unsung else None
         aug = None if args.recorded_share is None else {"recorded_share": args.recorded_share}
-        try:
-            net = build_net(base=base, seed=args.seed, also=also, mask_file=args.mask,
-                            live_mel=args.live_mel,
-                            keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
-                            band_share=args.band_share, aug=aug, voice_for=voice_for,
-                            held_steps=None if args.held_steps is None else tuple(args.held_steps),
-                            **plain)  # fmt: skip
-        except ValueError as exc:
-            if voice_for is None:
-                raise
-            print(f"--voice-only --net {args.net}: {exc}", file=sys.stderr)
-            return 2
+        seeds = args.voice_seeds or [args.seed]
+        voice_nets = []
+        for seed in seeds:  # one draw each; with --voice-only their p(voice) nets are averaged
+            try:
+                net = build_net(base=base, seed=seed, also=also, mask_file=args.mask,
+                                live_mel=args.live_mel,
+                                keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
+                                band_share=args.band_share, aug=aug, voice_for=voice_for,
+                                held_steps=None if args.held_steps is None
+                                else tuple(args.held_steps), **plain)  # fmt: skip
+            except ValueError as exc:
+                if voice_for is None:
+                    raise
+                print(f"--voice-only --net {args.net}: {exc}", file=sys.stderr)
+                return 2
+            voice_nets += net.offline_voice
+        if len(seeds) > 1:
+            net.offline_voice = voice_nets
+            net.info += f"; the p(voice) nets of training seeds {seeds} averaged"
         if args.keep_live:
             try:
                 keep_live(net, args.keep_live)
