@@ -449,3 +449,53 @@ def test_voice_only_on_a_net_of_other_inputs_is_one_line_and_exit_2(tmp_path, mo
     assert err == [f"--voice-only --net {path}: expected a net whose offline nets read this "
                    "build's inputs (it differs in front)"]  # fmt: skip
     assert path.read_bytes() == before
+
+
+def test_voice_seeds_average_the_p_voice_nets_of_each_seed(tmp_path, monkeypatch):
+    """`--voice-only --voice-seeds 1 2` (the shipped file's fourth step): the file keeps its
+    live and vowel nets and gets each seed's p(voice) nets, the first seed's first."""
+    from app.bench_lipsync_split import load_build_script
+    from audio.vowel_net import (
+        FRONT_SEPARATION,
+        HOP_DIM,
+        LIVE_FRONT_STEADY,
+        LIVE_OFFSETS,
+        OFFLINE_OFFSETS,
+        SEP_DIM,
+        VowelNet,
+        load_net,
+    )
+
+    mod = load_build_script()
+    monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
+    rng = np.random.default_rng(11)
+    shipped = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
+                       random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "shipped",
+                       cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
+                       live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    path, orig = tmp_path / "net.npz", tmp_path / "orig.npz"
+    shipped.save(path)
+    shipped.save(orig)
+    seen = []
+    build = mod.build_net
+
+    def build_net(**kw):
+        seen.append(kw["seed"])
+        return build(**kw, n_aug=1, epochs=1, more_without=(), offline_mel="")
+
+    monkeypatch.setattr(mod, "build_net", build_net)
+    argv = ["build", "--net-only", "--voice-only", "--voice-seeds", "1", "2", "--net", str(path)]
+    monkeypatch.setattr("sys.argv", argv)
+    assert mod.main() == 0
+    assert seen == [1, 2]
+    net = load_net(path)
+    assert len(net.offline_voice) == 2 and net.voice_blocks == 2
+    assert net.info.endswith("; the p(voice) nets of training seeds [1, 2] averaged")
+    assert net.info.startswith("shipped; p(voice) from offline nets of their own (")
+    before = load_net(orig)
+    for kept, was in ((net.live, before.live), (net.offline, before.offline)):
+        np.testing.assert_array_equal(kept.layers[0][0], was.layers[0][0])
+    monkeypatch.setattr("sys.argv", ["build", "--net-only", "--voice-seeds", "1", "2"])
+    with pytest.raises(SystemExit) as e:
+        mod.main()
+    assert e.value.code == 2
