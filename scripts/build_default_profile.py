@@ -20,16 +20,18 @@ Since the thirty-sixth round the offline p(voice) comes from nets of its own (th
 `--voice-only`): the recipe's offline nets trained with recorded music under 54 % of the copies
 (`audio.recorded_backings`' training pool: `apt-get install $(python -m
 audio.recorded_backings)` first) and the held vowels at three pitches, two training seeds
-averaged; the vowels and the live nets stay the third step's:
+averaged; the vowels and the live nets stay the third step's. It was built with one thread
+(`OMP_NUM_THREADS=1`): the mel nets' training (`fit_mel_conv`) sums in another order on more
+threads and gives other nets (rebuilt on two, the MLPs came out bit-identical, the mel nets not):
 
     .venv/bin/python scripts/build_default_profile.py --net-only --net /tmp/live-seed0.npz
     .venv/bin/python scripts/build_default_profile.py --net-only --also kokoro-en --held-tracks \
         --also-unsung --seed 5 --keep-live /tmp/live-seed0.npz
     .venv/bin/python scripts/build_default_profile.py --net-only --live-only --live-mel beside \
         --also kokoro-en --held-tracks --also-unsung --seed 0
-    .venv/bin/python scripts/build_default_profile.py --net-only --voice-only --also kokoro-en \
-        --held-tracks --held-steps -15 0 15 --also-unsung --voice-seeds 5 6 --band-share 0.9 \
-        --recorded-share 0.6
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/build_default_profile.py --net-only --voice-only \
+        --also kokoro-en --held-tracks --held-steps -15 0 15 --also-unsung --voice-seeds 5 6 \
+        --band-share 0.9 --recorded-share 0.6
 
 The Japanese lip-sync model (`--lipsync-model japanese`, `audio.vowel_net.LIPSYNC_MODELS`) is
 the same recipe with Kokoro's voices in training, built as docs/BENCHMARKS.md says (issue 15,
