@@ -37,6 +37,28 @@ def _db(x: np.ndarray) -> float:
     return float(20 * np.log10(np.sqrt(np.mean(np.asarray(x, np.float64) ** 2)) + 1e-12))
 
 
+def _shipped_layout(seed: int, info: str):
+    """A random `VowelNet` laid out as the shipped one: the separated voice offline, the
+    steady-note suppressor live, one more offline net."""
+    from audio.vowel_net import (
+        FRONT_SEPARATION,
+        HOP_DIM,
+        LIVE_FRONT_STEADY,
+        LIVE_OFFSETS,
+        OFFLINE_OFFSETS,
+        SEP_DIM,
+        VowelNet,
+    )
+
+    rng = np.random.default_rng(seed)
+    net = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
+                   random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), info,
+                   cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
+                   live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    net.offline_more = [random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng)]
+    return net
+
+
 def test_reverb_copies_keep_the_dry_truth_and_add_a_fading_tail():
     tr = _track()
     rv = reverb_tracks([tr])
@@ -341,24 +363,11 @@ def test_live_only_beside_keeps_the_live_mlp_and_trains_a_mel_net(monkeypatch):
     time convolutions is trained on the recipe's tracks beside the MLP (`VowelNet.live_more`)."""
     from app.bench_lipsync_split import load_build_script
     from audio.mel_conv import MelConv
-    from audio.vowel_net import (
-        FRONT_SEPARATION,
-        HOP_DIM,
-        LIVE_FRONT_STEADY,
-        LIVE_OFFSETS,
-        OFFLINE_OFFSETS,
-        SEP_DIM,
-        VowelNet,
-    )
+    from audio.vowel_net import LIVE_OFFSETS
 
     mod = load_build_script()
     monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
-    rng = np.random.default_rng(7)
-    base = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
-                    random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "base",
-                    cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
-                    live_front=LIVE_FRONT_STEADY)  # fmt: skip
-    base.offline_more = [random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng)]
+    base = _shipped_layout(7, "base")
     net = mod.build_net(base=base, cache={}, mask="", n_aug=1, epochs=1, live_mel="beside",
                         live_mel_fit={"run": 64, "channels": (4, 8), "hidden": (8,)})  # fmt: skip
     assert net.live is base.live and net.live_offsets == base.live_offsets
@@ -378,26 +387,12 @@ def test_voice_only_trains_the_p_voice_nets_and_keeps_the_live_and_vowel_nets(mo
     stay, and no live net is trained."""
     import audio.vowel_net_train as vnt
     from app.bench_lipsync_split import load_build_script
-    from audio.vowel_net import (
-        FRONT_SEPARATION,
-        HOP_DIM,
-        LIVE_FRONT_STEADY,
-        LIVE_OFFSETS,
-        OFFLINE_OFFSETS,
-        SEP_DIM,
-        VowelNet,
-        stack,
-    )
+    from audio.vowel_net import HOP_DIM, OFFLINE_OFFSETS, stack
 
     mod = load_build_script()
     monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
     monkeypatch.setattr(vnt, "fit_live", lambda *a, **k: pytest.fail("a live net was trained"))
-    rng = np.random.default_rng(8)
-    shipped = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
-                       random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "shipped",
-                       cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
-                       live_front=LIVE_FRONT_STEADY)  # fmt: skip
-    shipped.offline_more = [random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng)]
+    shipped = _shipped_layout(8, "shipped")
     net = mod.build_net(voice_for=shipped, cache={}, mask="", n_aug=1, epochs=1,
                         more_without=(), offline_mel="")  # fmt: skip
     assert net.live is shipped.live and net.offline is shipped.offline
@@ -455,24 +450,11 @@ def test_voice_seeds_average_the_p_voice_nets_of_each_seed(tmp_path, monkeypatch
     """`--voice-only --voice-seeds 1 2` (the shipped file's fourth step): the file keeps its
     live and vowel nets and gets each seed's p(voice) nets, the first seed's first."""
     from app.bench_lipsync_split import load_build_script
-    from audio.vowel_net import (
-        FRONT_SEPARATION,
-        HOP_DIM,
-        LIVE_FRONT_STEADY,
-        LIVE_OFFSETS,
-        OFFLINE_OFFSETS,
-        SEP_DIM,
-        VowelNet,
-        load_net,
-    )
+    from audio.vowel_net import load_net
 
     mod = load_build_script()
     monkeypatch.setattr(mod, "_tracks", lambda specs, extra=False, sung=None: [_track()])
-    rng = np.random.default_rng(11)
-    shipped = VowelNet(random_mlp((HOP_DIM + SEP_DIM) * len(LIVE_OFFSETS), rng),
-                       random_mlp(2 * HOP_DIM * len(OFFLINE_OFFSETS), rng), "shipped",
-                       cmn_init=rng.standard_normal(HOP_DIM - 2), front=FRONT_SEPARATION,
-                       live_front=LIVE_FRONT_STEADY)  # fmt: skip
+    shipped = _shipped_layout(11, "shipped")
     path, orig = tmp_path / "net.npz", tmp_path / "orig.npz"
     shipped.save(path)
     shipped.save(orig)
