@@ -84,7 +84,8 @@ def lipsync_frames(
 def run(args: argparse.Namespace) -> int:
     from app.errors import UsageError
     from audio.decode import decode_audio
-    from pipeline.sinks.output import atomic_write_text, check_output
+    from core.atomic_write import atomic_write_text
+    from pipeline.sinks.output import check_output
 
     out = Path(args.json_out)
     # never over the audio or the profile read, an existing file only with --overwrite

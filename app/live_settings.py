@@ -14,7 +14,7 @@ It goes to the system keyring when one is usable (the `keyring` package with a r
 otherwise to `obs_password` in the same folder, created with mode 0600. A password found in an
 older `live_app.json` is moved there on the first start.
 
-Writes are atomic (`pipeline.sinks.output.atomic_write_text`): a crash never leaves half a file.
+Writes are atomic (`core.atomic_write.atomic_write_text`): a crash never leaves half a file.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pipeline.sinks.output import atomic_write_text
+from core.atomic_write import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from audio.errors import AudioError
 from audio.mfcc import MfccSettings, mfcc_frames
-from core.atomic_write import replacing
+from core.atomic_write import atomic_write_text
 from core.avatar import VOWELS
 
 __all__ = [
@@ -202,10 +202,7 @@ def save_profile(profile: Profile, path: str | os.PathLike) -> Path | None:
         backup = _backup_path(p)
         shutil.copy2(p, backup)
     text = _dumps(profile.to_json())
-    with replacing(p) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+    atomic_write_text(p, text)
     return backup
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["replacing"]
+__all__ = ["atomic_write_text", "replacing"]
 
 
 @contextmanager
@@ -38,3 +38,14 @@ def replacing(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
+    """Write `text` to `path` through a temp file in the same folder, fsynced, then renamed:
+    a reader (or a crash) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    with replacing(path, mode) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    return path

@@ -60,6 +60,6 @@ def summary_table(records: list[dict]) -> str:
 
 
 def write_report(path: Path, header: dict, records: list[dict]) -> Path:
-    from pipeline.sinks.output import atomic_write_text
+    from core.atomic_write import atomic_write_text
 
     return atomic_write_text(path, json.dumps({**header, "jobs": records}, indent=2) + "\n")

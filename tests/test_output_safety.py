@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from audio.decode import decode_audio, downmix
+from core.atomic_write import atomic_write_text
 from pipeline.sinks.output import (
     OutputError,
     PartialFile,
-    atomic_write_text,
     check_output,
     interrupted_path,
     same_file,

@@ -25,8 +25,6 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from core.atomic_write import replacing
-
 
 class OutputError(ValueError):
     """An output path that must not be written; the message is one line and names the path."""
@@ -211,14 +209,3 @@ class PartialFile:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str, mode: int = 0o644) -> Path:
-    """Write `text` to `path` through a temp file in the same folder, fsynced, then renamed:
-    a reader (or a crash) sees the old file or the new one, never half of one."""
-    path = Path(path)
-    with replacing(path, mode) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    return path
