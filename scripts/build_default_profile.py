@@ -546,7 +546,7 @@ def _as_voice_nets(trained: VowelNet, net: VowelNet, more_info: str) -> VowelNet
     out = dataclasses.replace(net)
     out.offline_voice = [trained.offline, *trained.offline_more]
     out.voice_blocks = 2 if net.front else 1
-    recipe = trained.info.split(": ", 1)[1].split("; live half")[0]
+    recipe = trained.info.split(": ", 1)[1]  # without the script's name
     out.info = (net.info.split("; p(voice) from ")[0]
                 + f"; p(voice) from offline nets of their own ({recipe}{more_info})")  # fmt: skip
     return out
@@ -843,8 +843,7 @@ def main() -> int:
                                 live_mel=args.live_mel,
                                 keep_voice=args.keep_voice, held_tracks=held, also_sung=sung,
                                 band_share=args.band_share, aug=aug, voice_for=voice_for,
-                                held_steps=None if args.held_steps is None
-                                else tuple(args.held_steps), **plain)  # fmt: skip
+                                held_steps=args.held_steps, **plain)  # fmt: skip
             except ValueError as exc:
                 if voice_for is None:
                     raise

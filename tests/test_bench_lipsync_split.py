@@ -172,6 +172,7 @@ def test_held_training_vowels_at_more_pitches_are_that_voices_notes_moved():
     at the pitches the steps move it to, in one track, each note its own."""
     from app.bench_lipsync_split import load_build_script
     from audio.calibration import synth_vowel
+    from audio.lipsync_eval import held_vowels
     from audio.speech_corpus import VoiceSpec
 
     bdp = load_build_script()
@@ -179,11 +180,16 @@ def test_held_training_vowels_at_more_pitches_are_that_voices_notes_moved():
     (one,) = bdp._held([spec])
     (three,) = bdp._held([spec], (-15, 0, 15))
     assert [p[2] for p in three.phones if p[2] != "-"] == list("AIUEO") * 3
-    # the first five notes are the lower pitch's: an octave of steps apart from the voice's own
+    # the moved pitches are other notes than the voice's own
     low = synth_vowel("en-us+f2", 40, "A", SR)
     own = synth_vowel("en-us+f2", 55, "A", SR)
     assert not np.array_equal(low, own)
     assert len(three.audio) > 2.5 * len(one.audio)
+    # the first note is the lowest pitch's A, where the track's first phone says (under the
+    # joined track's -70 dBFS noise floor)
+    _, low_a, _ = held_vowels([("en-us+f2", 40)])[0]
+    a = round(three.phones[0][0] * SR)
+    np.testing.assert_allclose(three.audio[a : a + len(low_a)], low_a, atol=2e-3)
 
 
 def test_the_held_set_sings_each_held_out_voice_at_three_pitches():
